@@ -1,0 +1,226 @@
+"""The comparison result: plain data (dataclasses and DataFrames) read by the CLI, JSON/CSV export and pages.
+
+Every number here is traceable: opportunities come from per-type counts, mappings carry
+`evidence_refs` that point at matched group pairs and global kernel index windows, and
+`Comparison.alignment(pair_id)` gives the kernel-by-kernel correspondence behind them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:
+    from .trace import Trace
+
+ALIGN_OPS = ("match", "substitute", "only1", "only2")
+"""Values of the `op` column of an alignment: same type, different type, kernel on one side only."""
+
+
+class PairKernels(Protocol):
+    """Gives the global kernel row numbers (in trace.kernels) of both sides of one pair."""
+
+    def kernel_indices(self, pair_id: int) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+@dataclass(frozen=True)
+class EvidenceRef:
+    """Where a finding can be seen: a pair and the [start, stop) kernel row ranges on each side.
+
+    `pair_id` indexes Comparison.pairs; correlation1/2 are -1 for stream-window pairs (eager kernels).
+    """
+
+    pair_id: int
+    correlation1: int
+    correlation2: int
+    window1: tuple[int, int]
+    window2: tuple[int, int]
+
+
+@dataclass
+class Opportunity:
+    """A kernel type whose count differs enough between the traces (the reference's fusion_opportunities)."""
+
+    kernel_type: str
+    trace1_total: int
+    trace2_total: int
+    trace1_avg_per_group: float
+    trace2_avg_per_group: float
+    trace1_time_ms: float
+    trace2_time_ms: float
+    time_ratio: float | None
+    ratio: float | None
+    fused_by: str
+    fused_trace: int
+    groups_affected: int
+    total_groups: int
+    source: str
+    """'groups' (counted in matched group pairs) or 'global' (whole-trace counts)."""
+    time_impact_ms: float
+    """|trace1_time_ms - trace2_time_ms|: what the ranking uses."""
+    only_in: int = 0
+
+
+@dataclass
+class FusionMapping:
+    """One fused kernel on `fused_trace` standing for a sequence of kernels on the other trace."""
+
+    detector: str
+    fused_trace: int
+    fused_platform: str
+    fused_kernel_type: str
+    fused_count: int
+    unfused_platform: str
+    unfused_sequence: list[str]
+    unfused_count_per_type: dict[str, int]
+    pattern_count: int
+    pattern_confidence: float
+    evidence: str
+    evidence_refs: list[EvidenceRef] = field(default_factory=list)
+    pairs_with_pattern: int = 0
+    time_saved_us: float = 0.0
+    """Time of the unfused side's extra kernels in the observed occurrences."""
+
+
+@dataclass
+class OneSidedNote:
+    """Kernels on one side only that are not a fusion (no consistent neighbour, or a non-compute type)."""
+
+    side: int
+    kernel_type: str
+    count: int
+    reason: str
+    evidence_refs: list[EvidenceRef] = field(default_factory=list)
+
+
+@dataclass
+class Comparability:
+    """Do the two traces look like the same workload? level: 'ok', 'warn' or 'mismatch'."""
+
+    ok: bool
+    level: str
+    warnings: list[str]
+    checks: dict[str, Any]
+
+
+@dataclass
+class Comparison:
+    """Everything the analysis found; see module doc. DataFrames:
+
+    - type_stats: index kernel_type; trace1_count, trace2_count, trace1_time_us, trace2_time_us,
+      count_ratio, time_ratio (NaN when a side is 0), only_in (0, 1 or 2)
+    - groups1/groups2: significant groups; correlation, size, start_us, end_us, kernel_time_us,
+      first_index, order, kind
+    - group_types1/group_types2: index correlation, one column per kernel type (counts)
+    - pairs: pair_id, kind ('group' or 'stream'), correlation1, correlation2, size1, size2, time1_us,
+      time2_us, similarity, kernels_differing, top_differences
+    """
+
+    trace1: Trace
+    trace2: Trace
+    params: dict[str, Any]
+    type_stats: pd.DataFrame
+    groups1: pd.DataFrame
+    groups2: pd.DataFrame
+    group_types1: pd.DataFrame
+    group_types2: pd.DataFrame
+    pairs: pd.DataFrame
+    unmatched1: list[int]
+    unmatched2: list[int]
+    opportunities: list[Opportunity]
+    mappings: list[FusionMapping]
+    one_sided: list[OneSidedNote]
+    comparability: Comparability
+    warnings: list[str]
+    metadata: dict[str, Any]
+    pair_kernels: PairKernels | None = field(default=None, repr=False)
+    _alignments: dict[int, pd.DataFrame] = field(default_factory=dict, repr=False)
+
+    def trace(self, side: int) -> Trace:
+        return self.trace1 if side == 1 else self.trace2
+
+    def alignment(self, pair_id: int) -> pd.DataFrame:
+        """Aligned kernels of one pair: index1/index2 (global rows or -1), name, type, dur, rel_ts, op."""
+        if pair_id not in self._alignments:
+            from .align import alignment_table
+
+            idx1, idx2 = self.pair_kernels.kernel_indices(pair_id)
+            self._alignments[pair_id] = alignment_table(self.trace1.kernels, self.trace2.kernels, idx1, idx2)
+        return self._alignments[pair_id]
+
+    def group_kernels(self, side: int, correlation: int) -> pd.DataFrame:
+        """The kernels of one correlation group, with rel_ts (µs from the group's first kernel)."""
+        kernels = self.trace(side).kernels
+        rows = kernels[kernels["correlation"].to_numpy() == correlation].copy()
+        rows.insert(0, "index", rows.index.to_numpy())
+        rows["rel_ts"] = rows["ts"] - (rows["ts"].iloc[0] if len(rows) else 0.0)
+        return rows.reset_index(drop=True)
+
+    def pairs_with_difference(self, kernel_type: str) -> pd.DataFrame:
+        """Matched group pairs where `kernel_type`'s count differs, with both counts and the difference."""
+        if kernel_type not in self.group_types1.columns or self.pairs.empty:
+            return self.pairs.iloc[0:0].assign(count1=0, count2=0, difference=0)
+        groups = self.pairs[self.pairs["kind"] == "group"]
+        count1 = self.group_types1[kernel_type].reindex(groups["correlation1"]).fillna(0).to_numpy(int)
+        count2 = self.group_types2[kernel_type].reindex(groups["correlation2"]).fillna(0).to_numpy(int)
+        out = groups.assign(count1=count1, count2=count2, difference=count1 - count2)
+        return out[out["difference"] != 0].reset_index(drop=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The reference-compatible dict plus ours; strict JSON types (None for NaN/inf)."""
+        return plain(
+            {
+                "metadata": self.metadata,
+                "global_counts": global_counts(self.type_stats),
+                "fusion_opportunities": [asdict(o) for o in self.opportunities],
+                "fusion_mappings": [asdict(m) for m in self.mappings],
+                "one_sided_kernels": [asdict(n) for n in self.one_sided],
+                "comparability": asdict(self.comparability),
+                "type_stats": self.type_stats.reset_index().to_dict(orient="records"),
+                "matched_pairs": self.pairs.to_dict(orient="records"),
+                "unmatched_groups": {"trace1": self.unmatched1, "trace2": self.unmatched2},
+                "params": self.params,
+                "warnings": self.warnings,
+            }
+        )
+
+
+def global_counts(type_stats: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Reference `global_counts`: ratio = trace1/trace2, None with only_in when a side has none."""
+    out = {}
+    for kernel_type, row in type_stats.iterrows():
+        out[str(kernel_type)] = {
+            "trace1_count": int(row["trace1_count"]),
+            "trace2_count": int(row["trace2_count"]),
+            "ratio": row["count_ratio"],
+            "only_in": int(row["only_in"]) or None,
+        }
+    return out
+
+
+def plain(value: Any) -> Any:
+    """Recursively turn numpy/pandas scalars, tuples and non-finite floats into strict-JSON Python values."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [plain(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    if value is None or isinstance(value, str):
+        return value
+    if value is pd.NA or value is pd.NaT:
+        return None
+    return str(value)
+
+
+def field_names(cls: type) -> list[str]:
+    """Column order for CSV export of a result dataclass."""
+    return [f.name for f in fields(cls)]
