@@ -1,0 +1,128 @@
+"""The trace store: content addressing, atomic writes, LRU cap, and refusal of anything but a digest."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from fusion.store import TraceStore, is_digest
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> TraceStore:
+    return TraceStore(tmp_path / "traces", max_bytes=1000)
+
+
+def _age(store: TraceStore, digest: str, seconds_ago: int) -> None:
+    """Set a stored file's last use explicitly, so LRU order does not depend on timer resolution."""
+    path = store.path(digest)
+    when = path.stat().st_mtime - seconds_ago
+    os.utime(path, (when, when))
+
+
+def test_put_returns_sha256_and_path_holds_the_bytes(store: TraceStore) -> None:
+    digest = store.put(b"hello trace")
+    assert digest == hashlib.sha256(b"hello trace").hexdigest()
+    assert store.path(digest).read_bytes() == b"hello trace"
+    assert digest in store
+
+
+def test_put_dedupes(store: TraceStore, tmp_path: Path) -> None:
+    first = store.put(b"same")
+    second = store.put(b"same")
+    assert first == second
+    assert sorted(os.listdir(tmp_path / "traces")) == [first]
+
+
+def test_a_failed_write_leaves_nothing_behind(
+    store: TraceStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_fdopen = os.fdopen
+
+    def half_written(fd: int, mode: str):  # type: ignore[no-untyped-def]
+        out = real_fdopen(fd, mode)
+        out.write(b"partial")
+        out.flush()
+        out.write = lambda data: (_ for _ in ()).throw(OSError("disk full"))  # type: ignore[method-assign]
+        return out
+
+    monkeypatch.setattr(os, "fdopen", half_written)
+    with pytest.raises(OSError, match="disk full"):
+        store.put(b"whole trace")
+    assert os.listdir(tmp_path / "traces") == []
+
+
+def test_put_writes_through_a_temp_file_and_rename(store: TraceStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    renames: list[tuple[str, str]] = []
+    real_replace = os.replace
+
+    def spy(src: str, dst: str) -> None:
+        renames.append((Path(src).name, Path(dst).name))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", spy)
+    digest = store.put(b"atomic")
+    assert len(renames) == 1
+    temp_name, final_name = renames[0]
+    assert final_name == digest and temp_name != digest
+
+
+def test_cap_evicts_least_recently_used(store: TraceStore) -> None:
+    old = store.put(b"a" * 400)
+    used = store.put(b"b" * 400)
+    _age(store, old, 20)
+    _age(store, used, 30)
+    store.path(used)  # touching makes it the most recently used
+    newest = store.put(b"c" * 400)
+    assert old not in store
+    assert used in store and newest in store
+
+
+def test_a_trace_bigger_than_the_cap_is_kept_until_the_next_put(store: TraceStore) -> None:
+    big = store.put(b"x" * 5000)
+    assert big in store
+    small = store.put(b"y" * 10)
+    assert big not in store and small in store
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["../etc/passwd", "..", "", "abc", "0" * 63, "0" * 65, "G" * 64, "A" * 64, "0" * 64 + "\n", "/" + "0" * 63],
+)
+def test_rejects_anything_but_a_full_digest(store: TraceStore, key: str) -> None:
+    assert not is_digest(key)
+    assert key not in store
+    with pytest.raises(KeyError):
+        store.path(key)
+
+
+def test_a_prefix_of_a_stored_digest_finds_nothing(store: TraceStore) -> None:
+    digest = store.put(b"secret")
+    for prefix in (digest[:8], digest[:32], digest[:63]):
+        assert prefix not in store
+        with pytest.raises(KeyError):
+            store.path(prefix)
+
+
+def test_unknown_full_digest_is_a_key_error(store: TraceStore) -> None:
+    with pytest.raises(KeyError):
+        store.path("f" * 64)
+    assert 123 not in store
+
+
+def test_no_listing_method() -> None:
+    public = {name for name in dir(TraceStore) if not name.startswith("_")}
+    assert public == {"put", "path"}
+    assert not hasattr(TraceStore, "__iter__")
+
+
+def test_env_configures_dir_and_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FUSION_STORE_DIR", str(tmp_path / "env-store"))
+    monkeypatch.setenv("FUSION_STORE_MAX_MB", "2")
+    store = TraceStore()
+    digest = store.put(b"z")
+    assert (tmp_path / "env-store" / digest).is_file()
+    assert store.max_bytes == 2 << 20
