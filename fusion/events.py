@@ -1,0 +1,273 @@
+"""Decode a Chrome-trace JSON stream piece by piece, keeping only the fields the analysis reads.
+
+A trace is one object whose `traceEvents` array holds millions of events. Decoding it whole
+needs several times the file size in memory, so the array is cut into pieces at element
+boundaries and each piece is decoded on its own with a typed msgspec schema. A cut is only
+trusted when the piece decodes: a cut that fell inside a string or a nested object never
+yields valid JSON, so it is rejected and an earlier boundary is tried.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from .errors import TraceError
+from .reader import RawInput
+
+PIECE_SIZE = 16 << 20
+MAX_HEADER_BYTES = 256 << 20
+CUT_ATTEMPTS = 4
+_BOM = b"\xef\xbb\xbf"
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*')
+_WHITESPACE = b" \t\r\n"
+
+
+class Event(msgspec.Struct):
+    """The fields of one trace event that the loader looks at; `args` stays undecoded."""
+
+    cat: Any = None
+    name: Any = None
+    ts: Any = None
+    dur: Any = None
+    args: msgspec.Raw = msgspec.Raw()
+
+
+_piece_decoder = msgspec.json.Decoder(list[Event])
+_any_decoder = msgspec.json.Decoder()
+
+
+@dataclass
+class EventStream:
+    """Top-level keys (without `traceEvents`) and an iterator over decoded event pieces."""
+
+    top_level: dict[str, Any] = field(default_factory=dict)
+    pieces: Iterator[list[Event]] = field(default_factory=lambda: iter(()))
+    warnings: list[str] = field(default_factory=list)
+
+
+def read_events(raw: RawInput) -> EventStream:
+    """Find `traceEvents` and return the stream of its pieces; top-level keys fill in as it runs."""
+    stream = EventStream()
+    chunks = iter(raw.chunks)
+    buf, offset, at_eof = _read_until_events_key(raw, chunks, stream)
+    stream.pieces = _pieces(raw, chunks, _Cursor(buf, offset, at_eof), stream)
+    return stream
+
+
+def _read_until_events_key(
+    raw: RawInput, chunks: Iterator[bytes], stream: EventStream
+) -> tuple[bytes, int, bool]:
+    buf = b""
+    at_eof = False
+    while True:
+        match = _EVENTS_KEY.search(buf)
+        if (match and match.end() < len(buf)) or at_eof or len(buf) > MAX_HEADER_BYTES:
+            break
+        chunk = next(chunks, None)
+        at_eof = chunk is None
+        buf += chunk or b""
+    skipped = 0
+    if buf.startswith(_BOM):
+        stream.warnings.append("the file starts with a UTF-8 byte-order mark; it was skipped")
+        buf = buf[len(_BOM) :]
+        skipped = len(_BOM)
+        match = _EVENTS_KEY.search(buf)
+    if not match:
+        _diagnose_whole(raw.source, buf, at_eof)
+    stream.top_level.update(_decode_head(raw.source, buf[: match.start()]))
+    rest = buf[match.end() :]
+    if not rest.startswith(b"["):
+        found = _describe_value(rest)
+        raise TraceError(raw.source, f"traceEvents is not a list (it holds {found})")
+    return rest[1:], skipped + match.end() + 1, at_eof
+
+
+def _diagnose_whole(source: str, buf: bytes, complete: bool) -> None:
+    """No `traceEvents` key was found: say what the file is instead."""
+    if not buf.strip():
+        raise TraceError(source, "the file is empty")
+    if not complete:
+        raise TraceError(source, f"no traceEvents list in the first {MAX_HEADER_BYTES >> 20} MB; not a trace")
+    value = _decode_whole(source, buf)
+    if not isinstance(value, dict):
+        raise TraceError(source, f"the JSON holds {_kind(value)} at the top level, not a trace object")
+    raise TraceError(source, "JSON object without a traceEvents list; not a Chrome/Kineto trace")
+
+
+def _decode_whole(source: str, data: bytes) -> Any:
+    try:
+        return _any_decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        raise TraceError(source, _json_problem(exc, data, 0)) from None
+    except UnicodeDecodeError as exc:
+        raise TraceError(source, f"not UTF-8 text (bad byte at {exc.start})") from None
+
+
+def _decode_head(source: str, head: bytes) -> dict[str, Any]:
+    """The keys before `traceEvents`: close the object after them and decode it."""
+    value = _decode_whole(source, head.rstrip(_WHITESPACE) + b'"traceEvents":null}')
+    if not isinstance(value, dict):
+        raise TraceError(source, "the JSON top level is not a trace object")
+    value.pop("traceEvents", None)
+    return value
+
+
+@dataclass
+class _Cursor:
+    """Undecoded bytes of the array, where they start in the file, and whether input is exhausted."""
+
+    buf: bytes
+    offset: int
+    at_eof: bool
+
+    def fill(self, chunks: Iterator[bytes], size: int) -> None:
+        while not self.at_eof and len(self.buf) < size:
+            chunk = next(chunks, None)
+            self.at_eof = chunk is None
+            self.buf += chunk or b""
+
+
+def _pieces(raw: RawInput, chunks: Iterator[bytes], cur: _Cursor, stream: EventStream) -> Iterator[list[Event]]:
+    """Decode the array in pieces of about PIECE_SIZE bytes; the last piece also yields the tail keys."""
+    index = 0
+    want = PIECE_SIZE
+    while True:
+        cur.fill(chunks, want)
+        if cur.at_eof:
+            events, tail = _decode_last_piece(raw.source, cur.buf, cur.offset, index)
+            stream.top_level.update((k, v) for k, v in tail.items() if k not in stream.top_level)
+            if events:
+                yield events
+            return
+        cut = _cut_piece(raw.source, cur.buf, cur.offset, index)
+        if cut is None:
+            want = len(cur.buf) + PIECE_SIZE
+            continue
+        want = PIECE_SIZE
+        events, end = cut
+        index += len(events)
+        yield events
+        rest = cur.buf[end:].lstrip(_WHITESPACE)
+        if not rest.startswith(b","):
+            raise TraceError(raw.source, f"not valid JSON near byte {cur.offset + end}: expected ',' between events")
+        cur.offset += len(cur.buf) - len(rest) + 1
+        cur.buf = rest[1:]
+
+
+def _cut_piece(source: str, buf: bytes, offset: int, index: int) -> tuple[list[Event], int] | None:
+    """The events before the last boundary in `buf` that decodes, and where it ends."""
+    end = len(buf)
+    first_error: TraceError | None = None
+    for _ in range(CUT_ATTEMPTS):
+        end = _last_boundary(buf, end)
+        if end is None:
+            break
+        try:
+            return _decode_events(source, buf[:end], offset, index), end
+        except TraceError as exc:
+            first_error = first_error or exc
+        end -= 1
+    if first_error is not None and len(buf) > 4 * PIECE_SIZE:
+        raise first_error
+    return None
+
+
+def _last_boundary(buf: bytes, before: int) -> int | None:
+    """Position just after the last `}` before `before` that is followed by a comma."""
+    pos = buf.rfind(b"}", 0, before)
+    while pos >= 0:
+        nxt = pos + 1
+        while nxt < len(buf) and buf[nxt] in _WHITESPACE:
+            nxt += 1
+        if nxt < len(buf) and buf[nxt] == ord(","):
+            return pos + 1
+        pos = buf.rfind(b"}", 0, pos)
+    return None
+
+
+def _decode_last_piece(source: str, buf: bytes, offset: int, index: int) -> tuple[list[Event], dict[str, Any]]:
+    """The final events and the keys after the array; the closing `]` is the one whose both sides decode."""
+    end = len(buf)
+    events_error: TraceError | None = None
+    while True:
+        end = buf.rfind(b"]", 0, end)
+        if end < 0 or end < len(buf) - (1 << 20):
+            raise events_error or TraceError(source, "truncated: the file ends before the traceEvents list is closed")
+        tail = _decode_tail(buf[end + 1 :])
+        body = buf[:end].rstrip(_WHITESPACE)
+        if tail is None:
+            continue
+        try:
+            return _decode_events(source, body, offset, index), tail
+        except TraceError as exc:
+            events_error = events_error or exc
+
+
+def _decode_tail(tail: bytes) -> dict[str, Any] | None:
+    try:
+        value = _any_decoder.decode(b'{"_":0' + tail)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+    if not isinstance(value, dict):
+        return None
+    value.pop("_", None)
+    return value
+
+
+def _decode_events(source: str, body: bytes, offset: int, index: int) -> list[Event]:
+    try:
+        return _piece_decoder.decode(b"[" + body + b"]")
+    except msgspec.ValidationError as exc:
+        raise TraceError(source, _entry_problem(exc, index)) from None
+    except msgspec.DecodeError as exc:
+        raise TraceError(source, _json_problem(exc, body, offset - 1)) from None
+    except UnicodeDecodeError as exc:
+        raise TraceError(source, f"not UTF-8 text (bad byte near byte {offset + exc.start})") from None
+
+
+_BYTE_POS = re.compile(r"\(byte (\d+)\)")
+_ENTRY_POS = re.compile(r"\$\[(\d+)\]")
+
+
+def _json_problem(exc: msgspec.DecodeError, data: bytes, shift: int) -> str:
+    """A decode error with its byte position counted from the start of the file."""
+    message = str(exc)
+    if "truncated" in message:
+        return "truncated JSON: the file ends in the middle of a value"
+    match = _BYTE_POS.search(message)
+    if match:
+        message = _BYTE_POS.sub(f"(byte {int(match.group(1)) + shift})", message)
+    if message.startswith("JSON is malformed"):
+        return "not valid JSON: " + message.removeprefix("JSON is malformed: ")
+    return message
+
+
+def _entry_problem(exc: msgspec.ValidationError, index: int) -> str:
+    match = _ENTRY_POS.search(str(exc))
+    where = f"entry {index + int(match.group(1))}" if match else "an entry"
+    return f"traceEvents {where} is not an object ({str(exc).split(' - ')[0]})"
+
+
+def _describe_value(rest: bytes) -> str:
+    head = rest[:20].decode("utf-8", "replace")
+    for prefix, kind in (("{", "an object"), ('"', "a string"), ("null", "null"), ("t", "true"), ("f", "false")):
+        if head.startswith(prefix):
+            return kind
+    return "a number" if head[:1].isdigit() or head.startswith("-") else f"'{head}'"
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    return "a number"

@@ -1,0 +1,162 @@
+"""Raw bytes in: a path, bytes or a binary file, plain or gzip, read in bounded chunks.
+
+Gzip is told apart by its magic bytes, never by the file suffix. Decompressed size is
+capped, so a gzip bomb stops with a message instead of filling memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO, Union
+
+from .errors import TraceError
+
+TraceSource = Union[str, os.PathLike, bytes, bytearray, memoryview, BinaryIO]
+Progress = Callable[[int, int], None]
+"""Called with (bytes read so far, total bytes or 0 when unknown)."""
+
+GZIP_MAGIC = b"\x1f\x8b"
+READ_SIZE = 8 << 20
+DEFAULT_MAX_BYTES = int(os.environ.get("FUSION_MAX_TRACE_BYTES", 8 << 30))
+"""Largest decompressed trace accepted (8 GiB unless FUSION_MAX_TRACE_BYTES says otherwise)."""
+
+
+@dataclass
+class RawInput:
+    """An opened trace input: where it came from, and an iterator of decompressed chunks."""
+
+    source: str
+    size: int
+    gzipped: bool
+    chunks: Iterator[bytes]
+    digest: "hashlib._Hash" = field(default_factory=hashlib.sha256)
+
+    @property
+    def sha256(self) -> str:
+        """Digest of the bytes as stored (compressed if gzip); complete once chunks are exhausted."""
+        return self.digest.hexdigest()
+
+
+def source_name(source: TraceSource) -> str:
+    """A name for messages: the path, or what kind of in-memory input it was."""
+    if isinstance(source, (str, os.PathLike)):
+        return str(source)
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return "<bytes>"
+    return str(getattr(source, "name", "<file object>"))
+
+
+def open_input(
+    source: TraceSource,
+    *,
+    name: str | None = None,
+    progress: Progress | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> RawInput:
+    """Open `source` for chunked reading; raises TraceError for a missing or unreadable file."""
+    label = name or source_name(source)
+    stream, size = _binary_stream(source, label)
+    head = stream.read(2)
+    gzipped = head == GZIP_MAGIC
+    raw = RawInput(source=label, size=size, gzipped=gzipped, chunks=iter(()))
+    owned = isinstance(source, (str, os.PathLike))
+    raw.chunks = _chunks(stream, head, raw, progress, max_bytes, close=owned)
+    if not gzipped and size > max_bytes:
+        raise TraceError(label, f"file is {size / 1e9:.2f} GB, above the {max_bytes / 1e9:.2f} GB limit")
+    return raw
+
+
+def _binary_stream(source: TraceSource, label: str) -> tuple[BinaryIO, int]:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        view = memoryview(source)
+        return io.BytesIO(view), view.nbytes
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        try:
+            if path.is_dir():
+                raise TraceError(label, "is a directory, not a trace file")
+            return path.open("rb"), path.stat().st_size
+        except FileNotFoundError:
+            raise TraceError(label, "no such file") from None
+        except PermissionError:
+            raise TraceError(label, "permission denied") from None
+        except OSError as exc:
+            raise TraceError(label, f"cannot be read ({exc.strerror or exc})") from None
+    return source, _remaining_size(source)
+
+
+def _remaining_size(stream: BinaryIO) -> int:
+    try:
+        here = stream.tell()
+        end = stream.seek(0, io.SEEK_END)
+        stream.seek(here)
+        return end - here
+    except (OSError, AttributeError, ValueError):
+        return 0
+
+
+def _chunks(
+    stream: BinaryIO,
+    head: bytes,
+    raw: RawInput,
+    progress: Progress | None,
+    max_bytes: int,
+    *,
+    close: bool,
+) -> Iterator[bytes]:
+    """Yield decompressed chunks, stopping once they pass `max_bytes`."""
+    blocks = _blocks(stream, head, raw, progress)
+    produced = 0
+    try:
+        for out in _gunzip(blocks, raw.source) if raw.gzipped else blocks:
+            produced += len(out)
+            if produced > max_bytes:
+                raise TraceError(
+                    raw.source, f"decompresses to more than the {max_bytes / 1e9:.2f} GB limit; refused"
+                )
+            yield out
+    except OSError as exc:
+        raise TraceError(raw.source, f"read failed ({exc})") from None
+    finally:
+        if close:
+            stream.close()
+
+
+def _blocks(stream: BinaryIO, head: bytes, raw: RawInput, progress: Progress | None) -> Iterator[bytes]:
+    """Stored bytes in blocks; each block updates the digest and the progress report."""
+    done = 0
+    block = head
+    while block:
+        raw.digest.update(block)
+        done += len(block)
+        yield block
+        if progress:
+            progress(done, raw.size)
+        block = stream.read(READ_SIZE)
+
+
+def _gunzip(blocks: Iterator[bytes], source: str) -> Iterator[bytes]:
+    """Inflate gzip data, including concatenated members; trailing zero padding is ignored."""
+    inflater = zlib.decompressobj(wbits=31)
+    try:
+        for block in blocks:
+            while block:
+                out = inflater.decompress(block, READ_SIZE)
+                if out:
+                    yield out
+                block = inflater.unconsumed_tail
+                if inflater.eof:
+                    block = inflater.unused_data + block
+                    if not block.strip(b"\x00"):
+                        break
+                    inflater = zlib.decompressobj(wbits=31)
+        if not inflater.eof:
+            raise TraceError(source, "gzip data is truncated or corrupt (the compressed stream ends early)")
+    except zlib.error as exc:
+        raise TraceError(source, f"corrupt gzip data ({exc})") from None

@@ -1,0 +1,53 @@
+"""One trace's summary: platform, GPU, per-type counts and times, and the names no rule matched."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .trace import Trace
+
+UNCLASSIFIED_TYPE = "Other"
+
+
+def summarize(trace: Trace, top_unclassified: int = 20) -> dict[str, Any]:
+    """The `summary` CLI's JSON: per-type count and time, and unclassified names by total time."""
+    kernels = trace.kernels
+    per_type = kernels.groupby("type", observed=True)["dur"].agg(count="size", time_us="sum")
+    per_type = per_type.sort_values("time_us", ascending=False)
+    other = trace.names[trace.names["kernel_type"] == UNCLASSIFIED_TYPE].head(top_unclassified)
+    return {
+        "platform": trace.platform,
+        "gpu": trace.gpu,
+        "kernels": trace.kernel_count,
+        "kernel_time_us": round(trace.kernel_time_us, 3),
+        "types": {
+            str(kernel_type): {"count": int(row["count"]), "time_us": round(float(row["time_us"]), 3)}
+            for kernel_type, row in per_type.iterrows()
+        },
+        "unclassified": [
+            {"name": str(name), "count": int(row["count"]), "time_us": round(float(row["time_us"]), 3)}
+            for name, row in other.iterrows()
+        ],
+    }
+
+
+def summary_text(trace: Trace, summary: dict[str, Any]) -> str:
+    """The summary as a table a person reads."""
+    total = summary["kernel_time_us"] or 1.0
+    lines = [
+        f"trace     {trace.source}",
+        f"platform  {summary['platform']}  ({trace.platform_evidence})",
+        f"gpu       {summary['gpu']}",
+        f"kernels   {summary['kernels']:,}   kernel time {summary['kernel_time_us'] / 1e3:,.3f} ms",
+        "",
+        f"{'type':<20}{'count':>10}{'time ms':>14}{'share':>8}",
+    ]
+    for kernel_type, row in summary["types"].items():
+        share = 100 * row["time_us"] / total
+        lines.append(f"{kernel_type:<20}{row['count']:>10,}{row['time_us'] / 1e3:>14,.3f}{share:>7.1f}%")
+    if summary["unclassified"]:
+        lines += ["", "unclassified kernel names by total time (add a rule for them, see FUSION_RULES):"]
+        for entry in summary["unclassified"]:
+            lines.append(f"  {entry['time_us'] / 1e3:>10,.3f} ms  {entry['count']:>7,}x  {entry['name'][:160]}")
+    lines += [f"warning: {warning}" for warning in trace.warnings]
+    return "\n".join(lines)

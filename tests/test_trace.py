@@ -1,0 +1,225 @@
+"""The loader: platform and GPU detection, the kernel table, chunked decoding, bad input."""
+
+from __future__ import annotations
+
+import gzip
+import io
+
+import orjson
+import pandas as pd
+import pytest
+from builders import kernel_event, shared_trace, shared_trace_names, trace_json, write_trace
+
+from fusion import events as events_module
+from fusion import reader
+from fusion.errors import TraceError
+from fusion.trace import KERNEL_COLUMNS, load
+
+# name: (platform, GPU as reported, kernels) — checked by hand against MANIFEST.md.
+SHARED_EXPECTED = {
+    "hta_mi250_minitoy": ("AMD", "AMD Radeon Graphics", 14),
+    "hta_negative_queue_rank0": ("NVIDIA", "NVIDIA A100-SXM4-80GB", 6080),
+    "hta_sampled_rank0": ("NVIDIA", "NVIDIA GPU, name not recorded", 1154),
+    "hta_trace_diff_control": ("NVIDIA", "NVIDIA A100-PG509-200", 8568),
+    "switchtransformer_a100": ("NVIDIA", "NVIDIA A100 80GB PCIe", 484),
+    "tl_b200_eager": ("NVIDIA", "NVIDIA B200", 768),
+    "tl_h100_qwen1.5-0.5b": ("NVIDIA", "NVIDIA H100 80GB HBM3", 1465),
+    "tl_mi210_gpu_only": ("AMD", "AMD Instinct MI210", 562),
+    "tl_mi300_qwen1.5-0.5b": ("AMD", "AMD Instinct MI300X VF", 1516),
+    "tl_vllm_decode_full_exec": ("AMD", "AMD GPU, name not recorded", 425),
+    "tl_vllm_pd_piecewise_exec": ("AMD", "AMD GPU, name not recorded", 413),
+    "tl_xdit_flux_aiter_profile": ("AMD", "AMD Instinct MI300X", 5549),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHARED_EXPECTED))
+def test_platform_gpu_and_kernel_count_on_shared_traces(name: str) -> None:
+    platform, gpu, kernels = SHARED_EXPECTED[name]
+    trace = load(shared_trace(name))
+    assert (trace.platform, trace.gpu, trace.kernel_count) == (platform, gpu, kernels)
+    assert trace.gpu_recorded == ("not recorded" not in gpu)
+
+
+def test_amd_without_roctracer_version_is_told_by_warp_size() -> None:
+    trace = load(shared_trace("hta_mi250_minitoy"))
+    assert trace.platform_evidence == "deviceProperties warpSize 64"
+
+
+def test_no_device_properties_uses_runtime_events() -> None:
+    trace = load(shared_trace("hta_sampled_rank0"))
+    assert trace.device_properties == []
+    assert trace.platform_evidence == "cuda* runtime events"
+
+
+def test_graph_launch_shares_one_correlation() -> None:
+    trace = load(shared_trace("tl_vllm_decode_full_exec"))
+    assert trace.kernels["correlation"].value_counts().max() == 421
+
+
+def test_kernel_table_columns_and_dtypes() -> None:
+    trace = load(shared_trace("tl_mi300_qwen1.5-0.5b"))
+    table = trace.kernels
+    assert tuple(table.columns) == KERNEL_COLUMNS
+    assert isinstance(table["name"].dtype, pd.CategoricalDtype)
+    assert isinstance(table["type"].dtype, pd.CategoricalDtype)
+    assert table["ts"].is_monotonic_increasing
+    assert (table["correlation"] >= 0).all()
+    assert trace.names["count"].sum() == len(table)
+
+
+@pytest.mark.parametrize("name", shared_trace_names())
+def test_every_shared_trace_matches_its_kernel_names_file(name: str) -> None:
+    path = shared_trace(name)
+    trace = load(path)
+    listed = pd.read_csv(
+        path.parent / "kernel_names.txt", sep="\t", comment=None, skiprows=1, header=None,
+        names=["count", "total_dur_us", "name"], quoting=3, keep_default_na=False,
+    )
+    assert trace.kernel_count == listed["count"].sum()
+    assert trace.kernel_time_us == pytest.approx(listed["total_dur_us"].sum(), rel=1e-3)
+
+
+def test_json_and_gzip_give_identical_tables(tmp_path) -> None:
+    data = gzip.decompress(shared_trace("tl_vllm_pd_piecewise_exec").read_bytes())
+    plain = tmp_path / "trace.json"
+    plain.write_bytes(data)
+    packed = tmp_path / "trace.json.gz"
+    packed.write_bytes(gzip.compress(data))
+    pd.testing.assert_frame_equal(load(plain).kernels, load(packed).kernels)
+
+
+def test_gzip_is_told_by_magic_bytes_not_suffix(tmp_path) -> None:
+    events = [kernel_event("Cijk_Alik_Bljk_HHS_BH_MT128x128x32", 1.0, 5.0, 1)]
+    wrong_suffix = write_trace(tmp_path / "trace.json", events, compress=True)
+    plain_as_gz = write_trace(tmp_path / "trace.json.gz", events)
+    assert load(wrong_suffix).kernel_count == 1
+    assert load(plain_as_gz).kernel_count == 1
+
+
+def test_bytes_and_file_objects_are_accepted() -> None:
+    data = trace_json([kernel_event("k", 1.0, 2.0, 5)])
+    assert load(data, name="upload.json").source == "upload.json"
+    assert load(io.BytesIO(gzip.compress(data))).kernel_count == 1
+
+
+def test_legacy_capitalised_kernel_category() -> None:
+    events = [
+        kernel_event("void at::native::vectorized_elementwise_kernel<4>", 10.0, 2.0, 1, cat="Kernel"),
+        kernel_event("ampere_sgemm_128x64_tn", 20.0, 9.0, 2, cat="Kernel"),
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "ts": 9.0, "dur": 1.0},
+    ]
+    trace = load(trace_json(events, deviceProperties=[{"id": 0, "name": "Tesla V100", "warpSize": 32}]))
+    assert trace.kernel_count == 2
+    assert trace.platform == "NVIDIA"
+    assert list(trace.kernels["name"]) == [events[0]["name"], events[1]["name"]]
+
+
+def _reference_kernels(data: bytes) -> list[tuple]:
+    doc = orjson.loads(data)
+    rows = [
+        (e["name"], float(e["ts"]), float(e["dur"]), e["args"]["correlation"])
+        for e in doc["traceEvents"]
+        if e.get("cat") in ("kernel", "Kernel")
+    ]
+    return sorted(rows, key=lambda row: row[1])
+
+
+@pytest.mark.parametrize("piece_size", [64, 1000, 50_000])
+def test_small_pieces_decode_exactly_like_a_whole_parse(monkeypatch, piece_size: int) -> None:
+    data = gzip.decompress(shared_trace("tl_vllm_pd_piecewise_exec").read_bytes())
+    monkeypatch.setattr(events_module, "PIECE_SIZE", piece_size)
+    monkeypatch.setattr(reader, "READ_SIZE", 4096)
+    table = load(data).kernels
+    got = list(zip(table["name"].astype(str), table["ts"], table["dur"], table["correlation"]))
+    assert got == _reference_kernels(data)
+
+
+def test_cut_inside_strings_that_look_like_boundaries(monkeypatch) -> None:
+    tricky = 'fake}, {"cat": "kernel", "name": "x"}] , "traceName": "y"'
+    events = [kernel_event(f"{tricky}_{i}", float(i), 1.0, i) for i in range(300)]
+    data = trace_json(events, deviceProperties=[{"id": 0, "name": "", "warpSize": 64}])
+    data = data[:-1] + b', "extra": [1, {"a": [2]}], "traceName": "t]"}'
+    monkeypatch.setattr(events_module, "PIECE_SIZE", 97)
+    trace = load(data)
+    assert list(trace.kernels["name"].astype(str)) == [e["name"] for e in events]
+    assert trace.platform == "AMD"
+
+
+def test_top_level_keys_after_the_events_are_read() -> None:
+    events = [kernel_event("k", 1.0, 1.0, 1)]
+    data = orjson.dumps({"traceEvents": events, "deviceProperties": [{"name": "AMD Instinct MI250X", "warpSize": 64}]})
+    trace = load(data)
+    assert (trace.platform, trace.gpu) == ("AMD", "AMD Instinct MI250X")
+
+
+def test_progress_reports_bytes_read(tmp_path) -> None:
+    path = write_trace(tmp_path / "t.json", [kernel_event("k", float(i), 1.0, i) for i in range(2000)])
+    seen: list[tuple[int, int]] = []
+    load(path, progress=lambda done, total: seen.append((done, total)))
+    assert seen[-1] == (path.stat().st_size, path.stat().st_size)
+    assert [done for done, _ in seen] == sorted(done for done, _ in seen)
+
+
+def test_no_kernel_events_is_a_warning_not_an_error() -> None:
+    data = trace_json([{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1.0, "dur": 3.0}])
+    trace = load(data, name="cpu.json")
+    assert trace.kernel_count == 0
+    assert any("no kernel events" in w for w in trace.warnings)
+
+
+def test_incomplete_kernel_events_are_skipped_with_a_warning() -> None:
+    events = [
+        kernel_event("ok", 1.0, 2.0, 1),
+        {"cat": "kernel", "ts": 2.0, "dur": 1.0},
+        {"cat": "kernel", "name": "no_ts", "dur": 1.0},
+        {"cat": "kernel", "name": "str_dur", "ts": 3.0, "dur": "1.0"},
+        {"cat": "kernel", "name": "no_args", "ts": 4.0, "dur": 1.0},
+    ]
+    trace = load(trace_json(events))
+    assert list(trace.kernels["name"]) == ["ok", "no_args"]
+    assert trace.kernels["correlation"].tolist() == [1, -1]
+    text = " ".join(trace.warnings)
+    assert "no name" in text and "no numeric ts" in text and "no numeric dur" in text and "args" in text
+
+
+def test_duplicate_kernel_events_are_dropped_with_a_warning() -> None:
+    event = kernel_event("k", 1.0, 2.0, 1)
+    trace = load(trace_json([event, event, kernel_event("k", 5.0, 2.0, 2)]))
+    assert trace.kernel_count == 2
+    assert any("duplicate" in w for w in trace.warnings)
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        (b"", "empty"),
+        (b"hello, world", "not valid JSON"),
+        (b'{"traceEvents": [{"cat": "kernel", "name": "k", "ts": 1', "truncated"),
+        (b'{"traceEvents": [{"cat": "kernel"}, {"cat"', "truncated"),
+        (b"[1, 2, 3]", "array at the top level"),
+        (b'{"schemaVersion": 1}', "without a traceEvents list"),
+        (b'{"traceEvents": {"a": 1}}', "traceEvents is not a list"),
+        (b'{"traceEvents": [1, 2]}', "entry 0 is not an object"),
+        (b'{"traceEvents": [{"cat": "kernel"}, "x"]}', "entry 1 is not an object"),
+        (b"\x1f\x8b\x08\x00garbage", "gzip data is truncated or corrupt"),
+        (b"\x1f\x8b\x08\x00" + bytes(range(200)), "corrupt gzip"),
+        (gzip.compress(b'{"traceEvents": []}')[:-12], "truncated"),
+        (b'{"traceEvents": [{"cat": "kernel", "name": "\xff\xfe"}]}', "UTF-8"),
+    ],
+)
+def test_bad_input_names_the_file_and_the_problem(data: bytes, problem: str) -> None:
+    with pytest.raises(TraceError) as caught:
+        load(data, name="bad.json")
+    assert str(caught.value).startswith("bad.json: ")
+    assert problem in str(caught.value)
+
+
+def test_missing_file(tmp_path) -> None:
+    with pytest.raises(TraceError, match="no such file"):
+        load(tmp_path / "nope.json")
+
+
+def test_gzip_bomb_stops_at_the_limit() -> None:
+    bomb = gzip.compress(b'{"traceEvents": [' + b" " * (50 << 20) + b"]}")
+    with pytest.raises(TraceError, match="limit"):
+        load(bomb, name="bomb.json.gz", max_bytes=10 << 20)
