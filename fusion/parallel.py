@@ -7,18 +7,23 @@ than it saves.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
+import pickle
+import selectors
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable
-from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
 from .errors import TraceError
 from .reader import DEFAULT_MAX_BYTES, TraceSource
+from .tablecache import TableCache
 from .trace import Trace, load
 
-PARALLEL_MIN_BYTES = 32 << 20
+PARALLEL_MIN_BYTES = 256 << 20
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
 PairProgress = Callable[[int, int, int], None]
 """Called with (side 1 or 2, bytes read, total bytes)."""
 
@@ -31,21 +36,38 @@ def load_pair(
     progress: PairProgress | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
     parallel: bool | None = None,
+    cache: TableCache | None = None,
 ) -> tuple[Trace, Trace]:
-    """Both traces; in parallel processes when both are files and together large enough."""
+    """Both traces: from `cache` where the file was loaded before, else parsed, in parallel
+    processes when both need parsing and are large enough; newly parsed files enter the cache."""
     sources = (source1, source2)
+    cached = [_lookup(cache, src, label) for src, label in zip(sources, labels)]
+    todo = [side for side in (1, 2) if cached[side - 1] is None]
     if parallel is None:
-        parallel = _worth_parallel(sources)
-    if not parallel:
-        return tuple(  # type: ignore[return-value]
-            load(src, label, progress=_side_progress(progress, side), max_bytes=max_bytes)
-            for side, (src, label) in enumerate(zip(sources, labels), start=1)
-        )
-    return _load_in_children(sources, labels, progress, max_bytes)
+        parallel = len(todo) == 2 and _worth_parallel(sources)
+    if parallel and len(todo) == 2:
+        loaded = dict(zip((1, 2), _load_in_children(sources, labels, progress, max_bytes)))
+    else:
+        loaded = {
+            side: load(sources[side - 1], labels[side - 1], progress=_side_progress(progress, side), max_bytes=max_bytes)
+            for side in todo
+        }
+    for side, trace in loaded.items():
+        if cache is not None and _is_path(sources[side - 1]):
+            cache.store(sources[side - 1], trace)  # type: ignore[arg-type]
+    return tuple(cached[side - 1] or loaded[side] for side in (1, 2))  # type: ignore[return-value]
+
+
+def _is_path(source: TraceSource) -> bool:
+    return isinstance(source, (str, os.PathLike))
+
+
+def _lookup(cache: TableCache | None, source: TraceSource, label: str | None) -> Trace | None:
+    return cache.lookup(source, label) if cache is not None and _is_path(source) else None  # type: ignore[arg-type]
 
 
 def _worth_parallel(sources: tuple[TraceSource, TraceSource]) -> bool:
-    if not all(isinstance(src, (str, os.PathLike)) for src in sources):
+    if not all(_is_path(src) for src in sources):
         return False
     try:
         return sum(Path(src).stat().st_size for src in sources) >= PARALLEL_MIN_BYTES  # type: ignore[arg-type]
@@ -65,55 +87,77 @@ def _load_in_children(
     progress: PairProgress | None,
     max_bytes: int,
 ) -> tuple[Trace, Trace]:
-    context = mp.get_context("spawn")
-    pipes: dict[Connection, int] = {}
-    children = []
-    for side, (src, label) in enumerate(zip(sources, labels), start=1):
-        parent_end, child_end = context.Pipe(duplex=False)
-        child = context.Process(target=_child, args=(child_end, os.fspath(src), label, max_bytes), daemon=True)
-        child.start()
-        child_end.close()
-        pipes[parent_end] = side
-        children.append(child)
-    try:
-        results = _collect(pipes, progress)
-    finally:
-        for child in children:
-            child.join(timeout=5)
-            if child.is_alive():
-                child.kill()
-    errors = [results[side] for side in (1, 2) if isinstance(results[side], TraceError)]
-    if errors:
-        raise errors[0]
+    """Each trace parsed by `python -m fusion.parallel` in its own interpreter.
+
+    A plain subprocess, not multiprocessing: spawn re-imports the parent's __main__, which fails
+    under `python -` and costs a Streamlit server a second import of its script runner.
+    """
+    with tempfile.TemporaryDirectory(prefix="fusion-load-") as workdir:
+        children = {
+            side: _start_child(Path(workdir) / f"{side}.pickle", sources[side - 1], labels[side - 1], max_bytes)
+            for side in (1, 2)
+        }
+        try:
+            _relay_progress(children, progress)
+        finally:
+            for child, _ in children.values():
+                if child.poll() is None:
+                    child.kill()
+                child.wait()
+        results = {side: _child_result(out, sources[side - 1], child) for side, (child, out) in children.items()}
     return results[1], results[2]
 
 
-def _collect(pipes: dict[Connection, int], progress: PairProgress | None) -> dict[int, Any]:
-    results: dict[int, Any] = {}
-    while len(results) < 2:
-        for conn in wait(list(pipes)):
-            side = pipes[conn]
-            try:
-                kind, payload = conn.recv()
-            except EOFError:
-                kind, payload = "error", TraceError(f"trace {side}", "the loader process died (out of memory?)")
-            if kind == "progress" and progress:
-                progress(side, *payload)
-            elif kind in ("trace", "error"):
-                results[side] = payload
-                del pipes[conn]
-    return results
+def _start_child(out: Path, source: TraceSource, label: str | None, max_bytes: int) -> tuple[subprocess.Popen, Path]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", "fusion.parallel", os.fspath(source), str(out), label or "", str(max_bytes)]
+    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    return child, out
 
 
-def _child(conn: Connection, path: str, label: str | None, max_bytes: int) -> None:
+def _relay_progress(children: dict[int, tuple[subprocess.Popen, Path]], progress: PairProgress | None) -> None:
+    """Pass the children's 'done total' lines to `progress` until both have closed their stderr."""
+    with selectors.DefaultSelector() as selector:
+        for side, (child, _) in children.items():
+            selector.register(child.stderr, selectors.EVENT_READ, side)
+        while selector.get_map():
+            for key, _ in selector.select():
+                line = key.fileobj.readline()  # type: ignore[union-attr]
+                if not line:
+                    selector.unregister(key.fileobj)
+                elif progress is not None and line.startswith(b"progress "):
+                    done, total = line.split()[1:3]
+                    progress(key.data, int(done), int(total))
+
+
+def _child_result(out: Path, source: TraceSource, child: subprocess.Popen) -> Trace:
+    try:
+        with out.open("rb") as handle:
+            kind, payload = pickle.load(handle)
+    except (OSError, EOFError, pickle.UnpicklingError):
+        why = "out of memory?" if child.returncode and child.returncode < 0 else f"exit status {child.returncode}"
+        raise TraceError(os.fspath(source), f"the loader process died ({why})") from None
+    if kind == "error":
+        raise payload
+    return payload
+
+
+def _child_main(argv: list[str]) -> None:
+    path, out, label, max_bytes = argv
+
     def report(done: int, total: int) -> None:
-        conn.send(("progress", (done, total)))
+        sys.stderr.buffer.write(f"progress {done} {total}\n".encode())
+        sys.stderr.buffer.flush()
 
     try:
-        conn.send(("trace", load(path, label, progress=report, max_bytes=max_bytes)))
+        result: tuple[str, Any] = ("trace", load(path, label or None, progress=report, max_bytes=int(max_bytes)))
     except TraceError as exc:
-        conn.send(("error", exc))
+        result = ("error", exc)
     except MemoryError:
-        conn.send(("error", TraceError(path, "out of memory while loading")))
-    finally:
-        conn.close()
+        result = ("error", TraceError(path, "out of memory while loading"))
+    with open(out, "wb") as handle:
+        pickle.dump(result, handle, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+if __name__ == "__main__":
+    _child_main(sys.argv[1:])
