@@ -1,0 +1,170 @@
+"""Kernel-by-kernel alignment of two kernel-type sequences (Needleman-Wunsch, numpy row DP).
+
+Scores: same type +2, different type -3, gap -2. A substitution (-3) is cheaper than a pair of gaps (-4),
+so two kernels of different types at the same place are a substitution, but dearer than one gap, so a
+run of extra kernels on one side (4 sorts vs 1) is not smeared into substitutions with its neighbours. Alignments are cached by the
+pair of type sequences: identical decode steps are aligned once.
+
+Each DP row is solved with numpy: the left-gap recurrence H[j] = max(E[j], H[j-1] + gap) is a running
+maximum of E[k] - gap*k, so a row costs a few vector operations.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+MATCH_SCORE, MISMATCH_SCORE, GAP_SCORE = 2, -3, -2
+GAP = -1
+MATCH, SUBSTITUTE, ONLY1, ONLY2 = 0, 1, 2, 3
+OP_NAMES = np.array(["match", "substitute", "only1", "only2"])
+_DIAG, _UP, _LEFT = 0, 1, 2
+STREAM_CHUNK = 512
+"""Kernels per side aligned at once when walking a long eager stream."""
+STREAM_KEEP = 0.75
+"""Fraction of a chunk's alignment kept before the next chunk starts (chunk ends are unreliable)."""
+
+
+def align_codes(a: np.ndarray, b: np.ndarray, free_end: bool = False) -> np.ndarray:
+    """Align two int type-code sequences: an (L, 2) array of positions into a and b, -1 for a gap.
+
+    With `free_end`, trailing kernels of either sequence may stay unaligned at no cost (the rest of
+    a stream continues in the next chunk); they are then left out of the result.
+    """
+    a = np.ascontiguousarray(a, dtype=np.int16)
+    b = np.ascontiguousarray(b, dtype=np.int16)
+    return _cached(a.tobytes(), b.tobytes(), free_end)
+
+
+def ops(path: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The op code (MATCH, SUBSTITUTE, ONLY1, ONLY2) of each alignment row."""
+    i, j = path[:, 0], path[:, 1]
+    same = np.asarray(a)[np.maximum(i, 0)] == np.asarray(b)[np.maximum(j, 0)] if len(a) and len(b) else False
+    both = np.where(same, MATCH, SUBSTITUTE)
+    return np.where(i < 0, ONLY2, np.where(j < 0, ONLY1, both)).astype(np.int8)
+
+
+@lru_cache(maxsize=4096)
+def _cached(a_bytes: bytes, b_bytes: bytes, free_end: bool) -> np.ndarray:
+    path = _needleman_wunsch(np.frombuffer(a_bytes, dtype=np.int16), np.frombuffer(b_bytes, dtype=np.int16), free_end)
+    path.flags.writeable = False
+    return path
+
+
+def _needleman_wunsch(a: np.ndarray, b: np.ndarray, free_end: bool) -> np.ndarray:
+    n, m = len(a), len(b)
+    if n == 0 or m == 0:
+        return _gaps_only(n, m, free_end)
+    steps = np.arange(m + 1) * GAP_SCORE
+    prev = steps.astype(np.int64)
+    direction = np.empty((n + 1, m + 1), dtype=np.int8)
+    direction[0, :] = _LEFT
+    last_col = np.empty(n + 1, dtype=np.int64)
+    last_col[0] = prev[m]
+    for i in range(1, n + 1):
+        diag = prev[:-1] + np.where(b == a[i - 1], MATCH_SCORE, MISMATCH_SCORE)
+        up = prev[1:] + GAP_SCORE
+        best = np.maximum(diag, up)
+        row = np.empty(m + 1, dtype=np.int64)
+        row[0] = i * GAP_SCORE
+        row[1:] = best
+        row = np.maximum.accumulate(row - steps) + steps
+        direction[i, 0] = _UP
+        direction[i, 1:] = np.where(row[1:] > best, _LEFT, np.where(up > diag, _UP, _DIAG))
+        prev = row
+        last_col[i] = row[m]
+    end = _free_end_cell(prev, last_col, n, m) if free_end else (n, m)
+    return _traceback(direction, *end)
+
+
+def _free_end_cell(last_row: np.ndarray, last_col: np.ndarray, n: int, m: int) -> tuple[int, int]:
+    j, i = int(np.argmax(last_row)), int(np.argmax(last_col))
+    return (n, j) if last_row[j] >= last_col[i] else (i, m)
+
+
+def _traceback(direction: np.ndarray, i: int, j: int) -> np.ndarray:
+    out: list[tuple[int, int]] = []
+    while i > 0 or j > 0:
+        step = direction[i, j]
+        if step == _DIAG:
+            i, j = i - 1, j - 1
+            out.append((i, j))
+        elif step == _UP:
+            i -= 1
+            out.append((i, GAP))
+        else:
+            j -= 1
+            out.append((GAP, j))
+    return np.array(out[::-1], dtype=np.int64).reshape(-1, 2)
+
+
+def _gaps_only(n: int, m: int, free_end: bool) -> np.ndarray:
+    if free_end:
+        return np.zeros((0, 2), dtype=np.int64)
+    rows = [(i, GAP) for i in range(n)] + [(GAP, j) for j in range(m)]
+    return np.array(rows, dtype=np.int64).reshape(-1, 2)
+
+
+def stream_windows(codes1: np.ndarray, codes2: np.ndarray, budget: int) -> list[tuple[int, int, int, int]]:
+    """Cut two long kernel streams into corresponding windows [start1, stop1) x [start2, stop2).
+
+    Walks both streams in chunks: aligns a chunk with free ends, keeps the first STREAM_KEEP of it and
+    continues from where the kept part ends on each side, so the sides may advance at different rates
+    (fused kernels, extra steps). Stops after `budget` kernels on either side; a tail left on one side
+    only becomes a window with an empty other side.
+    """
+    n1, n2 = min(len(codes1), budget), min(len(codes2), budget)
+    windows = []
+    c1 = c2 = 0
+    while c1 < n1 and c2 < n2:
+        a, b = codes1[c1 : min(c1 + STREAM_CHUNK, n1)], codes2[c2 : min(c2 + STREAM_CHUNK, n2)]
+        if c1 + len(a) >= n1 and c2 + len(b) >= n2:
+            used1, used2 = len(a), len(b)
+        else:
+            keep = 1.0 if c1 + len(a) >= n1 or c2 + len(b) >= n2 else STREAM_KEEP
+            used1, used2 = _kept(align_codes(a, b, free_end=True), len(a), len(b), keep)
+        windows.append((c1, c1 + used1, c2, c2 + used2))
+        c1, c2 = c1 + used1, c2 + used2
+    if c1 < n1 or c2 < n2:
+        windows.append((c1, n1, c2, n2))
+    return windows
+
+
+def _kept(path: np.ndarray, n: int, m: int, keep: float) -> tuple[int, int]:
+    """Kernels consumed on each side by the first `keep` fraction of a chunk alignment (at least one)."""
+    if len(path) == 0:
+        return 1, 1
+    done1, done2 = np.maximum.accumulate(path[:, 0]) + 1, np.maximum.accumulate(path[:, 1]) + 1
+    stop = np.flatnonzero((done1 >= keep * n) | (done2 >= keep * m))
+    k = stop[0] if len(stop) else len(path) - 1
+    return max(1, int(done1[k])), max(1, int(done2[k]))
+
+
+def alignment_table(kernels1: pd.DataFrame, kernels2: pd.DataFrame, rows1: np.ndarray, rows2: np.ndarray) -> pd.DataFrame:
+    """Side-by-side aligned kernels of one pair: global index, name, type, dur and rel_ts per side, and op."""
+    types = sorted(set(kernels1["type"].cat.categories) | set(kernels2["type"].cat.categories))
+    code = {t: i for i, t in enumerate(types)}
+    a = kernels1["type"].to_numpy()[rows1]
+    b = kernels2["type"].to_numpy()[rows2]
+    a_codes = np.array([code[t] for t in a], dtype=np.int16)
+    b_codes = np.array([code[t] for t in b], dtype=np.int16)
+    path = align_codes(a_codes, b_codes)
+    table = {"op": OP_NAMES[ops(path, a_codes, b_codes)]}
+    for side, kernels, rows in ((1, kernels1, rows1), (2, kernels2, rows2)):
+        table.update(_side_columns(side, kernels, rows, path[:, side - 1]))
+    return pd.DataFrame(table)
+
+
+def _side_columns(side: int, kernels: pd.DataFrame, rows: np.ndarray, positions: np.ndarray) -> dict[str, object]:
+    present = positions >= 0
+    index = np.where(present, np.asarray(rows, dtype=np.int64)[np.maximum(positions, 0)] if len(rows) else -1, -1)
+    picked = kernels.iloc[index[present]]
+    start = float(kernels["ts"].iloc[rows[0]]) if len(rows) else 0.0
+    columns: dict[str, object] = {f"index{side}": index}
+    for column, fill in (("name", None), ("type", None), ("dur", np.nan), ("ts", np.nan)):
+        values = np.full(len(positions), fill, dtype=object if fill is None else np.float64)
+        values[present] = picked[column].to_numpy() if column in ("name", "type") else picked[column].to_numpy(np.float64)
+        columns[f"{column}{side}" if column != "ts" else f"rel_ts{side}"] = values - start if column == "ts" else values
+    return columns

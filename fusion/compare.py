@@ -1,0 +1,254 @@
+"""The comparison pipeline: groups -> matching -> alignment -> detectors -> Comparison.
+
+Kernels in significant groups are compared pair by pair (matched groups). All other kernels (eager
+launches, small piecewise graphs) form one stream per trace, walked in corresponding windows
+(align.stream_windows) so that eager traces get kernel-level evidence too; those windows are pairs of
+kind "stream" (correlations -1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .align import stream_windows
+from .classify import KERNEL_TYPES
+from .detect import (
+    Segment,
+    Side,
+    Thresholds,
+    collect_evidence,
+    comparability,
+    fusion_mappings,
+    fusion_opportunities,
+    group_imbalance,
+    type_stats,
+)
+from .groups import Groups, correlation_groups, type_codes
+from .match import Matching, match_groups, similarity
+from .result import Comparison, EvidenceRef
+from .trace import Trace, load
+
+Progress = Callable[[str, float], None]
+
+
+@dataclass
+class PairIndex:
+    """Pair ids: matched group pairs first (in execution order), then stream windows."""
+
+    groups: tuple[Groups, Groups]
+    group_pairs: np.ndarray
+    windows: list[tuple[int, int, int, int]]
+
+    def __len__(self) -> int:
+        return len(self.group_pairs) + len(self.windows)
+
+    def kernel_indices(self, pair_id: int) -> tuple[np.ndarray, np.ndarray]:
+        if pair_id < len(self.group_pairs):
+            g1, g2 = self.group_pairs[pair_id]
+            return self.groups[0].rows(int(g1)), self.groups[1].rows(int(g2))
+        s1, e1, s2, e2 = self.windows[pair_id - len(self.group_pairs)]
+        return self.groups[0].residual_rows[s1:e1], self.groups[1].residual_rows[s2:e2]
+
+    def correlations(self, pair_id: int) -> tuple[int, int]:
+        if pair_id < len(self.group_pairs):
+            g1, g2 = self.group_pairs[pair_id]
+            return int(self.groups[0].correlations[g1]), int(self.groups[1].correlations[g2])
+        return -1, -1
+
+    def kind(self, pair_id: int) -> str:
+        return "group" if pair_id < len(self.group_pairs) else "stream"
+
+
+def compare(trace1: Trace, trace2: Trace, *, min_group_size: int = 50, progress: Progress | None = None,
+            **thresholds: Any) -> Comparison:
+    """Compare two loaded traces; `thresholds` are detect.Thresholds fields (reference defaults)."""
+    limits = Thresholds(**thresholds)
+    report = progress or (lambda stage, fraction: None)
+    types = _types(trace1, trace2)
+    sides = (Side.of(1, trace1, type_codes(trace1.kernels, types)), Side.of(2, trace2, type_codes(trace2.kernels, types)))
+    report("groups", 0.0)
+    groups = tuple(correlation_groups(s.trace.kernels, s.codes, len(types), min_group_size) for s in sides)
+    report("match", 0.2)
+    matching = match_groups(groups[0].type_counts, groups[1].type_counts)
+    report("align", 0.4)
+    windows = stream_windows(sides[0].codes[groups[0].residual_rows], sides[1].codes[groups[1].residual_rows],
+                             limits.stream_budget)
+    index = PairIndex(groups, matching.pairs, windows)
+    evidence = collect_evidence(_segments(index, sides), sides, types, limits)
+    report("detect", 0.7)
+    result = _assemble(sides, groups, matching, index, evidence, types, limits, min_group_size)
+    report("detect", 1.0)
+    return result
+
+
+def analyze_fusion_differences(trace1: Trace | str | Path | bytes, trace2: Trace | str | Path | bytes,
+                               min_group_size: int = 50) -> dict[str, Any]:
+    """The reference analyzer's entry point: Traces or paths/bytes in, its result dict (plus ours) out."""
+    first = trace1 if isinstance(trace1, Trace) else load(trace1)
+    second = trace2 if isinstance(trace2, Trace) else load(trace2)
+    return compare(first, second, min_group_size=min_group_size).to_dict()
+
+
+def _types(trace1: Trace, trace2: Trace) -> list[str]:
+    present = set(trace1.kernels["type"].cat.categories) | set(trace2.kernels["type"].cat.categories)
+    return list(KERNEL_TYPES) + sorted(present - set(KERNEL_TYPES))
+
+
+def _segments(index: PairIndex, sides: tuple[Side, Side]) -> list[Segment]:
+    """Pairs grouped by their pair of type sequences, so each distinct alignment is computed once."""
+    by_key: dict[tuple[bytes, bytes], list[int]] = {}
+    rows = [index.kernel_indices(pid) for pid in range(len(index))]
+    for pid, (rows1, rows2) in enumerate(rows):
+        key = (sides[0].codes[rows1].tobytes(), sides[1].codes[rows2].tobytes(), index.kind(pid))
+        by_key.setdefault(key, []).append(pid)
+    segments = []
+    for (_, _, kind), pids in by_key.items():
+        rows1, rows2 = rows[pids[0]]
+        correlations = np.array([index.correlations(p) for p in pids], dtype=np.int64).reshape(-1, 2)
+        segments.append(Segment(
+            codes1=sides[0].codes[rows1], codes2=sides[1].codes[rows2],
+            rows1=np.vstack([rows[p][0] for p in pids]).reshape(len(pids), len(rows1)),
+            rows2=np.vstack([rows[p][1] for p in pids]).reshape(len(pids), len(rows2)),
+            pair_ids=np.array(pids), correlations1=correlations[:, 0], correlations2=correlations[:, 1], kind=kind,
+        ))
+    return segments
+
+
+def _assemble(sides: tuple[Side, Side], groups: tuple[Groups, Groups], matching: Matching, index: PairIndex,
+              evidence: Any, types: list[str], limits: Thresholds, min_group_size: int) -> Comparison:
+    trace1, trace2 = sides[0].trace, sides[1].trace
+    stats = type_stats(sides, types)
+    present = list(stats.index)
+    counts1 = groups[0].type_counts[matching.pairs[:, 0]]
+    counts2 = groups[1].type_counts[matching.pairs[:, 1]]
+    pairs = _pairs_table(index, sides, types)
+    pair_refs = [_group_ref(index, pid) for pid in range(len(matching.pairs))]
+    mappings, notes = fusion_mappings(evidence, sides, limits)
+    mappings += group_imbalance(evidence, counts1, counts2, pair_refs, types, mappings, limits)
+    opportunities = fusion_opportunities(stats, _group_counts(groups, matching, types), len(matching.pairs), limits)
+    check = comparability(stats, sides, (len(groups[0]), len(groups[1])), len(matching.pairs),
+                          _attention_per_pair(counts1, counts2, types))
+    warnings = [f"{t.label}: {w}" for t in (trace1, trace2) for w in t.warnings] + check.warnings
+    warnings += _budget_warnings(groups, limits)
+    return Comparison(
+        trace1=trace1,
+        trace2=trace2,
+        params={"min_group_size": min_group_size, **asdict(limits)},
+        type_stats=stats,
+        groups1=_with_kind(groups[0].table, matching.kinds1),
+        groups2=_with_kind(groups[1].table, matching.kinds2),
+        group_types1=_type_frame(groups[0], types, present),
+        group_types2=_type_frame(groups[1], types, present),
+        pairs=pairs,
+        unmatched1=[int(c) for c in groups[0].correlations[matching.unmatched1]],
+        unmatched2=[int(c) for c in groups[1].correlations[matching.unmatched2]],
+        opportunities=opportunities,
+        mappings=mappings,
+        one_sided=notes,
+        comparability=check,
+        warnings=warnings,
+        metadata=_metadata(sides, groups, matching, index, check),
+        pair_kernels=index,
+    )
+
+
+def _group_ref(index: PairIndex, pair_id: int) -> EvidenceRef:
+    rows1, rows2 = index.kernel_indices(pair_id)
+    c1, c2 = index.correlations(pair_id)
+    return EvidenceRef(pair_id, c1, c2, (int(rows1.min()), int(rows1.max()) + 1), (int(rows2.min()), int(rows2.max()) + 1))
+
+
+def _group_counts(groups: tuple[Groups, Groups], matching: Matching, types: list[str]) -> pd.DataFrame:
+    """Per type, summed over matched group pairs: counts, times, pairs whose counts differ."""
+    g1, g2 = matching.pairs[:, 0], matching.pairs[:, 1]
+    counts1, counts2 = groups[0].type_counts[g1], groups[1].type_counts[g2]
+    table = pd.DataFrame(
+        {
+            "trace1_count": counts1.sum(0),
+            "trace2_count": counts2.sum(0),
+            "trace1_time_us": groups[0].type_time_us[g1].sum(0),
+            "trace2_time_us": groups[1].type_time_us[g2].sum(0),
+            "groups_affected": (counts1 != counts2).sum(0),
+        },
+        index=pd.Index(types, name="kernel_type"),
+    )
+    return table[(table["trace1_count"] > 0) | (table["trace2_count"] > 0)]
+
+
+def _pairs_table(index: PairIndex, sides: tuple[Side, Side], types: list[str]) -> pd.DataFrame:
+    n = len(types)
+    records = []
+    for pid in range(len(index)):
+        rows1, rows2 = index.kernel_indices(pid)
+        count1 = np.bincount(sides[0].codes[rows1], minlength=n)
+        count2 = np.bincount(sides[1].codes[rows2], minlength=n)
+        c1, c2 = index.correlations(pid)
+        records.append({
+            "pair_id": pid, "kind": index.kind(pid), "correlation1": c1, "correlation2": c2,
+            "size1": len(rows1), "size2": len(rows2),
+            "time1_us": float(sides[0].dur[rows1].sum()), "time2_us": float(sides[1].dur[rows2].sum()),
+            "similarity": float(similarity(count1, count2)),
+            "kernels_differing": int(np.abs(count1 - count2).sum()),
+            "top_differences": _top_differences(count1 - count2, types),
+        })
+    columns = ["pair_id", "kind", "correlation1", "correlation2", "size1", "size2", "time1_us", "time2_us",
+               "similarity", "kernels_differing", "top_differences"]
+    return pd.DataFrame.from_records(records, columns=columns)
+
+
+def _top_differences(diff: np.ndarray, types: list[str], limit: int = 3) -> str:
+    """'SwiGLU -32, Sort +48': trace1 minus trace2 for the types that differ most."""
+    order = np.argsort(-np.abs(diff), kind="stable")[:limit]
+    return ", ".join(f"{types[t]} {int(diff[t]):+d}" for t in order if diff[t])
+
+
+def _attention_per_pair(counts1: np.ndarray, counts2: np.ndarray, types: list[str]) -> tuple[float, float] | None:
+    if len(counts1) == 0:
+        return None
+    t = types.index("Attention")
+    return float(np.median(counts1[:, t])), float(np.median(counts2[:, t]))
+
+
+def _with_kind(table: pd.DataFrame, kinds: np.ndarray) -> pd.DataFrame:
+    return table.assign(kind=kinds, significant=True)
+
+
+def _type_frame(groups: Groups, types: list[str], present: list[str]) -> pd.DataFrame:
+    frame = pd.DataFrame(groups.type_counts, index=pd.Index(groups.correlations, name="correlation"), columns=types)
+    return frame[present]
+
+
+def _budget_warnings(groups: tuple[Groups, Groups], limits: Thresholds) -> list[str]:
+    longest = max(len(g.residual_rows) for g in groups)
+    if longest <= limits.stream_budget:
+        return []
+    return [f"{longest} kernels lie outside significant groups; only the first {limits.stream_budget} per trace"
+            " were aligned as a stream (raise stream_budget or lower min_group_size)"]
+
+
+def _metadata(sides: tuple[Side, Side], groups: tuple[Groups, Groups], matching: Matching, index: PairIndex,
+              check: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    for side, group in zip(sides, groups):
+        s, trace = side.number, side.trace
+        meta.update({
+            f"trace{s}_gpu": trace.gpu,
+            f"trace{s}_total_kernels": trace.kernel_count,
+            f"trace{s}_correlation_groups": len(group),
+            f"trace{s}_platform": trace.platform,
+            f"trace{s}_label": trace.label,
+            f"trace{s}_all_correlation_ids": group.total_groups,
+            f"trace{s}_group_kinds": int(len(set((matching.kinds1 if s == 1 else matching.kinds2).tolist()))),
+            f"trace{s}_kernels_outside_groups": int(len(group.residual_rows)),
+        })
+    meta["matched_groups"] = int(len(matching.pairs))
+    meta["stream_windows"] = len(index.windows)
+    meta["comparable"] = check.ok
+    meta["comparability_level"] = check.level
+    return meta

@@ -1,0 +1,103 @@
+"""Correlation groups: the kernels of one graph launch share one correlation id.
+
+Everything is computed on columns (np.unique / bincount / reduceat), never per kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .trace import MISSING_ID
+
+
+@dataclass
+class Groups:
+    """The significant groups (>= min_group_size kernels) of one trace, in execution order.
+
+    Group g's kernels are `kernel_rows[offsets[g]:offsets[g + 1]]` (global rows of trace.kernels, in
+    time order); `residual_rows` are all other kernels (eager launches, small graphs) in time order.
+    """
+
+    table: pd.DataFrame
+    type_counts: np.ndarray
+    type_time_us: np.ndarray
+    kernel_rows: np.ndarray
+    offsets: np.ndarray
+    residual_rows: np.ndarray
+    total_groups: int
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def rows(self, group: int) -> np.ndarray:
+        return self.kernel_rows[self.offsets[group] : self.offsets[group + 1]]
+
+    @property
+    def correlations(self) -> np.ndarray:
+        return self.table["correlation"].to_numpy()
+
+
+def type_codes(kernels: pd.DataFrame, types: list[str]) -> np.ndarray:
+    """Kernel types as small ints indexing `types` (a superset of the trace's type categories)."""
+    column = kernels["type"]
+    if list(column.cat.categories) != types:
+        column = column.cat.set_categories(types)
+    return column.cat.codes.to_numpy().astype(np.int16)
+
+
+def correlation_groups(kernels: pd.DataFrame, codes: np.ndarray, n_types: int, min_group_size: int = 50) -> Groups:
+    """Group kernels by correlation id; keep groups of at least `min_group_size` kernels as significant."""
+    corr = kernels["correlation"].to_numpy()
+    valid = np.flatnonzero(corr != MISSING_ID)
+    ids, first, inverse, sizes = np.unique(corr[valid], return_index=True, return_inverse=True, return_counts=True)
+    order = np.argsort(first, kind="stable")
+    keep = sizes[order] >= min_group_size
+    rank = np.empty(len(ids), dtype=np.int64)
+    rank[order] = np.where(keep, np.cumsum(keep) - 1, -1)
+    group_of = rank[inverse]
+    member = group_of >= 0
+    rows, group_of = valid[member], group_of[member]
+    by_group = np.argsort(group_of, kind="stable")
+    kernel_rows, group_of = rows[by_group], group_of[by_group]
+    n_groups = int(keep.sum())
+    offsets = np.zeros(n_groups + 1, dtype=np.int64)
+    np.cumsum(np.bincount(group_of, minlength=n_groups), out=offsets[1:])
+    in_group = np.zeros(len(kernels), dtype=bool)
+    in_group[kernel_rows] = True
+    dur = kernels["dur"].to_numpy()
+    flat = group_of * n_types + codes[kernel_rows]
+    counts = np.bincount(flat, minlength=n_groups * n_types).reshape(n_groups, n_types)
+    times = np.bincount(flat, weights=dur[kernel_rows], minlength=n_groups * n_types).reshape(n_groups, n_types)
+    return Groups(
+        table=_summary(kernels, ids[order][keep], kernel_rows, offsets),
+        type_counts=counts,
+        type_time_us=times,
+        kernel_rows=kernel_rows,
+        offsets=offsets,
+        residual_rows=np.flatnonzero(~in_group),
+        total_groups=len(ids),
+    )
+
+
+def _summary(kernels: pd.DataFrame, correlations: np.ndarray, kernel_rows: np.ndarray, offsets: np.ndarray) -> pd.DataFrame:
+    ts = kernels["ts"].to_numpy()[kernel_rows]
+    dur = kernels["dur"].to_numpy()[kernel_rows]
+    starts = offsets[:-1]
+    return pd.DataFrame(
+        {
+            "correlation": correlations,
+            "size": np.diff(offsets),
+            "start_us": _reduce(np.minimum, ts, starts),
+            "end_us": _reduce(np.maximum, ts + dur, starts),
+            "kernel_time_us": _reduce(np.add, dur, starts),
+            "first_index": kernel_rows[starts] if len(kernel_rows) else starts,
+            "order": np.arange(len(starts)),
+        }
+    )
+
+
+def _reduce(ufunc: np.ufunc, values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    return ufunc.reduceat(values, starts) if len(starts) else np.zeros(0)
