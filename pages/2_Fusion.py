@@ -1,0 +1,136 @@
+"""Fusion: opportunities ranked by time impact, and fusion mappings as findings linked to their evidence."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+import appstate as app
+from fusion.result import Comparison, EvidenceRef, FusionMapping, Opportunity
+
+EVIDENCE_LINKS = 4
+
+
+def opportunity_table(opportunities: list[Opportunity]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "kernel type": [o.kernel_type for o in opportunities],
+            "fused by": [o.fused_by for o in opportunities],
+            "time impact (ms)": [o.time_impact_ms for o in opportunities],
+            "trace 1 kernels": [o.trace1_total for o in opportunities],
+            "trace 2 kernels": [o.trace2_total for o in opportunities],
+            "trace 1 per group": [o.trace1_avg_per_group for o in opportunities],
+            "trace 2 per group": [o.trace2_avg_per_group for o in opportunities],
+            "trace 1 time (ms)": [o.trace1_time_ms for o in opportunities],
+            "trace 2 time (ms)": [o.trace2_time_ms for o in opportunities],
+            "groups affected": [f"{o.groups_affected} / {o.total_groups}" for o in opportunities],
+            "counted in": [o.source for o in opportunities],
+        }
+    )
+
+
+def impact_chart(opportunities: list[Opportunity]) -> go.Figure:
+    ranked = opportunities[::-1]
+    fig = go.Figure(
+        go.Bar(
+            x=[o.time_impact_ms for o in ranked],
+            y=[o.kernel_type for o in ranked],
+            orientation="h",
+            marker_color=[app.TYPE_COLORS.get(o.kernel_type, "#999") for o in ranked],
+            customdata=[[o.fused_by, o.trace1_total, o.trace2_total] for o in ranked],
+            hovertemplate="%{y}: %{x:,.3f} ms difference<br>fused by %{customdata[0]}"
+            "<br>kernels: %{customdata[1]:,} vs %{customdata[2]:,}<extra></extra>",
+        )
+    )
+    fig.update_layout(xaxis_title="|trace 1 time − trace 2 time| (ms)", height=120 + 28 * len(ranked), margin=dict(t=20))
+    return fig
+
+
+def finding(mapping: FusionMapping) -> str:
+    sequence = " → ".join(f"`{t}`" for t in mapping.unfused_sequence)
+    return (
+        f"**{mapping.fused_platform}** (trace {mapping.fused_trace}) runs one `{mapping.fused_kernel_type}` kernel "
+        f"where **{mapping.unfused_platform}** (trace {3 - mapping.fused_trace}) runs {sequence}"
+    )
+
+
+def evidence_label(ref: EvidenceRef) -> str:
+    return (
+        f"Pair {ref.pair_id}: kernels {ref.window1[0]}–{ref.window1[1] - 1} (trace 1) · "
+        f"{ref.window2[0]}–{ref.window2[1] - 1} (trace 2)"
+    )
+
+
+def show_mapping(view: app.View, mapping: FusionMapping, number: int) -> None:
+    with st.container(border=True):
+        st.markdown(f"**{number}.** {finding(mapping)}")
+        cols = st.columns(4)
+        cols[0].metric("Confidence", f"{mapping.pattern_confidence:.0%}")
+        cols[1].metric("Occurrences", f"{mapping.pattern_count:,}")
+        cols[2].metric("Pairs with pattern", f"{mapping.pairs_with_pattern:,}")
+        cols[3].metric("Unfused extra time", app.ms(mapping.time_saved_us))
+        counts = ", ".join(f"{t} × {n}" for t, n in mapping.unfused_count_per_type.items())
+        st.caption(f"Detector: {mapping.detector} · fused kernels: {mapping.fused_count:,} · unfused kernels per type: {counts}")
+        st.markdown(mapping.evidence)
+        for ref in mapping.evidence_refs[:EVIDENCE_LINKS]:
+            app.link(
+                app.PAGES["groups"],
+                f"Open evidence — {evidence_label(ref)}",
+                view,
+                pair=ref.pair_id,
+                w1=tuple(ref.window1),
+                w2=tuple(ref.window2),
+                type=mapping.fused_kernel_type,
+            )
+        if len(mapping.evidence_refs) > EVIDENCE_LINKS:
+            st.caption(f"…and {len(mapping.evidence_refs) - EVIDENCE_LINKS} more occurrences (in the JSON export).")
+
+
+def one_sided(comparison: Comparison) -> None:
+    if not comparison.one_sided:
+        return
+    st.subheader("Kernels on one side only, not explained as fusion")
+    st.dataframe(
+        pd.DataFrame(
+            {
+                "trace": [n.side for n in comparison.one_sided],
+                "kernel type": [n.kernel_type for n in comparison.one_sided],
+                "count": [n.count for n in comparison.one_sided],
+                "why": [n.reason for n in comparison.one_sided],
+            }
+        ),
+        hide_index=True,
+    )
+
+
+def page() -> None:
+    view = app.current_view()
+    comparison = app.require_comparison(view)
+    app.sidebar(view, comparison)
+    opportunities = sorted(comparison.opportunities, key=lambda o: o.time_impact_ms, reverse=True)
+    st.subheader("Fusion opportunities by time impact")
+    if opportunities:
+        app.plot(impact_chart(opportunities), "fusion_opportunities")
+        st.dataframe(
+            opportunity_table(opportunities),
+            hide_index=True,
+            column_config={c: st.column_config.NumberColumn(format="%.3f") for c in ("time impact (ms)", "trace 1 time (ms)", "trace 2 time (ms)", "trace 1 per group", "trace 2 per group")},
+        )
+        cols = st.columns(min(len(opportunities), 6))
+        for i, opportunity in enumerate(opportunities):
+            with cols[i % len(cols)]:
+                app.link(app.PAGES["groups"], f"{opportunity.kernel_type} → groups", view, type=opportunity.kernel_type, pair=None, w1=None, w2=None)
+    else:
+        st.info("No kernel type's count differs enough between the traces to count as an opportunity.")
+    st.subheader("Fusion mappings")
+    if not comparison.mappings:
+        st.info("No fused kernel was found standing for a sequence of kernels on the other trace.")
+    for number, mapping in enumerate(comparison.mappings, start=1):
+        show_mapping(view, mapping, number)
+    one_sided(comparison)
+
+
+app.setup_page("Fusion")
+with app.page_guard():
+    page()

@@ -1,0 +1,283 @@
+"""Groups: matched group pairs, filterable by kernel type; one pair's aligned kernels, timeline and composition."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+import appstate as app
+from fusion.classify import KERNEL_TYPES
+from fusion.result import Comparison
+
+ALL_TYPES = "All kernel types"
+MAX_PAIR_ROWS = 2000
+PAGE_SIZES = [200, 500, 1000, 2000]
+OP_COLORS = {"match": "#E0E0E0", "substitute": "#F5A623", "only1": app.SIDE_COLORS[1], "only2": app.SIDE_COLORS[2]}
+OP_LABELS = {"match": "same type", "substitute": "different type", "only1": "only in trace 1", "only2": "only in trace 2"}
+
+
+def pair_rows(comparison: Comparison, kernel_type: str | None) -> pd.DataFrame:
+    """The pairs to list: all, or those where `kernel_type`'s count differs (largest difference first)."""
+    if kernel_type is None:
+        return comparison.pairs
+    rows = comparison.pairs_with_difference(kernel_type)
+    return rows.reindex(rows["difference"].abs().sort_values(ascending=False).index)
+
+
+def pair_table(rows: pd.DataFrame) -> pd.DataFrame:
+    table = pd.DataFrame(
+        {
+            "pair": rows["pair_id"],
+            "kind": rows["kind"],
+            "correlation 1": rows["correlation1"],
+            "correlation 2": rows["correlation2"],
+            "kernels 1": rows["size1"],
+            "kernels 2": rows["size2"],
+            "time 1 (ms)": rows["time1_us"] / 1000,
+            "time 2 (ms)": rows["time2_us"] / 1000,
+            "similarity": rows["similarity"],
+            "kernels differing": rows["kernels_differing"],
+            "top differences": rows["top_differences"],
+        }
+    )
+    if "difference" in rows:
+        table.insert(6, "type count 1 − 2", rows["difference"])
+    return table.reset_index(drop=True)
+
+
+def on_table_select() -> None:
+    rows = st.session_state["pairs_table"].selection.rows
+    if rows:
+        app.update_view(pair=int(st.session_state["listed_pairs"][rows[0]]), w1=None, w2=None)
+
+
+def choose_type(view: app.View, comparison: Comparison) -> str | None:
+    stats = comparison.type_stats
+    differing = [t for t in KERNEL_TYPES if t in stats.index and stats.loc[t, "trace1_count"] != stats.loc[t, "trace2_count"]]
+    options = [ALL_TYPES] + differing + [t for t in KERNEL_TYPES if t in stats.index and t not in differing]
+    app.bind("type_filter", view.type if view.type in options else ALL_TYPES)
+    choice = st.selectbox(
+        "Show pairs where this kernel type's count differs",
+        options,
+        key="type_filter",
+        on_change=lambda: app.update_view(type=None if st.session_state["type_filter"] == ALL_TYPES else st.session_state["type_filter"], pair=None, w1=None, w2=None),
+        help="Types whose total count differs between the traces are listed first.",
+    )
+    return None if choice == ALL_TYPES else choice
+
+
+def choose_pair(view: app.View, comparison: Comparison, rows: pd.DataFrame) -> int | None:
+    listed = rows["pair_id"].head(MAX_PAIR_ROWS).astype(int).tolist()
+    st.session_state["listed_pairs"] = listed
+    st.dataframe(
+        pair_table(rows.head(MAX_PAIR_ROWS)),
+        key="pairs_table",
+        on_select=on_table_select,
+        selection_mode="single-row",
+        hide_index=True,
+        height=min(38 + 35 * len(listed), 320),
+        column_config={
+            "time 1 (ms)": st.column_config.NumberColumn(format="%.3f"),
+            "time 2 (ms)": st.column_config.NumberColumn(format="%.3f"),
+            "similarity": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="%.2f"),
+        },
+    )
+    if len(rows) > MAX_PAIR_ROWS:
+        st.caption(f"Showing the first {MAX_PAIR_ROWS:,} of {len(rows):,} pairs; filter by type to narrow down.")
+    known = set(comparison.pairs["pair_id"].astype(int))
+    if view.pair is not None and view.pair not in known:
+        st.warning(f"The link names pair {view.pair}, which this comparison does not have.")
+    options = listed + ([view.pair] if view.pair in known and view.pair not in listed else [])
+    if not options:
+        return None
+    by_id = comparison.pairs.set_index("pair_id")
+    app.bind("pair_pick", view.pair if view.pair in options else options[0])
+    return st.selectbox(
+        "Group pair",
+        options,
+        key="pair_pick",
+        format_func=lambda p: f"pair {p}: {by_id.loc[p, 'size1']:,} vs {by_id.loc[p, 'size2']:,} kernels, similarity {by_id.loc[p, 'similarity']:.2f}",
+        on_change=lambda: app.update_view(pair=int(st.session_state["pair_pick"]), w1=None, w2=None),
+    )
+
+
+def in_window(alignment: pd.DataFrame, view: app.View) -> np.ndarray:
+    """Rows of the alignment inside the evidence windows named by the link."""
+    marked = np.zeros(len(alignment), dtype=bool)
+    for side, window in ((1, view.w1), (2, view.w2)):
+        if window:
+            index = alignment[f"index{side}"].to_numpy()
+            marked |= (index >= window[0]) & (index < window[1])
+    return marked
+
+
+def page_of(alignment: pd.DataFrame, marked: np.ndarray) -> slice:
+    """The slice of a long alignment to draw; starts at the evidence window when there is one."""
+    size = st.select_slider("Aligned rows per page", PAGE_SIZES, value=500) if len(alignment) > PAGE_SIZES[0] else PAGE_SIZES[0]
+    pages = max(1, -(-len(alignment) // size))
+    first_marked = int(np.argmax(marked)) if marked.any() else 0
+    if pages > 1:
+        start_page = st.number_input(f"Page (of {pages})", min_value=1, max_value=pages, value=first_marked // size + 1, key=f"align_page_{size}")
+    else:
+        start_page = 1
+    start = (int(start_page) - 1) * size
+    if pages > 1:
+        st.caption(f"Rows {start:,}–{min(start + size, len(alignment)) - 1:,} of {len(alignment):,} aligned positions.")
+    return slice(start, start + size)
+
+
+def heat_strip(rows: pd.DataFrame) -> go.Figure:
+    """Three lanes: trace 1's kernel types, the alignment op, trace 2's kernel types; blanks are gaps."""
+    types = list(KERNEL_TYPES)
+    code = {t: i for i, t in enumerate(types)}
+    scale = [[v, app.TYPE_COLORS[t]] for i, t in enumerate(types) for v in (i / len(types), (i + 1) / len(types))]
+    x = rows.index.to_numpy()
+    fig = go.Figure()
+    for side in (1, 2):
+        z = [[code[t] if isinstance(t, str) else None for t in rows[f"type{side}"]]]
+        hover = [[hover_text(r, side) for r in rows.itertuples()]]
+        fig.add_heatmap(
+            x=x, y=[f"trace {side}"], z=z, zmin=-0.5, zmax=len(types) - 0.5, colorscale=scale, showscale=False,
+            text=hover, hovertemplate="%{text}<extra></extra>", xgap=0,
+        )
+    ops = list(OP_COLORS)
+    op_scale = [[v, OP_COLORS[o]] for i, o in enumerate(ops) for v in (i / len(ops), (i + 1) / len(ops))]
+    fig.add_heatmap(
+        x=x, y=["alignment"], z=[[ops.index(o) for o in rows["op"]]], zmin=-0.5, zmax=len(ops) - 0.5, colorscale=op_scale,
+        showscale=False, text=[[OP_LABELS[o] for o in rows["op"]]], hovertemplate="row %{x}: %{text}<extra></extra>",
+    )
+    fig.update_yaxes(categoryorder="array", categoryarray=["trace 2", "alignment", "trace 1"])
+    fig.update_layout(height=210, margin=dict(t=10, b=30), xaxis_title="aligned position")
+    return fig
+
+
+def hover_text(row: object, side: int) -> str:
+    name = getattr(row, f"name{side}")
+    if not isinstance(name, str):
+        return f"row {row.Index}: no kernel on trace {side} ({OP_LABELS[row.op]})"
+    return (
+        f"row {row.Index} · trace {side} kernel {getattr(row, f'index{side}')}<br>{getattr(row, f'type{side}')} · "
+        f"{getattr(row, f'dur{side}'):,.2f} µs<br>{name[:120]}"
+    )
+
+
+def timeline(rows: pd.DataFrame, comparison: Comparison) -> go.Figure:
+    """Both groups on a time axis relative to each group's first kernel; one bar per kernel."""
+    fig = go.Figure()
+    lanes = {side: f"trace {side}: {comparison.trace(side).label}" for side in (1, 2)}
+    for kernel_type in KERNEL_TYPES:
+        for side in (1, 2):
+            part = rows[rows[f"type{side}"] == kernel_type]
+            if part.empty:
+                continue
+            fig.add_bar(
+                base=part[f"rel_ts{side}"],
+                x=part[f"dur{side}"],
+                y=[lanes[side]] * len(part),
+                orientation="h",
+                name=kernel_type,
+                legendgroup=kernel_type,
+                showlegend=side == 1 or not (rows["type1"] == kernel_type).any(),
+                marker_color=app.TYPE_COLORS[kernel_type],
+                customdata=np.stack([part[f"name{side}"].str.slice(0, 120), part[f"index{side}"]], axis=1),
+                hovertemplate=f"%{{customdata[0]}}<br>{kernel_type} · %{{x:,.2f}} µs · starts %{{base:,.1f}} µs<br>kernel %{{customdata[1]}}<extra></extra>",
+            )
+    fig.update_layout(barmode="overlay", height=260, xaxis_title="µs from the group's first kernel", margin=dict(t=10), legend=dict(orientation="h", y=-0.35))
+    fig.update_yaxes(categoryorder="array", categoryarray=[lanes[2], lanes[1]])
+    return fig
+
+
+def composition(alignment: pd.DataFrame, comparison: Comparison) -> go.Figure:
+    """Per-type kernel counts of the whole pair (not just the page), stacked per side."""
+    fig = go.Figure()
+    lanes = [f"trace {side}: {comparison.trace(side).label}" for side in (1, 2)]
+    counts = {side: alignment[f"type{side}"].value_counts() for side in (1, 2)}
+    for kernel_type in KERNEL_TYPES:
+        values = [int(counts[side].get(kernel_type, 0)) for side in (1, 2)]
+        if any(values):
+            fig.add_bar(
+                y=lanes, x=values, orientation="h", name=kernel_type, marker_color=app.TYPE_COLORS[kernel_type],
+                hovertemplate=f"{kernel_type}: %{{x:,}} kernels<extra>%{{y}}</extra>",
+            )
+    fig.update_layout(barmode="stack", height=220, xaxis_title="kernels", margin=dict(t=10), legend=dict(orientation="h", y=-0.5))
+    fig.update_yaxes(categoryorder="array", categoryarray=lanes[::-1])
+    return fig
+
+
+def styled(rows: pd.DataFrame, marked: np.ndarray) -> object:
+    table = pd.DataFrame(
+        {
+            "evidence": np.where(marked, "◆", ""),
+            "op": rows["op"].map(OP_LABELS),
+            "kernel 1": rows["index1"].where(rows["index1"] >= 0),
+            "type 1": rows["type1"],
+            "dur 1 (µs)": rows["dur1"],
+            "name 1": rows["name1"].str.slice(0, 200),
+            "kernel 2": rows["index2"].where(rows["index2"] >= 0),
+            "type 2": rows["type2"],
+            "dur 2 (µs)": rows["dur2"],
+            "name 2": rows["name2"].str.slice(0, 200),
+        },
+        index=rows.index,
+    )
+    return (
+        table.style.map(type_cell, subset=["type 1", "type 2"])
+        .map(op_cell, subset=["op"])
+        .format({"dur 1 (µs)": "{:,.2f}", "dur 2 (µs)": "{:,.2f}", "kernel 1": "{:.0f}", "kernel 2": "{:.0f}"}, na_rep="")
+    )
+
+
+def type_cell(value: object) -> str:
+    return f"background-color: {app.TYPE_COLORS[value]}; color: white" if isinstance(value, str) else ""
+
+
+def op_cell(value: object) -> str:
+    colour = {OP_LABELS[k]: c for k, c in OP_COLORS.items()}.get(value)
+    return f"background-color: {colour}" if colour and value != OP_LABELS["match"] else ""
+
+
+def show_pair(view: app.View, comparison: Comparison, pair_id: int) -> None:
+    pair = comparison.pairs.set_index("pair_id").loc[pair_id]
+    alignment = comparison.alignment(pair_id)
+    cols = st.columns(5)
+    cols[0].metric("Kernels, trace 1", f"{int(pair['size1']):,}")
+    cols[1].metric("Kernels, trace 2", f"{int(pair['size2']):,}")
+    cols[2].metric("Time, trace 1", app.ms(float(pair["time1_us"])))
+    cols[3].metric("Time, trace 2", app.ms(float(pair["time2_us"])))
+    cols[4].metric("Positions not matched", f"{int((alignment['op'] != 'match').sum()):,}")
+    marked = in_window(alignment, view)
+    if marked.any():
+        st.info(f"◆ marks the {int(marked.sum())} aligned rows of the evidence window from the link.")
+    st.subheader("Composition")
+    app.plot(composition(alignment, comparison), f"pair_{pair_id}_composition")
+    window = page_of(alignment, marked)
+    rows = alignment.iloc[window]
+    st.subheader("Aligned kernels")
+    app.plot(heat_strip(rows), f"pair_{pair_id}_alignment")
+    st.dataframe(styled(rows, marked[window]), height=420)
+    st.subheader("Timeline")
+    app.plot(timeline(rows, comparison), f"pair_{pair_id}_timeline")
+
+
+def page() -> None:
+    view = app.current_view()
+    comparison = app.require_comparison(view)
+    app.sidebar(view, comparison)
+    if comparison.pairs.empty:
+        st.info("No groups were matched between the traces (try a smaller minimum group size on the home page).")
+        return
+    kernel_type = choose_type(view, comparison)
+    rows = pair_rows(comparison, kernel_type)
+    if rows.empty:
+        st.info(f"No matched pair has a different number of {kernel_type} kernels; showing all pairs.")
+        rows = comparison.pairs
+    pair_id = choose_pair(view, comparison, rows)
+    if pair_id is not None:
+        show_pair(view, comparison, int(pair_id))
+
+
+app.setup_page("Groups")
+with app.page_guard():
+    page()
