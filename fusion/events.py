@@ -21,10 +21,17 @@ from .reader import RawInput
 
 PIECE_SIZE = 16 << 20
 MAX_HEADER_BYTES = 256 << 20
+MAX_EVENT_BYTES = 256 << 20
+"""The longest stretch of the array without a usable cut: bounds the buffer, whatever the input."""
 CUT_ATTEMPTS = 4
 _BOM = b"\xef\xbb\xbf"
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*')
 _WHITESPACE = b" \t\r\n"
+_TAIL_PREFIX = b'{"_":0'
+
+
+class _BadCut(TraceError):
+    """A piece that fails only at its end: the cut fell inside a string or a nested value."""
 
 
 class Event(msgspec.Struct):
@@ -81,6 +88,8 @@ def _read_until_events_key(
         _diagnose_whole(raw.source, buf, at_eof)
     stream.top_level.update(_decode_head(raw.source, buf[: match.start()]))
     rest = buf[match.end() :]
+    if not rest:
+        raise TraceError(raw.source, "truncated: the file ends right after the traceEvents key")
     if not rest.startswith(b"["):
         found = _describe_value(rest)
         raise TraceError(raw.source, f"traceEvents is not a list (it holds {found})")
@@ -106,6 +115,8 @@ def _decode_whole(source: str, data: bytes) -> Any:
         raise TraceError(source, _json_problem(exc, data, 0)) from None
     except UnicodeDecodeError as exc:
         raise TraceError(source, f"not UTF-8 text (bad byte at {exc.start})") from None
+    except RecursionError:
+        raise TraceError(source, _TOO_DEEP) from None
 
 
 def _decode_head(source: str, head: bytes) -> dict[str, Any]:
@@ -131,6 +142,12 @@ class _Cursor:
             self.at_eof = chunk is None
             self.buf += chunk or b""
 
+    def skip_whitespace(self) -> None:
+        """Drop leading whitespace, so a file padded with blanks streams instead of piling up."""
+        rest = self.buf.lstrip(_WHITESPACE)
+        self.offset += len(self.buf) - len(rest)
+        self.buf = rest
+
 
 def _pieces(raw: RawInput, chunks: Iterator[bytes], cur: _Cursor, stream: EventStream) -> Iterator[list[Event]]:
     """Decode the array in pieces of about PIECE_SIZE bytes; the last piece also yields the tail keys."""
@@ -138,8 +155,11 @@ def _pieces(raw: RawInput, chunks: Iterator[bytes], cur: _Cursor, stream: EventS
     want = PIECE_SIZE
     while True:
         cur.fill(chunks, want)
+        cur.skip_whitespace()
         if cur.at_eof:
             events, tail = _decode_last_piece(raw.source, cur.buf, cur.offset, index)
+            if "traceEvents" in tail:
+                raise TraceError(raw.source, "two traceEvents keys; which one is meant is unclear")
             stream.top_level.update((k, v) for k, v in tail.items() if k not in stream.top_level)
             if events:
                 yield events
@@ -160,20 +180,26 @@ def _pieces(raw: RawInput, chunks: Iterator[bytes], cur: _Cursor, stream: EventS
 
 
 def _cut_piece(source: str, buf: bytes, offset: int, index: int) -> tuple[list[Event], int] | None:
-    """The events before the last boundary in `buf` that decodes, and where it ends."""
-    end = len(buf)
-    first_error: TraceError | None = None
+    """The events before the last boundary in `buf` that decodes, and where it ends; None: read more.
+
+    An error before the end of a piece is an error in the file and is raised at once.
+    """
+    end: int | None = len(buf)
     for _ in range(CUT_ATTEMPTS):
         end = _last_boundary(buf, end)
         if end is None:
             break
         try:
             return _decode_events(source, buf[:end], offset, index), end
-        except TraceError as exc:
-            first_error = first_error or exc
-        end -= 1
-    if first_error is not None and len(buf) > 4 * PIECE_SIZE:
-        raise first_error
+        except _BadCut:
+            end -= 1
+    try:
+        _decode_events(source, buf, offset, index)
+    except _BadCut:
+        pass
+    if len(buf) > MAX_EVENT_BYTES:
+        limit = MAX_EVENT_BYTES >> 20
+        raise TraceError(source, f"no end of an event within {limit} MB after byte {offset}; too large, refused")
     return None
 
 
@@ -194,13 +220,15 @@ def _decode_last_piece(source: str, buf: bytes, offset: int, index: int) -> tupl
     """The final events and the keys after the array; the closing `]` is the one whose both sides decode."""
     end = len(buf)
     events_error: TraceError | None = None
+    bad_tails: list[int] = []
     while True:
         end = buf.rfind(b"]", 0, end)
         if end < 0 or end < len(buf) - (1 << 20):
-            raise events_error or TraceError(source, "truncated: the file ends before the traceEvents list is closed")
+            raise events_error or _tail_problem(source, buf, offset, index, bad_tails[:CUT_ATTEMPTS])
         tail = _decode_tail(buf[end + 1 :])
         body = buf[:end].rstrip(_WHITESPACE)
         if tail is None:
+            bad_tails.append(end)
             continue
         try:
             return _decode_events(source, body, offset, index), tail
@@ -208,10 +236,30 @@ def _decode_last_piece(source: str, buf: bytes, offset: int, index: int) -> tupl
             events_error = events_error or exc
 
 
+def _tail_problem(source: str, buf: bytes, offset: int, index: int, ends: list[int]) -> TraceError:
+    """No `]` closes the list with a valid tail: if one closes it, say what is wrong after it."""
+    for end in ends:
+        data = _TAIL_PREFIX + buf[end + 1 :]
+        try:
+            _decode_events(source, buf[:end].rstrip(_WHITESPACE), offset, index)
+            _any_decoder.decode(data)
+        except TraceError:
+            continue
+        except msgspec.DecodeError as exc:
+            if "truncated" in str(exc):
+                return TraceError(source, "truncated: the file ends after the traceEvents list, before the closing }")
+            problem = _json_problem(exc, data, offset + end + 1 - len(_TAIL_PREFIX))
+            return TraceError(source, f"after the traceEvents list: {problem}")
+        except (UnicodeDecodeError, RecursionError):
+            return TraceError(source, "after the traceEvents list: not UTF-8 text or nested too deeply")
+        return TraceError(source, "after the traceEvents list: the trace object holds something other than keys")
+    return TraceError(source, "truncated: the file ends before the traceEvents list is closed")
+
+
 def _decode_tail(tail: bytes) -> dict[str, Any] | None:
     try:
-        value = _any_decoder.decode(b'{"_":0' + tail)
-    except (msgspec.DecodeError, UnicodeDecodeError):
+        value = _any_decoder.decode(_TAIL_PREFIX + tail)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None
     if not isinstance(value, dict):
         return None
@@ -220,18 +268,33 @@ def _decode_tail(tail: bytes) -> dict[str, Any] | None:
 
 
 def _decode_events(source: str, body: bytes, offset: int, index: int) -> list[Event]:
+    """The events of one piece; raises _BadCut when decoding fails only at the piece's end."""
+    data = b"[" + body + b"]"
     try:
-        return _piece_decoder.decode(b"[" + body + b"]")
+        return _piece_decoder.decode(data)
     except msgspec.ValidationError as exc:
         raise TraceError(source, _entry_problem(exc, index)) from None
     except msgspec.DecodeError as exc:
-        raise TraceError(source, _json_problem(exc, body, offset - 1)) from None
+        error = _BadCut if _is_bad_cut(exc, len(data)) else TraceError
+        raise error(source, _json_problem(exc, data, offset - 1)) from None
     except UnicodeDecodeError as exc:
         raise TraceError(source, f"not UTF-8 text (bad byte near byte {offset + exc.start})") from None
+    except RecursionError:
+        raise TraceError(source, _TOO_DEEP) from None
+
+
+def _is_bad_cut(exc: msgspec.DecodeError, size: int) -> bool:
+    """The error a wrong cut gives: inside a value (fails at the end) or past the array's end (trailing data)."""
+    message = str(exc)
+    match = _BYTE_POS.search(message)
+    ends_early = "truncated" in message or "trailing characters" in message
+    return ends_early or (match is not None and int(match.group(1)) >= size - 1)
 
 
 _BYTE_POS = re.compile(r"\(byte (\d+)\)")
 _ENTRY_POS = re.compile(r"\$\[(\d+)\]")
+_NON_JSON_NUMBERS = (b"NaN", b"Infinity", b"-Infinity")
+_TOO_DEEP = "JSON nested too deeply (over a thousand levels; trace events are a few levels deep)"
 
 
 def _json_problem(exc: msgspec.DecodeError, data: bytes, shift: int) -> str:
@@ -241,7 +304,10 @@ def _json_problem(exc: msgspec.DecodeError, data: bytes, shift: int) -> str:
         return "truncated JSON: the file ends in the middle of a value"
     match = _BYTE_POS.search(message)
     if match:
-        message = _BYTE_POS.sub(f"(byte {int(match.group(1)) + shift})", message)
+        position = int(match.group(1))
+        if data[position:].startswith(_NON_JSON_NUMBERS):
+            return f"not valid JSON: NaN or Infinity at byte {position + shift} (JSON has no such numbers)"
+        message = _BYTE_POS.sub(f"(byte {position + shift})", message)
     if message.startswith("JSON is malformed"):
         return "not valid JSON: " + message.removeprefix("JSON is malformed: ")
     return message
@@ -250,7 +316,10 @@ def _json_problem(exc: msgspec.DecodeError, data: bytes, shift: int) -> str:
 def _entry_problem(exc: msgspec.ValidationError, index: int) -> str:
     match = _ENTRY_POS.search(str(exc))
     where = f"entry {index + int(match.group(1))}" if match else "an entry"
-    return f"traceEvents {where} is not an object ({str(exc).split(' - ')[0]})"
+    detail = str(exc).split(" - ")[0]
+    if detail.startswith("Expected `object`"):
+        return f"traceEvents {where} is not an object ({detail})"
+    return f"traceEvents {where} holds a value that cannot be read ({detail})"
 
 
 def _describe_value(rest: bytes) -> str:

@@ -27,6 +27,8 @@ KERNEL_COLUMNS = ("name", "type", "ts", "dur", "correlation", "stream", "device"
 MISSING_ID = -1
 """Stored in correlation, stream or device when the event does not carry that field."""
 _INT64_MAX = 2**63 - 1
+MAX_KERNEL_NAMES = 200_000
+"""More distinct names than this is not a GPU profile (real ones have thousands): refused before classifying."""
 
 
 @dataclass
@@ -79,16 +81,18 @@ class _Collector:
     runtime_prefixes: Counter = field(default_factory=Counter)
     events: int = 0
 
-    def add_piece(self, events: list[Event]) -> None:
+    def add_piece(self, events: list[Event], source: str) -> None:
         self.events += len(events)
         for event in events:
             cat = event.cat
+            if not isinstance(cat, str):
+                continue
             if cat in KERNEL_CATEGORIES:
-                self._add_kernel(event)
+                self._add_kernel(event, source)
             elif cat in RUNTIME_CATEGORIES and isinstance(event.name, str):
                 self.runtime_prefixes[event.name[:3]] += 1
 
-    def _add_kernel(self, event: Event) -> None:
+    def _add_kernel(self, event: Event, source: str) -> None:
         name, ts, dur = event.name, event.ts, event.dur
         if not isinstance(name, str):
             self.skipped["no name"] += 1
@@ -103,6 +107,9 @@ class _Collector:
             self.skipped["negative dur"] += 1
             return
         code = self.code_of.setdefault(name, len(self.code_of))
+        if code == MAX_KERNEL_NAMES:
+            problem = f"more than {MAX_KERNEL_NAMES:,} distinct kernel names; a GPU profile has thousands; refused"
+            raise TraceError(source, problem)
         ids = self._ids(event.args)
         self.name_codes.append(code)
         self.ts.append(ts)
@@ -114,7 +121,7 @@ class _Collector:
     def _ids(self, raw: msgspec.Raw) -> tuple[int, int, int]:
         try:
             args = _args_decoder.decode(raw) if len(raw) else None
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             args = None
         if args is None:
             self.missing["args"] += 1
@@ -162,7 +169,7 @@ def load(
     stream = read_events(raw)
     collector = _Collector()
     for piece in stream.pieces:
-        collector.add_piece(piece)
+        collector.add_piece(piece, raw.source)
     top = stream.top_level
     props = _device_properties(top)
     platform, evidence = detect_platform(top, props, collector.runtime_prefixes)
@@ -196,7 +203,7 @@ def detect_platform(
     top: dict[str, Any], props: list[dict[str, Any]], runtime_prefixes: Counter
 ) -> tuple[str, str]:
     """AMD or NVIDIA from the trace's own evidence; returns (platform, the evidence used)."""
-    warp_sizes = {p.get("warpSize") for p in props}
+    warp_sizes = [p.get("warpSize") for p in props]
     hip = runtime_prefixes.get("hip", 0)
     cuda = runtime_prefixes.get("cud", 0)
     if "roctracer_version" in top:
