@@ -120,11 +120,8 @@ def stream_windows(codes1: np.ndarray, codes2: np.ndarray, budget: int) -> list[
     c1 = c2 = 0
     while c1 < n1 and c2 < n2:
         a, b = codes1[c1 : min(c1 + STREAM_CHUNK, n1)], codes2[c2 : min(c2 + STREAM_CHUNK, n2)]
-        if c1 + len(a) >= n1 and c2 + len(b) >= n2:
-            used1, used2 = len(a), len(b)
-        else:
-            keep = 1.0 if c1 + len(a) >= n1 or c2 + len(b) >= n2 else STREAM_KEEP
-            used1, used2 = _kept(align_codes(a, b, free_end=True), len(a), len(b), keep)
+        keep = 1.0 if c1 + len(a) >= n1 or c2 + len(b) >= n2 else STREAM_KEEP
+        used1, used2 = _kept(align_codes(a, b, free_end=True), len(a), len(b), keep)
         windows.append((c1, c1 + used1, c2, c2 + used2))
         c1, c2 = c1 + used1, c2 + used2
     if c1 < n1 or c2 < n2:

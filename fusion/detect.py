@@ -450,9 +450,13 @@ def _mapping(pattern: Pattern, confidence: float, sides: tuple[Side, Side]) -> F
 
 def short_name(name: str, limit: int = 60) -> str:
     """A kernel name without 'void', template arguments and parameters, for messages."""
-    base = re.sub(r"^void\s+", "", name)
-    base = re.split(r"[<(]", base, maxsplit=1)[0] or name
-    base = base.rsplit(" ", 1)[-1]
+    base = name.replace("(anonymous namespace)::", "")
+    while True:
+        stripped = re.sub(r"<[^<>]*>|\([^()a-zA-Z]*\)", "", base)
+        if stripped == base:
+            break
+        base = stripped
+    base = base.split("(", 1)[0].strip().rsplit(" ", 1)[-1] or name
     return base if len(base) <= limit else base[: limit - 1] + "…"
 
 
@@ -484,7 +488,7 @@ def group_imbalance(
     for t, kernel_type in enumerate(types):
         total1, total2 = int(counts1[:, t].sum()), int(counts2[:, t].sum())
         low, high = sorted((total1, total2))
-        if kernel_type in NON_FUSABLE_TYPES or low == 0 or high < thresholds.partial_ratio * low or low + high < thresholds.min_partial_total:
+        if kernel_type in NON_FUSABLE_TYPES or high < thresholds.partial_ratio * low or low + high < thresholds.min_partial_total:
             continue
         unfused = 1 if total1 > total2 else 2
         sign = 1 if unfused == 1 else -1
@@ -530,7 +534,7 @@ def _imbalance_mapping(kernel_type: str, unfused: int, high: int, low: int, miss
         pattern_count=missing,
         pattern_confidence=consistent / pairs if pairs else 0.0,
         evidence=(
-            f"{PLATFORM_NAMES[unfused]} runs {kernel_type} {high / low:.1f}x more in matched groups ({high} vs {low});"
+            f"{PLATFORM_NAMES[unfused]} runs more {kernel_type} in matched groups ({high} vs {low});"
             f" more in {consistent} of {pairs} pairs; the alignment places the extra kernels next to: {shown}"
         ),
         evidence_refs=refs,

@@ -19,7 +19,7 @@ import numpy as np
 
 KIND_SIMILARITY = 0.9
 """Two groups of one trace are the same kind at this similarity or above."""
-MIN_PAIR_SIMILARITY = 0.6
+MIN_PAIR_SIMILARITY = 0.5
 """Groups (or kinds) across traces below this similarity are not matched."""
 MAX_SIZE_RATIO = 2.0
 """Groups whose sizes differ by more than this factor are never matched (fusion changes sizes by < 50%)."""

@@ -1,0 +1,111 @@
+"""Render a Comparison as strict JSON, a readable text report, or CSV tables."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import asdict
+
+import orjson
+import pandas as pd
+
+from .result import Comparison, FusionMapping, Opportunity, field_names, plain
+
+TOP_OPPORTUNITIES = 10
+
+
+def to_json(comparison: Comparison) -> str:
+    """The reference-compatible dict as strict JSON: to_dict already turned NaN/inf into null."""
+    return orjson.dumps(comparison.to_dict(), option=orjson.OPT_INDENT_2).decode()
+
+
+def to_text(comparison: Comparison) -> str:
+    """A report for a person: traces, comparability, type table, top opportunities, mappings."""
+    sections = [_header(comparison), _comparability(comparison), _type_table(comparison),
+                _opportunities(comparison.opportunities), _mappings(comparison.mappings), _notes(comparison)]
+    return "\n\n".join(s for s in sections if s) + "\n"
+
+
+def to_csv(comparison: Comparison) -> dict[str, str]:
+    """File stem -> CSV text for 'opportunities', 'mappings' and 'type_stats'."""
+    return {
+        "opportunities": _rows_csv(field_names(Opportunity), [asdict(o) for o in comparison.opportunities]),
+        "mappings": _rows_csv(field_names(FusionMapping), [_flat_mapping(m) for m in comparison.mappings]),
+        "type_stats": comparison.type_stats.reset_index().to_csv(index=False),
+    }
+
+
+def _flat_mapping(mapping: FusionMapping) -> dict:
+    row = asdict(mapping)
+    row["unfused_sequence"] = " + ".join(mapping.unfused_sequence)
+    row["unfused_count_per_type"] = "; ".join(f"{t}={n}" for t, n in mapping.unfused_count_per_type.items())
+    row["evidence_refs"] = "; ".join(
+        f"pair {r.pair_id} kernels {r.window1[0]}-{r.window1[1]} / {r.window2[0]}-{r.window2[1]}" for r in mapping.evidence_refs
+    )
+    return row
+
+
+def _rows_csv(columns: list[str], rows: list[dict]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: "" if v is None else v for k, v in plain(row).items()})
+    return out.getvalue()
+
+
+def _header(c: Comparison) -> str:
+    m = c.metadata
+    lines = ["Fusion comparison"]
+    for side in (1, 2):
+        trace = c.trace(side)
+        lines.append(f"  Trace {side}: {trace.label} [{trace.platform}] {trace.source} - {trace.kernel_count} kernels,"
+                     f" {trace.kernel_time_us / 1000:.2f} ms, {m[f'trace{side}_correlation_groups']} significant groups")
+    lines.append(f"  matched group pairs: {m['matched_groups']}, stream windows: {m['stream_windows']},"
+                 f" min_group_size {c.params['min_group_size']}")
+    return "\n".join(lines)
+
+
+def _comparability(c: Comparison) -> str:
+    head = f"Comparability: {c.comparability.level}"
+    return "\n".join([head] + [f"  ! {w}" for w in c.warnings])
+
+
+def _type_table(c: Comparison) -> str:
+    table = c.type_stats.assign(
+        trace1_ms=c.type_stats["trace1_time_us"] / 1000, trace2_ms=c.type_stats["trace2_time_us"] / 1000
+    )[["trace1_count", "trace2_count", "count_ratio", "trace1_ms", "trace2_ms", "only_in"]]
+    with pd.option_context("display.width", 120, "display.max_rows", 200):
+        return "Kernel types\n" + table.to_string(float_format=lambda v: f"{v:.3f}", na_rep="-")
+
+
+def _opportunities(opportunities: list[Opportunity]) -> str:
+    if not opportunities:
+        return "Fusion opportunities: none"
+    lines = [f"Fusion opportunities (top {min(len(opportunities), TOP_OPPORTUNITIES)} by time impact)"]
+    for o in opportunities[:TOP_OPPORTUNITIES]:
+        ratio = f"{o.ratio:.1f}x" if o.ratio is not None else f"only on trace {o.only_in}"
+        lines.append(f"  {o.kernel_type:<18} {o.trace1_total:>8} vs {o.trace2_total:<8} {ratio:<16}"
+                     f" {o.trace1_time_ms:.3f} vs {o.trace2_time_ms:.3f} ms  fused by {o.fused_by} [{o.source}]")
+    return "\n".join(lines)
+
+
+def _mappings(mappings: list[FusionMapping]) -> str:
+    if not mappings:
+        return "Fusion mappings: none"
+    lines = ["Fusion mappings"]
+    for m in mappings:
+        lines.append(f"  [{m.detector}] Trace {m.fused_trace} fuses {' + '.join(m.unfused_sequence)} -> {m.fused_kernel_type}"
+                     f"  x{m.pattern_count}, confidence {m.pattern_confidence:.0%}, {m.time_saved_us / 1000:.3f} ms extra")
+        lines.append(f"      {m.evidence}")
+        for ref in m.evidence_refs[:3]:
+            lines.append(f"      pair {ref.pair_id}: trace1 kernels {ref.window1[0]}..{ref.window1[1] - 1},"
+                         f" trace2 kernels {ref.window2[0]}..{ref.window2[1] - 1}")
+    return "\n".join(lines)
+
+
+def _notes(c: Comparison) -> str:
+    if not c.one_sided:
+        return ""
+    return "\n".join(["One-sided kernels (not fusions)"] +
+                     [f"  trace {n.side}: {n.count} x {n.kernel_type} - {n.reason}" for n in c.one_sided])

@@ -1,0 +1,60 @@
+"""Build small Trace objects straight from kernel lists, for unit tests of the comparison pipeline."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from fusion.classify import KERNEL_TYPES, fused_components
+from fusion.trace import Trace
+
+Kernel = tuple[str, str, float, int]
+"""(name, kernel_type, dur_us, correlation)."""
+
+
+def make_trace(kernels: list[Kernel], label: str = "T", platform: str = "AMD") -> Trace:
+    """A Trace whose kernels run back to back in list order (1 µs apart)."""
+    names = [k[0] for k in kernels]
+    dur = np.array([k[2] for k in kernels], dtype=np.float64)
+    ts = np.cumsum(np.r_[0.0, dur[:-1] + 1.0]) if len(kernels) else np.zeros(0)
+    table = pd.DataFrame({
+        "name": pd.Categorical(names),
+        "type": pd.Categorical([k[1] for k in kernels], categories=list(KERNEL_TYPES)),
+        "ts": ts,
+        "dur": dur,
+        "correlation": np.array([k[3] for k in kernels], dtype=np.int64),
+        "stream": np.full(len(kernels), 7, dtype=np.int64),
+        "device": np.zeros(len(kernels), dtype=np.int64),
+    })
+    name_types = dict(zip(names, (k[1] for k in kernels)))
+    info = pd.DataFrame(
+        {"kernel_type": list(name_types.values()), "rule": "test",
+         "components": [fused_components(n) for n in name_types],
+         "count": [names.count(n) for n in name_types], "time_us": 0.0},
+        index=pd.Index(list(name_types), name="name"),
+    )
+    return Trace(label=label, source=f"{label}.json", platform=platform, platform_evidence="test", gpu=label,
+                 gpu_recorded=True, device_properties=[], kernels=table, names=info, digest="0" * 64)
+
+
+def steps(step: list[tuple[str, str]], count: int, first_correlation: int = 1, eager: bool = False,
+          dur: float = 5.0) -> list[Kernel]:
+    """`count` repetitions of one step (name, type list): one correlation id per step, or per kernel if eager."""
+    out: list[Kernel] = []
+    corr = first_correlation
+    for _ in range(count):
+        for name, kernel_type in step:
+            out.append((name, kernel_type, dur, corr))
+            corr += eager
+        corr += not eager
+    return out
+
+
+def layer(fused: bool, layers: int = 10) -> list[tuple[str, str]]:
+    """A decoder-like step: unfused = add + rms_norm, fused = one fused_add_rms_norm; 3 GEMMs per layer."""
+    body: list[tuple[str, str]] = []
+    for _ in range(layers):
+        body += [("gemm_qkv", "GEMM"), ("attn", "Attention"), ("gemm_o", "GEMM")]
+        body += [("fused_add_rms_norm_kernel", "RMSNorm")] if fused else [("elementwise_add", "Elementwise"), ("rms_norm_kernel", "RMSNorm")]
+        body += [("gemm_up", "GEMM"), ("silu_kernel", "SwiGLU"), ("gemm_down", "GEMM")]
+    return body

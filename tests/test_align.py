@@ -1,0 +1,56 @@
+import time
+
+import numpy as np
+import pandas as pd
+
+from fusion.align import MATCH, ONLY1, ONLY2, SUBSTITUTE, align_codes, alignment_table, ops, stream_windows
+from kernels import make_trace
+
+
+def test_one_sided_run_beside_its_match():
+    a, b = np.array([0, 1, 2, 2, 2, 2, 3]), np.array([0, 1, 2, 3])
+    path = align_codes(a, b)
+    assert ops(path, a, b).tolist() == [MATCH, MATCH, ONLY1, ONLY1, ONLY1, MATCH, MATCH]
+
+
+def test_extra_kernel_on_side_two_and_substitution():
+    a, b = np.array([5, 6, 8]), np.array([5, 9, 10, 8])
+    path = align_codes(a, b)
+    assert sorted(ops(path, a, b).tolist()) == sorted([MATCH, SUBSTITUTE, ONLY2, MATCH])
+    assert path[0].tolist() == [0, 0] and path[-1].tolist() == [2, 3]
+
+
+def test_empty_sides():
+    assert ops(align_codes(np.array([1, 2]), np.array([], dtype=int)), [1, 2], []).tolist() == [ONLY1, ONLY1]
+    assert len(align_codes(np.array([], dtype=int), np.array([], dtype=int))) == 0
+
+
+def test_large_alignment_fast_and_cached():
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 20, 1500)
+    b = np.delete(a, rng.choice(1500, 100, replace=False))
+    start = time.perf_counter()
+    path = align_codes(a, b)
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    align_codes(a, b)
+    assert first < 0.5 and time.perf_counter() - start < 0.01
+    assert (ops(path, a, b) == MATCH).sum() == 1400
+
+
+def test_stream_windows_cover_streams_advancing_at_different_rates():
+    step1, step2 = np.arange(300) % 17, np.delete(np.arange(300) % 17, np.arange(0, 300, 15))
+    windows = stream_windows(np.tile(step1, 8), np.tile(step2, 6), budget=100000)
+    assert windows[0][0] == 0 and windows[0][2] == 0
+    assert windows[-1][1] == 2400 and windows[-1][3] == 6 * len(step2)
+    for (s1, e1, s2, e2), nxt in zip(windows, windows[1:]):
+        assert e1 == nxt[0] and e2 == nxt[2]
+
+
+def test_alignment_table_uses_global_rows():
+    t1 = make_trace([("x", "GEMM", 1.0, 1), ("add", "Elementwise", 1.0, 1), ("n", "RMSNorm", 1.0, 1)])
+    t2 = make_trace([("y", "GEMM", 1.0, 5), ("fused_add_norm", "RMSNorm", 1.0, 5)])
+    table = alignment_table(t1.kernels, t2.kernels, np.array([0, 1, 2]), np.array([0, 1]))
+    assert table["op"].tolist() == ["match", "only1", "match"]
+    assert table["index2"].tolist() == [0, -1, 1]
+    assert pd.isna(table["name2"].iloc[1]) and table["rel_ts1"].iloc[0] == 0.0

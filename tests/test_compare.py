@@ -1,0 +1,133 @@
+"""End to end: generated pairs scored against their ground truth, and the real cross-vendor pairs."""
+
+import json
+
+import pytest
+
+from builders import shared_trace
+from fusion.compare import analyze_fusion_differences, compare
+from fusion.synthetic import PairSpec, ground_truth, write_pair
+from fusion.trace import load
+
+SCENARIOS = [
+    PairSpec(scenario="full_graph", layers=4, steps=4),
+    PairSpec(scenario="piecewise", layers=4, steps=4),
+    PairSpec(scenario="eager", layers=4, steps=4),
+    PairSpec(scenario="full_graph", layers=6, steps=6, steps2=4),
+    PairSpec(scenario="piecewise", layers=4, steps=3, steps2=5),
+    PairSpec(scenario="eager", layers=4, steps=4, steps2=3, prefill=True),
+    PairSpec(scenario="full_graph", layers=4, steps=4, fusions=("sort_chain",), seed=3),
+]
+REFERENCE_KEYS = {"metadata", "global_counts", "fusion_opportunities", "fusion_mappings"}
+MAPPING_FIELDS = {"fused_platform", "fused_kernel_type", "fused_count", "unfused_platform", "unfused_sequence",
+                  "unfused_count_per_type", "pattern_count", "pattern_confidence", "evidence"}
+OPPORTUNITY_FIELDS = {"kernel_type", "trace1_total", "trace2_total", "trace1_avg_per_group", "trace2_avg_per_group",
+                      "trace1_time_ms", "trace2_time_ms", "time_ratio", "ratio", "fused_by", "groups_affected",
+                      "total_groups"}
+METADATA_FIELDS = {"trace1_gpu", "trace2_gpu", "trace1_total_kernels", "trace2_total_kernels",
+                   "trace1_correlation_groups", "trace2_correlation_groups", "matched_groups"}
+
+
+def truth_keys(truth):
+    return {(f["fused_trace"], f["fused_kernel_type"], tuple(f["unfused_sequence"])) for f in truth["fusions"]}
+
+
+@pytest.fixture(scope="module", params=SCENARIOS, ids=lambda s: f"{s.scenario}-{s.steps}-{s.steps2}-{len(s.fusions)}")
+def scored(request, tmp_path_factory):
+    spec = request.param
+    files = write_pair(tmp_path_factory.mktemp("pair"), spec)
+    return spec, compare(load(files.trace1), load(files.trace2)), ground_truth(spec)
+
+
+def test_precision_and_recall_against_ground_truth(scored):
+    spec, comparison, truth = scored
+    found = {(m.fused_trace, m.fused_kernel_type, tuple(m.unfused_sequence)) for m in comparison.mappings}
+    assert found == truth_keys(truth)
+
+
+def test_non_fusion_differences_not_reported(scored):
+    _, comparison, _ = scored
+    reported = {t for m in comparison.mappings for t in m.unfused_sequence} | {m.fused_kernel_type for m in comparison.mappings}
+    reported |= {o.kernel_type for o in comparison.opportunities}
+    assert not reported & {"Memset", "Communication", "GEMM"}
+    if spec_has_memset(scored[0]):
+        assert any(n.kernel_type == "Memset" and n.side == 1 for n in comparison.one_sided)
+
+
+def spec_has_memset(spec):
+    return spec.non_fusion
+
+
+def test_full_graph_pairs_match_groups(scored):
+    spec, comparison, _ = scored
+    if spec.scenario == "full_graph":
+        steps2 = spec.steps2 or spec.steps
+        assert comparison.metadata["matched_groups"] == min(spec.steps, steps2)
+        assert len(comparison.unmatched1) == spec.steps - min(spec.steps, steps2)
+
+
+def test_counts_are_the_generators(scored):
+    _, comparison, truth = scored
+    for side in (1, 2):
+        expected = truth["expected_counts"][f"trace{side}"]
+        counts = comparison.type_stats[f"trace{side}_count"]
+        assert {t: int(n) for t, n in counts.items() if n} == expected
+
+
+def test_reference_compatible_strict_dict(scored):
+    _, comparison, _ = scored
+    result = comparison.to_dict()
+    text = json.dumps(result, allow_nan=False)
+    assert REFERENCE_KEYS <= set(result) and METADATA_FIELDS <= set(result["metadata"])
+    assert all(MAPPING_FIELDS <= set(m) for m in result["fusion_mappings"])
+    assert all(OPPORTUNITY_FIELDS <= set(o) for o in result["fusion_opportunities"])
+    assert "Infinity" not in text and "NaN" not in text
+
+
+def test_every_mapping_points_at_its_kernels(scored):
+    _, comparison, _ = scored
+    for mapping in comparison.mappings:
+        assert 0 < len(mapping.evidence_refs) <= comparison.params["max_evidence_refs"]
+        ref = mapping.evidence_refs[0]
+        fused = comparison.trace(mapping.fused_trace).kernels
+        window = ref.window1 if mapping.fused_trace == 1 else ref.window2
+        assert fused["type"].iloc[window[0]] == mapping.fused_kernel_type
+        table = comparison.alignment(ref.pair_id)
+        column = f"index{mapping.fused_trace}"
+        assert window[0] in set(table[column])
+
+
+def test_analyze_fusion_differences_accepts_paths_and_reports_progress(tmp_path):
+    files = write_pair(tmp_path, PairSpec(layers=4, steps=2))
+    result = analyze_fusion_differences(files.trace1, str(files.trace2))
+    assert result["metadata"]["matched_groups"] == 2
+    stages = []
+    compare(load(files.trace1), load(files.trace2), progress=lambda stage, fraction: stages.append(stage))
+    assert [s for i, s in enumerate(stages) if s not in stages[:i]] == ["groups", "match", "align", "detect"]
+
+
+def test_unknown_threshold_is_an_error(tmp_path):
+    files = write_pair(tmp_path, PairSpec(layers=1, steps=1))
+    with pytest.raises(TypeError):
+        compare(load(files.trace1), load(files.trace2), min_ratoi=3)
+
+
+@pytest.mark.parametrize("model", ["bert_small", "falconsai_nsfw", "qwen1.5-0.5b", "timesformer"])
+def test_real_cross_vendor_pairs(model):
+    nvidia, amd = load(shared_trace(f"tl_h100_{model}")), load(shared_trace(f"tl_mi300_{model}"))
+    comparison = compare(amd, nvidia)
+    result = comparison.to_dict()
+    json.dumps(result, allow_nan=False)
+    gemm = comparison.type_stats.loc["GEMM"]
+    assert 0.5 <= gemm["trace1_count"] / gemm["trace2_count"] <= 2.0
+    assert result["metadata"]["trace1_platform"] == "AMD" and result["metadata"]["trace2_platform"] == "NVIDIA"
+    assert comparison.metadata["stream_windows"] >= 1
+
+
+@pytest.mark.parametrize("name", ["tl_vllm_decode_full_exec", "tl_xdit_flux_aiter_profile", "tl_vllm_pd_piecewise_exec"])
+def test_real_graph_trace_against_itself(name):
+    trace = load(shared_trace(name))
+    comparison = compare(trace, trace, min_group_size=4)
+    assert comparison.mappings == [] and comparison.opportunities == []
+    assert len(comparison.unmatched1) == len(comparison.unmatched2) == 0
+    assert comparison.metadata["matched_groups"] == len(comparison.groups1)

@@ -1,0 +1,39 @@
+import numpy as np
+
+from fusion.classify import KERNEL_TYPES
+from fusion.groups import correlation_groups, type_codes
+from kernels import make_trace, steps
+
+TYPES = list(KERNEL_TYPES)
+
+
+def groups_of(trace, min_group_size=3):
+    return correlation_groups(trace.kernels, type_codes(trace.kernels, TYPES), len(TYPES), min_group_size)
+
+
+def test_groups_sizes_order_counts_and_residual():
+    step = [("g", "GEMM"), ("a", "Attention"), ("g", "GEMM")]
+    kernels = steps(step, 2, first_correlation=10) + [("m", "Memset", 1.0, -1), ("e", "Elementwise", 1.0, 99)]
+    groups = groups_of(make_trace(kernels))
+    assert groups.table["correlation"].tolist() == [10, 11]
+    assert groups.table["size"].tolist() == [3, 3]
+    assert groups.table["order"].tolist() == [0, 1]
+    assert groups.total_groups == 3
+    gemm = TYPES.index("GEMM")
+    assert groups.type_counts[:, gemm].tolist() == [2, 2]
+    assert groups.rows(1).tolist() == [3, 4, 5]
+    assert groups.residual_rows.tolist() == [6, 7]
+    assert np.allclose(groups.table["kernel_time_us"], 15.0)
+    assert groups.table["end_us"].iloc[0] > groups.table["start_us"].iloc[0]
+
+
+def test_eager_trace_has_no_significant_groups():
+    groups = groups_of(make_trace(steps([("g", "GEMM"), ("a", "Attention")], 5, eager=True)), min_group_size=2)
+    assert len(groups) == 0 and groups.type_counts.shape == (0, len(TYPES))
+    assert len(groups.residual_rows) == 10
+
+
+def test_interleaved_groups_keep_time_order_within_group():
+    kernels = [("a", "GEMM", 1.0, 1), ("b", "Attention", 1.0, 2), ("c", "Softmax", 1.0, 1), ("d", "Sort", 1.0, 2)]
+    groups = groups_of(make_trace(kernels), min_group_size=2)
+    assert groups.rows(0).tolist() == [0, 2] and groups.rows(1).tolist() == [1, 3]

@@ -1,0 +1,35 @@
+import csv
+import io
+import json
+
+from fusion.compare import compare
+from fusion.report import to_csv, to_json, to_text
+from kernels import layer, make_trace, steps
+
+
+def comparison():
+    unfused = [("fill", "Memset")] + layer(False)
+    return compare(make_trace(steps(unfused, 6), label="AMD MI300X"), make_trace(steps(layer(True), 6), label="NVIDIA H100"))
+
+
+def test_json_is_strict_and_reference_shaped():
+    result = json.loads(to_json(comparison()), parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+    assert {"metadata", "global_counts", "fusion_opportunities", "fusion_mappings"} <= set(result)
+    assert result["global_counts"]["Memset"]["ratio"] is None
+    assert result["fusion_mappings"][0]["evidence_refs"][0]["window1"][1] > 0
+
+
+def test_text_report_has_traces_warnings_types_and_mappings():
+    text = to_text(comparison())
+    for expected in ("AMD MI300X", "NVIDIA H100", "Comparability:", "Kernel types", "Fusion opportunities",
+                     "[sequence] Trace 2 fuses Elementwise + RMSNorm -> RMSNorm", "6 x Memset"):
+        assert expected in text
+
+
+def test_csv_tables():
+    tables = to_csv(comparison())
+    assert set(tables) == {"opportunities", "mappings", "type_stats"}
+    mappings = list(csv.DictReader(io.StringIO(tables["mappings"])))
+    assert mappings[0]["unfused_sequence"] == "Elementwise + RMSNorm" and mappings[0]["detector"] == "sequence"
+    types = list(csv.DictReader(io.StringIO(tables["type_stats"])))
+    assert {"kernel_type", "trace1_count", "only_in"} <= set(types[0])
