@@ -26,7 +26,7 @@ from .trace import Trace
 NON_FUSABLE_TYPES = frozenset({"Memset", "MemCopy", "Communication"})
 """One-sided kernels of these types are notes, never fusions (an extra memset is not a fused op)."""
 TYPE_KEYWORDS: dict[str, frozenset[str]] = {
-    "Elementwise": frozenset({"add", "mul", "sub", "div", "residual"}),
+    "Elementwise": frozenset({"add", "mul", "sub", "div", "residual", "bias"}),
     "SwiGLU": frozenset({"swiglu", "silu", "act"}),
     "GELU": frozenset({"gelu"}),
     "ReLU": frozenset({"relu"}),
@@ -41,7 +41,7 @@ TYPE_KEYWORDS: dict[str, frozenset[str]] = {
 }
 """Name tokens that say a kernel also performs an op of this type."""
 AFFINITY: dict[str, frozenset[str]] = {
-    "Elementwise": frozenset({"RMSNorm", "LayerNorm", "GEMM", "MoE_GEMM"}),
+    "Elementwise": frozenset({"RMSNorm", "LayerNorm"}),
     "SwiGLU": frozenset({"GEMM", "MoE_GEMM"}),
     "GELU": frozenset({"GEMM"}),
     "ReLU": frozenset({"GEMM"}),
