@@ -102,7 +102,7 @@ def _types(trace1: Trace, trace2: Trace) -> list[str]:
 
 def _segments(index: PairIndex, sides: tuple[Side, Side]) -> list[Segment]:
     """Pairs grouped by their pair of type sequences, so each distinct alignment is computed once."""
-    by_key: dict[tuple[bytes, bytes], list[int]] = {}
+    by_key: dict[tuple[bytes, bytes, str], list[int]] = {}
     rows = [index.kernel_indices(pid) for pid in range(len(index))]
     for pid, (rows1, rows2) in enumerate(rows):
         key = (sides[0].codes[rows1].tobytes(), sides[1].codes[rows2].tobytes(), index.kind(pid))
