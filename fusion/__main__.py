@@ -30,6 +30,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except Exception as exc:
         if os.environ.get("FUSION_DEBUG"):
             raise
@@ -56,7 +59,10 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("trace2")
     compare.add_argument("--min-group-size", type=_positive_int, default=50, metavar="N")
     compare.add_argument("--format", choices=("text", "json", "csv"), default="text")
-    compare.add_argument("-o", "--output", metavar="FILE", help="write here (csv: FILE is a prefix)")
+    compare.add_argument("-o", "--output", metavar="FILE", help="write here (csv: FILE_<table>.csv)")
+    compare.add_argument(
+        "--no-cache", action="store_true", help="parse both files even if they were loaded before (see FUSION_CACHE_DIR)"
+    )
     compare.set_defaults(run=_compare)
     return parser
 
@@ -96,8 +102,9 @@ def _compare(args: argparse.Namespace) -> int:
     from . import report
     from .compare import compare
     from .parallel import load_pair
+    from .tablecache import TableCache
 
-    trace1, trace2 = load_pair(args.trace1, args.trace2)
+    trace1, trace2 = load_pair(args.trace1, args.trace2, cache=None if args.no_cache else TableCache())
     comparison = compare(trace1, trace2, min_group_size=args.min_group_size)
     if args.format == "csv":
         _write_csv(report.to_csv(comparison), args.output)
@@ -121,8 +128,9 @@ def _write_csv(tables: dict[str, str], output: str | None) -> None:
         for stem, text in tables.items():
             sys.stdout.write(f"# {stem}\n{text}\n")
         return
+    prefix = output.removesuffix(".csv")
     for stem, text in tables.items():
-        Path(f"{output}_{stem}.csv").write_text(text)
+        Path(f"{prefix}_{stem}.csv").write_text(text)
 
 
 def _warn(warnings: Sequence[str]) -> None:
