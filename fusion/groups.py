@@ -6,6 +6,7 @@ Everything is computed on columns (np.unique / bincount / reduceat), never per k
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -35,7 +36,7 @@ class Groups:
     def rows(self, group: int) -> np.ndarray:
         return self.kernel_rows[self.offsets[group] : self.offsets[group + 1]]
 
-    @property
+    @cached_property
     def correlations(self) -> np.ndarray:
         return self.table["correlation"].to_numpy()
 
