@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import TraceError
-from .reader import DEFAULT_MAX_BYTES, TraceSource
+from .reader import DEFAULT_MAX_BYTES, GZIP_MAGIC, TraceSource
 from .tablecache import TableCache
 from .trace import Trace, load
 
@@ -70,9 +70,19 @@ def _worth_parallel(sources: tuple[TraceSource, TraceSource]) -> bool:
     if not all(_is_path(src) for src in sources):
         return False
     try:
-        return sum(Path(src).stat().st_size for src in sources) >= PARALLEL_MIN_BYTES  # type: ignore[arg-type]
+        return sum(_json_size(Path(src)) for src in sources) >= PARALLEL_MIN_BYTES  # type: ignore[arg-type]
     except OSError:
         return False
+
+
+def _json_size(path: Path) -> int:
+    """The file's JSON size: for gzip, the size its trailer records (modulo 4 GiB, enough to decide)."""
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        if handle.read(2) != GZIP_MAGIC or size < 18:
+            return size
+        handle.seek(-4, os.SEEK_END)
+        return max(size, int.from_bytes(handle.read(4), "little"))
 
 
 def _side_progress(progress: PairProgress | None, side: int) -> Callable[[int, int], None] | None:
