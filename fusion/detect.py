@@ -22,6 +22,7 @@ import pandas as pd
 from .align import MATCH, ONLY1, ONLY2, SUBSTITUTE, align_codes, ops
 from .result import Comparability, EvidenceRef, FusionMapping, OneSidedNote, Opportunity
 from .trace import Trace
+from .pair_checks import pair_warnings
 
 NON_FUSABLE_TYPES = frozenset({"Memset", "MemCopy", "Communication"})
 """One-sided kernels of these types are notes, never fusions (an extra memset is not a fused op)."""
@@ -564,8 +565,7 @@ def comparability(type_table: pd.DataFrame, sides: tuple[Side, Side], groups: tu
             warnings.append(f"{label} kernel counts differ {ratio:.2f}x ({counts[0]} vs {counts[1]}): different step counts or shapes?")
     warnings += _group_warnings(groups, matched, attention_per_pair)
     severe = severe or (min(groups) > 0 and matched == 0)
-    if sides[0].trace.platform == sides[1].trace.platform != "unknown":
-        warnings.append(f"both traces are from {sides[0].trace.platform}: a same-vendor comparison")
+    warnings += pair_warnings(sides[0].trace, sides[1].trace)
     checks.update(groups1=groups[0], groups2=groups[1], matched_groups=matched)
     level = "mismatch" if severe else ("warn" if warnings else "ok")
     return Comparability(ok=not severe, level=level, warnings=warnings, checks=checks)
