@@ -85,7 +85,7 @@ def upload_side(view: app.View, side: int) -> app.View:
         digest, fresh = app.accept_upload(side, upload)
         if digest and fresh:
             st.session_state.setdefault("last_upload", {})[side] = digest
-            view = view.with_sources(sample=None, **{f"t{side}": digest, f"t{3 - side}": getattr(view, f"t{3 - side}")})
+            view = view.with_sources(**{f"t{side}": digest, f"t{3 - side}": getattr(view, f"t{3 - side}")})
             app.set_view(view)
     digest = getattr(view, f"t{side}")
     if digest:
@@ -130,17 +130,21 @@ def controls(view: app.View, comparison: Comparison) -> None:
 
 def headline(comparison: Comparison, columns: list) -> None:
     matched = int(comparison.metadata.get("matched_groups", 0))
+    min_size = comparison.params.get("min_group_size", "?")
     for side, column in zip((1, 2), columns):
         trace = comparison.trace(side)
         groups = comparison.groups1 if side == 1 else comparison.groups2
         with column:
-            st.markdown(f"**{trace.label}** · {trace.platform} · {trace.gpu}")
-            metrics = st.columns(5)
-            metrics[0].metric("Kernels", f"{trace.kernel_count:,}")
-            metrics[1].metric("Kernel time", app.ms(trace.kernel_time_us))
-            metrics[2].metric("Groups", f"{len(groups):,}", help=f"Correlation groups of at least {comparison.params.get('min_group_size', '?')} kernels")
-            metrics[3].metric("Matched groups", f"{matched:,}")
-            metrics[4].metric("Unclassified time", f"{other_share(comparison, side):.1%}", help="Share of kernel time in names no rule matched (type Other)")
+            st.markdown(f"**{trace.label}**")
+            st.caption(f"{trace.platform} ({trace.platform_evidence}) · {trace.gpu} · {trace.source}")
+            top = st.columns(3)
+            top[0].metric("Kernels", f"{trace.kernel_count:,}")
+            top[1].metric("Kernel time", app.ms(trace.kernel_time_us))
+            top[2].metric("Unclassified time", f"{other_share(comparison, side):.1%}", help="Share of kernel time in names no rule matched (type Other)")
+            bottom = st.columns(3)
+            bottom[0].metric("Groups", f"{len(groups):,}", help=f"Correlation groups (one graph launch each) of at least {min_size} kernels")
+            bottom[1].metric("Matched groups", f"{matched:,}", help="Groups paired with a group of the other trace")
+            bottom[2].metric("Unmatched groups", f"{len(comparison.unmatched1 if side == 1 else comparison.unmatched2):,}")
 
 
 def other_share(comparison: Comparison, side: int) -> float:

@@ -98,8 +98,8 @@ class View:
         return dataclasses.replace(self, **changes)
 
     def with_sources(self, **changes: Any) -> View:
-        """New inputs: labels, selections and windows of the old comparison no longer apply."""
-        cleared = dict(l1=None, l2=None, type=None, pair=None, w1=None, w2=None, swap=False)
+        """Only the given inputs; labels, selections and windows of the old comparison no longer apply."""
+        cleared = dict.fromkeys((*SOURCE_KEYS, "l1", "l2", "type", "pair", "w1", "w2")) | {"swap": False}
         return dataclasses.replace(self, **{**cleared, **changes})
 
     def swapped(self) -> View:

@@ -10,8 +10,7 @@ import streamlit as st
 import appstate as app
 from fusion.result import Comparison
 
-ONE_SIDED_FACTOR = 4.0
-"""One-sided types are drawn this many times beyond the largest finite ratio, with a label."""
+ONE_SIDED_FACTOR = 4.0  # one-sided types sit this many times beyond the largest finite ratio
 
 
 def side_by_side(comparison: Comparison, stats: pd.DataFrame, what: str, scale: float, unit: str) -> go.Figure:

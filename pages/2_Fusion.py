@@ -12,11 +12,11 @@ from fusion.result import Comparison, EvidenceRef, FusionMapping, Opportunity
 EVIDENCE_LINKS = 4
 
 
-def opportunity_table(opportunities: list[Opportunity]) -> pd.DataFrame:
+def opportunity_table(comparison: Comparison, opportunities: list[Opportunity]) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "kernel type": [o.kernel_type for o in opportunities],
-            "fused by": [o.fused_by for o in opportunities],
+            "fused by": [side_text(comparison, o.fused_trace) for o in opportunities],
             "time impact (ms)": [o.time_impact_ms for o in opportunities],
             "trace 1 kernels": [o.trace1_total for o in opportunities],
             "trace 2 kernels": [o.trace2_total for o in opportunities],
@@ -38,8 +38,8 @@ def impact_chart(opportunities: list[Opportunity]) -> go.Figure:
             y=[o.kernel_type for o in ranked],
             orientation="h",
             marker_color=[app.TYPE_COLORS.get(o.kernel_type, "#999") for o in ranked],
-            customdata=[[o.fused_by, o.trace1_total, o.trace2_total] for o in ranked],
-            hovertemplate="%{y}: %{x:,.3f} ms difference<br>fused by %{customdata[0]}"
+            customdata=[[o.fused_trace, o.trace1_total, o.trace2_total] for o in ranked],
+            hovertemplate="%{y}: %{x:,.3f} ms difference<br>fused by trace %{customdata[0]}"
             "<br>kernels: %{customdata[1]:,} vs %{customdata[2]:,}<extra></extra>",
         )
     )
@@ -47,11 +47,17 @@ def impact_chart(opportunities: list[Opportunity]) -> go.Figure:
     return fig
 
 
-def finding(mapping: FusionMapping) -> str:
+def side_text(comparison: Comparison, side: int) -> str:
+    return f"trace {side}: {comparison.trace(side).label}"
+
+
+def finding(comparison: Comparison, mapping: FusionMapping) -> str:
+    fused, unfused = mapping.fused_trace, 3 - mapping.fused_trace
     sequence = " → ".join(f"`{t}`" for t in mapping.unfused_sequence)
     return (
-        f"**{mapping.fused_platform}** (trace {mapping.fused_trace}) runs one `{mapping.fused_kernel_type}` kernel "
-        f"where **{mapping.unfused_platform}** (trace {3 - mapping.fused_trace}) runs {sequence}"
+        f":{app.side_badge(fused)}[**{comparison.trace(fused).label}**] (trace {fused}) runs one "
+        f"`{mapping.fused_kernel_type}` kernel where :{app.side_badge(unfused)}[**{comparison.trace(unfused).label}**] "
+        f"(trace {unfused}) runs {sequence}"
     )
 
 
@@ -62,9 +68,9 @@ def evidence_label(ref: EvidenceRef) -> str:
     )
 
 
-def show_mapping(view: app.View, mapping: FusionMapping, number: int) -> None:
+def show_mapping(view: app.View, comparison: Comparison, mapping: FusionMapping, number: int) -> None:
     with st.container(border=True):
-        st.markdown(f"**{number}.** {finding(mapping)}")
+        st.markdown(f"**{number}.** {finding(comparison, mapping)}")
         cols = st.columns(4)
         cols[0].metric("Confidence", f"{mapping.pattern_confidence:.0%}")
         cols[1].metric("Occurrences", f"{mapping.pattern_count:,}")
@@ -113,7 +119,7 @@ def page() -> None:
     if opportunities:
         app.plot(impact_chart(opportunities), "fusion_opportunities")
         st.dataframe(
-            opportunity_table(opportunities),
+            opportunity_table(comparison, opportunities),
             hide_index=True,
             column_config={c: st.column_config.NumberColumn(format="%.3f") for c in ("time impact (ms)", "trace 1 time (ms)", "trace 2 time (ms)", "trace 1 per group", "trace 2 per group")},
         )
@@ -127,7 +133,7 @@ def page() -> None:
     if not comparison.mappings:
         st.info("No fused kernel was found standing for a sequence of kernels on the other trace.")
     for number, mapping in enumerate(comparison.mappings, start=1):
-        show_mapping(view, mapping, number)
+        show_mapping(view, comparison, mapping, number)
     one_sided(comparison)
 
 

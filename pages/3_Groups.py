@@ -13,7 +13,8 @@ from fusion.result import Comparison
 
 ALL_TYPES = "All kernel types"
 MAX_PAIR_ROWS = 2000
-PAGE_SIZES = [200, 500, 1000, 2000]
+PAGE_SIZE = 500
+EVIDENCE_CONTEXT = 5
 OP_COLORS = {"match": "#E0E0E0", "substitute": "#F5A623", "only1": app.SIDE_COLORS[1], "only2": app.SIDE_COLORS[2]}
 OP_LABELS = {"match": "same type", "substitute": "different type", "only1": "only in trace 1", "only2": "only in trace 2"}
 
@@ -113,42 +114,41 @@ def in_window(alignment: pd.DataFrame, view: app.View) -> np.ndarray:
     return marked
 
 
-def page_of(alignment: pd.DataFrame, marked: np.ndarray) -> slice:
-    """The slice of a long alignment to draw; starts at the evidence window when there is one."""
-    size = st.select_slider("Aligned rows per page", PAGE_SIZES, value=500) if len(alignment) > PAGE_SIZES[0] else PAGE_SIZES[0]
-    pages = max(1, -(-len(alignment) // size))
-    first_marked = int(np.argmax(marked)) if marked.any() else 0
-    if pages > 1:
-        start_page = st.number_input(f"Page (of {pages})", min_value=1, max_value=pages, value=first_marked // size + 1, key=f"align_page_{size}")
-    else:
-        start_page = 1
-    start = (int(start_page) - 1) * size
-    if pages > 1:
-        st.caption(f"Rows {start:,}–{min(start + size, len(alignment)) - 1:,} of {len(alignment):,} aligned positions.")
-    return slice(start, start + size)
+def visible_rows(alignment: pd.DataFrame, marked: np.ndarray) -> slice:
+    """The slice of the alignment to draw: the evidence window with some context, or one page."""
+    if marked.any() and st.toggle("Only the evidence window", value=True, key="evidence_only"):
+        where = np.flatnonzero(marked)
+        start = max(0, int(where[0]) - EVIDENCE_CONTEXT)
+        return slice(start, min(len(alignment), int(where[-1]) + 1 + EVIDENCE_CONTEXT, start + PAGE_SIZE))
+    pages = -(-len(alignment) // PAGE_SIZE)
+    if pages <= 1:
+        return slice(0, len(alignment))
+    number = st.number_input(f"Page of aligned rows (of {pages})", min_value=1, max_value=pages, value=1, key="align_page")
+    start = (int(number) - 1) * PAGE_SIZE
+    st.caption(f"Rows {start:,}–{min(start + PAGE_SIZE, len(alignment)) - 1:,} of {len(alignment):,} aligned positions.")
+    return slice(start, start + PAGE_SIZE)
 
 
 def heat_strip(rows: pd.DataFrame) -> go.Figure:
-    """Three lanes: trace 1's kernel types, the alignment op, trace 2's kernel types; blanks are gaps."""
-    types = list(KERNEL_TYPES)
-    code = {t: i for i, t in enumerate(types)}
-    scale = [[v, app.TYPE_COLORS[t]] for i, t in enumerate(types) for v in (i / len(types), (i + 1) / len(types))]
-    x = rows.index.to_numpy()
-    fig = go.Figure()
-    for side in (1, 2):
-        z = [[code[t] if isinstance(t, str) else None for t in rows[f"type{side}"]]]
-        hover = [[hover_text(r, side) for r in rows.itertuples()]]
-        fig.add_heatmap(
-            x=x, y=[f"trace {side}"], z=z, zmin=-0.5, zmax=len(types) - 0.5, colorscale=scale, showscale=False,
-            text=hover, hovertemplate="%{text}<extra></extra>", xgap=0,
+    """Three lanes in one heatmap: trace 1's kernel types, the alignment op, trace 2's; blanks are gaps."""
+    colours = [app.TYPE_COLORS[t] for t in KERNEL_TYPES] + list(OP_COLORS.values())
+    code = {t: i for i, t in enumerate(KERNEL_TYPES)}
+    op_code = {o: len(KERNEL_TYPES) + i for i, o in enumerate(OP_COLORS)}
+    scale = [[v, colour] for i, colour in enumerate(colours) for v in (i / len(colours), (i + 1) / len(colours))]
+    lane = [[code[t] if isinstance(t, str) else None for t in rows[f"type{side}"]] for side in (1, 2)]
+    z = [lane[0], [op_code[o] for o in rows["op"]], lane[1]]
+    text = [
+        [hover_text(r, 1) for r in rows.itertuples()],
+        [f"row {i}: {OP_LABELS[o]}" for i, o in zip(rows.index, rows["op"])],
+        [hover_text(r, 2) for r in rows.itertuples()],
+    ]
+    fig = go.Figure(
+        go.Heatmap(
+            x=rows.index.to_numpy(), y=["trace 1", "alignment", "trace 2"], z=z, zmin=-0.5, zmax=len(colours) - 0.5,
+            colorscale=scale, showscale=False, text=text, hovertemplate="%{text}<extra></extra>",
         )
-    ops = list(OP_COLORS)
-    op_scale = [[v, OP_COLORS[o]] for i, o in enumerate(ops) for v in (i / len(ops), (i + 1) / len(ops))]
-    fig.add_heatmap(
-        x=x, y=["alignment"], z=[[ops.index(o) for o in rows["op"]]], zmin=-0.5, zmax=len(ops) - 0.5, colorscale=op_scale,
-        showscale=False, text=[[OP_LABELS[o] for o in rows["op"]]], hovertemplate="row %{x}: %{text}<extra></extra>",
     )
-    fig.update_yaxes(categoryorder="array", categoryarray=["trace 2", "alignment", "trace 1"])
+    fig.update_yaxes(autorange="reversed")
     fig.update_layout(height=210, margin=dict(t=10, b=30), xaxis_title="aligned position")
     return fig
 
@@ -211,31 +211,36 @@ def styled(rows: pd.DataFrame, marked: np.ndarray) -> object:
         {
             "evidence": np.where(marked, "◆", ""),
             "op": rows["op"].map(OP_LABELS),
-            "kernel 1": rows["index1"].where(rows["index1"] >= 0),
-            "type 1": rows["type1"],
+            "kernel 1": kernel_numbers(rows["index1"]),
+            "type 1": rows["type1"].fillna(""),
             "dur 1 (µs)": rows["dur1"],
-            "name 1": rows["name1"].str.slice(0, 200),
-            "kernel 2": rows["index2"].where(rows["index2"] >= 0),
-            "type 2": rows["type2"],
+            "name 1": rows["name1"].fillna("").str.slice(0, 200),
+            "kernel 2": kernel_numbers(rows["index2"]),
+            "type 2": rows["type2"].fillna(""),
             "dur 2 (µs)": rows["dur2"],
-            "name 2": rows["name2"].str.slice(0, 200),
+            "name 2": rows["name2"].fillna("").str.slice(0, 200),
         },
         index=rows.index,
     )
     return (
         table.style.map(type_cell, subset=["type 1", "type 2"])
         .map(op_cell, subset=["op"])
-        .format({"dur 1 (µs)": "{:,.2f}", "dur 2 (µs)": "{:,.2f}", "kernel 1": "{:.0f}", "kernel 2": "{:.0f}"}, na_rep="")
+        .format({"dur 1 (µs)": "{:,.2f}", "dur 2 (µs)": "{:,.2f}"}, na_rep="")
     )
 
 
+def kernel_numbers(index: pd.Series) -> pd.Series:
+    """Global kernel row numbers as text; blank where the kernel is on the other side only."""
+    return index.map(lambda i: str(i) if i >= 0 else "")
+
+
 def type_cell(value: object) -> str:
-    return f"background-color: {app.TYPE_COLORS[value]}; color: white" if isinstance(value, str) else ""
+    return f"background-color: {app.TYPE_COLORS[value]}; color: white" if value in app.TYPE_COLORS else ""
 
 
 def op_cell(value: object) -> str:
     colour = {OP_LABELS[k]: c for k, c in OP_COLORS.items()}.get(value)
-    return f"background-color: {colour}" if colour and value != OP_LABELS["match"] else ""
+    return f"background-color: {colour}; color: white" if colour and value != OP_LABELS["match"] else ""
 
 
 def show_pair(view: app.View, comparison: Comparison, pair_id: int) -> None:
@@ -252,7 +257,7 @@ def show_pair(view: app.View, comparison: Comparison, pair_id: int) -> None:
         st.info(f"◆ marks the {int(marked.sum())} aligned rows of the evidence window from the link.")
     st.subheader("Composition")
     app.plot(composition(alignment, comparison), f"pair_{pair_id}_composition")
-    window = page_of(alignment, marked)
+    window = visible_rows(alignment, marked)
     rows = alignment.iloc[window]
     st.subheader("Aligned kernels")
     app.plot(heat_strip(rows), f"pair_{pair_id}_alignment")

@@ -1,0 +1,178 @@
+"""End to end in a real browser: upload two traces, drill into a group, reopen the shared link elsewhere.
+
+Runs `streamlit run app.py` with a temporary trace store and drives Debian's chromium through
+Playwright; writes docs/screenshots/*.png on the way.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+SAMPLE = ROOT / "sample_traces" / "vllm_moe_full_graph"
+SHOTS = ROOT / "docs" / "screenshots"
+TIMEOUT_MS = 60_000
+BROWSER_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+playwright_sync = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"{CHROMIUM} is not installed", allow_module_level=True)
+if not (SAMPLE / "amd.json.gz").exists():
+    pytest.skip("the bundled sample pair is missing", allow_module_level=True)
+
+expect = playwright_sync.expect
+expect.set_options(timeout=TIMEOUT_MS)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_until_serving(url: str, server: subprocess.Popen, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {server.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise TimeoutError(f"streamlit did not serve {url} within {seconds} s")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = _free_port()
+    env = {
+        **os.environ,
+        "FUSION_STORE_DIR": str(tmp_path_factory.mktemp("store")),
+        "FUSION_CACHE_DIR": str(tmp_path_factory.mktemp("tables")),
+    }
+    env.pop("FUSION_HOSTED", None)
+    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+               "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
+    log = (tmp_path_factory.mktemp("log") / "streamlit.log").open("w")
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_until_serving(url, process)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with playwright_sync.sync_playwright() as driver:
+        instance = driver.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS, headless=True)
+        yield instance
+        instance.close()
+
+
+def _new_page(browser: object) -> object:
+    context = browser.new_context(viewport={"width": 1500, "height": 1100})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    return page
+
+
+def _settled(page: object) -> None:
+    """Wait until the app's script run has finished and the page has drawn."""
+    page.wait_for_timeout(400)
+    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']")
+    page.wait_for_timeout(800)
+
+
+def _shot(page: object, name: str) -> None:
+    """The whole page: Streamlit scrolls inside its main block, so grow the viewport to the content first."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    height = page.evaluate("document.querySelector('[data-testid=\\'stMain\\']').scrollHeight")
+    page.set_viewport_size({"width": 1500, "height": min(max(int(height), 1100), 5000)})
+    page.wait_for_timeout(800)
+    page.screenshot(path=str(SHOTS / f"{name}.png"))
+    page.set_viewport_size({"width": 1500, "height": 1100})
+
+
+def _chart(page: object) -> object:
+    chart = page.locator(".js-plotly-plot").first
+    expect(chart).to_be_visible(timeout=TIMEOUT_MS)
+    return chart
+
+
+def _metric_values(page: object) -> list[str]:
+    return page.get_by_test_id("stMetricValue").all_inner_texts()
+
+
+def test_upload_drill_down_and_share(server: str, browser: object) -> None:
+    page = _new_page(browser)
+    page.goto(server)
+    _settled(page)
+    _shot(page, "home")
+    expect(page.get_by_test_id("stMetricValue").first).to_be_visible()
+
+    page.get_by_text("Upload files", exact=True).click()
+    uploaders = page.locator("[data-testid='stFileUploaderDropzoneInput']")
+    expect(uploaders).to_have_count(2)
+    uploaders.nth(0).set_input_files(str(SAMPLE / "amd.json.gz"))
+    _settled(page)
+    page.locator("[data-testid='stFileUploaderDropzoneInput']").nth(1).set_input_files(str(SAMPLE / "nvidia.json.gz"))
+    _settled(page)
+    expect(page.get_by_text("Stored trace", exact=False)).to_have_count(2)
+    metrics = _metric_values(page)
+    assert metrics[0].replace(",", "").isdigit()
+
+    page.get_by_role("link", name="Kernel types").click()
+    _settled(page)
+    _chart(page)
+    assert "t1=" in page.url and "t2=" in page.url
+    _shot(page, "overview")
+
+    page.get_by_role("link", name="Fusion", exact=True).click()
+    _settled(page)
+    _chart(page)
+    _shot(page, "fusion")
+    page.get_by_role("link", name="Open evidence").first.click()
+    _settled(page)
+    expect(page.get_by_text("Aligned kernels")).to_be_visible()
+    _chart(page)
+    assert "pair=" in page.url
+    _shot(page, "groups")
+    shared, seen = page.url, _metric_values(page)
+
+    page.get_by_role("link", name="Kernels", exact=True).click()
+    _settled(page)
+    expect(page.get_by_text("distinct names").first).to_be_visible()
+    _shot(page, "kernels")
+
+    fresh = _new_page(browser)
+    fresh.goto(shared)
+    _settled(fresh)
+    expect(fresh.get_by_text("Aligned kernels")).to_be_visible()
+    _chart(fresh)
+    assert _metric_values(fresh) == seen
