@@ -25,6 +25,7 @@ MAX_EVENT_BYTES = 256 << 20
 """The longest stretch of the array without a usable cut: bounds the buffer, whatever the input."""
 CUT_ATTEMPTS = 4
 _BOM = b"\xef\xbb\xbf"
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*')
 _WHITESPACE = b" \t\r\n"
 _TAIL_PREFIX = b'{"_":0'
@@ -100,6 +101,8 @@ def _diagnose_whole(source: str, buf: bytes, complete: bool) -> None:
     """No `traceEvents` key was found: say what the file is instead."""
     if not buf.strip():
         raise TraceError(source, "the file is empty")
+    if buf.startswith(_UTF16_BOMS):
+        raise TraceError(source, "UTF-16 text; a trace is UTF-8 JSON (save it as UTF-8)")
     if not complete:
         raise TraceError(source, f"no traceEvents list in the first {MAX_HEADER_BYTES >> 20} MB; not a trace")
     value = _decode_whole(source, buf)
@@ -113,8 +116,8 @@ def _decode_whole(source: str, data: bytes) -> Any:
         return _any_decoder.decode(data)
     except msgspec.DecodeError as exc:
         raise TraceError(source, _json_problem(exc, data, 0)) from None
-    except UnicodeDecodeError as exc:
-        raise TraceError(source, f"not UTF-8 text (bad byte at {exc.start})") from None
+    except UnicodeDecodeError:
+        raise TraceError(source, f"not UTF-8 text (bad byte at {_utf8_error_at(data)})") from None
     except RecursionError:
         raise TraceError(source, _TOO_DEEP) from None
 
@@ -277,10 +280,19 @@ def _decode_events(source: str, body: bytes, offset: int, index: int) -> list[Ev
     except msgspec.DecodeError as exc:
         error = _BadCut if _is_bad_cut(exc, len(data)) else TraceError
         raise error(source, _json_problem(exc, data, offset - 1)) from None
-    except UnicodeDecodeError as exc:
-        raise TraceError(source, f"not UTF-8 text (bad byte near byte {offset + exc.start})") from None
+    except UnicodeDecodeError:
+        raise TraceError(source, f"not UTF-8 text (bad byte at {offset - 1 + _utf8_error_at(data)})") from None
     except RecursionError:
         raise TraceError(source, _TOO_DEEP) from None
+
+
+def _utf8_error_at(data: bytes) -> int:
+    """Where the first invalid UTF-8 byte is (msgspec counts from the start of the string, not the input)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start
+    return 0
 
 
 def _is_bad_cut(exc: msgspec.DecodeError, size: int) -> bool:
@@ -305,6 +317,8 @@ def _json_problem(exc: msgspec.DecodeError, data: bytes, shift: int) -> str:
     match = _BYTE_POS.search(message)
     if match:
         position = int(match.group(1))
+        if "trailing characters" in message:
+            position -= 1  # msgspec names the byte after the first trailing one
         if data[position:].startswith(_NON_JSON_NUMBERS):
             return f"not valid JSON: NaN or Infinity at byte {position + shift} (JSON has no such numbers)"
         message = _BYTE_POS.sub(f"(byte {position + shift})", message)

@@ -144,6 +144,7 @@ def _blocks(stream: BinaryIO, head: bytes, raw: RawInput, progress: Progress | N
 def _gunzip(blocks: Iterator[bytes], source: str) -> Iterator[bytes]:
     """Inflate gzip data, including concatenated members; trailing zero padding is ignored."""
     inflater = zlib.decompressobj(wbits=31)
+    members = 0
     try:
         for block in blocks:
             while block:
@@ -152,6 +153,7 @@ def _gunzip(blocks: Iterator[bytes], source: str) -> Iterator[bytes]:
                     yield out
                 block = inflater.unconsumed_tail
                 if inflater.eof:
+                    members += 1
                     block = inflater.unused_data + block
                     if not block.strip(b"\x00"):
                         break
@@ -159,4 +161,5 @@ def _gunzip(blocks: Iterator[bytes], source: str) -> Iterator[bytes]:
         if not inflater.eof:
             raise TraceError(source, "gzip data is truncated or corrupt (the compressed stream ends early)")
     except zlib.error as exc:
-        raise TraceError(source, f"corrupt gzip data ({exc})") from None
+        where = f" after gzip member {members} (junk appended to the file?)" if members else ""
+        raise TraceError(source, f"corrupt gzip data{where} ({exc})") from None
