@@ -1,0 +1,411 @@
+"""The bad-input corpus: each hostile or broken input, and the one line a user gets for it.
+
+A rejected input makes the CLI print `error: <file>: <problem>` on stderr and exit 2. An input the
+analysis can still use runs (exit 0) with the stated warning on stderr. The ids read as the corpus;
+docs/bad_inputs.md lists the same table.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from builders import PROJECT, gzip_bomb, kernel_event, kineto_trace, trace_json
+
+from fusion import events as events_module
+from fusion import reader
+from fusion.__main__ import main
+from fusion.errors import TraceError
+from fusion.pair_checks import pair_warnings
+from fusion.trace import load
+
+Maker = Callable[[Path], Path]
+
+KERNEL = b'{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":2,"args":{"correlation":1,"stream":7,"device":0}}'
+BASE = trace_json(
+    [kernel_event("k1", 1.0, 2.0, 1), kernel_event("k2", 5.0, 3.0, 2)],
+    deviceProperties=[{"id": 0, "name": "AMD Instinct MI300X", "warpSize": 64}],
+)
+"""A valid two-kernel trace; the truncation cases cut it at named places."""
+
+
+def doc(*events: bytes, tail: bytes = b"") -> bytes:
+    return b'{"traceEvents":[' + b",".join(events) + b"]" + tail + b"}"
+
+
+def with_kernel(event: bytes) -> bytes:
+    """One good kernel and `event`: the good one keeps the summary meaningful."""
+    return doc(KERNEL, event)
+
+
+def kernel_with(fields: bytes) -> Maker:
+    """A trace of one good kernel and one of cat 'kernel' with these other `fields`."""
+    return content(with_kernel(b'{"cat":"kernel",' + fields + b"}"))
+
+
+def at(marker: bytes, after: int = 0) -> bytes:
+    """BASE cut just before `marker` (plus `after` bytes)."""
+    return BASE[: BASE.index(marker) + after]
+
+
+def content(data: bytes | Callable[[], bytes], suffix: str = ".json") -> Maker:
+    def make(folder: Path) -> Path:
+        path = folder / f"trace{suffix}"
+        path.write_bytes(data() if callable(data) else data)
+        return path
+
+    return make
+
+
+def directory(folder: Path) -> Path:
+    (folder / "traces.json").mkdir()
+    return folder / "traces.json"
+
+
+def missing(folder: Path) -> Path:
+    return folder / "nope.json"
+
+
+def unreadable(folder: Path) -> Path:
+    if os.geteuid() == 0:
+        pytest.skip("root reads any file, so permission cannot be denied")
+    path = content(BASE)(folder)
+    path.chmod(0)
+    return path
+
+
+def deep(levels: int) -> bytes:
+    return b"[" * levels + b"]" * levels
+
+
+def million_names() -> bytes:
+    rows = (
+        b'{"ph":"X","cat":"kernel","name":"kernel_%d","ts":%d,"dur":1.5,"args":{"correlation":%d}}' % (i, i, i)
+        for i in range(1_000_000)
+    )
+    return b'{"traceEvents":[' + b",".join(rows) + b"]}"
+
+
+BAD_GZIP = gzip.compress(BASE)
+
+REJECTED = [
+    # -- not JSON at all
+    pytest.param(content(b""), "the file is empty", id="empty-file"),
+    pytest.param(content(b" \n\t\n"), "the file is empty", id="only-whitespace"),
+    pytest.param(content(b"\xef\xbb\xbf"), "the file is empty", id="only-a-byte-order-mark"),
+    pytest.param(content(b"hello, world"), "not valid JSON: invalid character (byte 0)", id="not-json-text"),
+    pytest.param(content(b"\x00\x01\x02\x03" * 64), "not valid JSON: invalid character (byte 0)", id="binary-noise"),
+    pytest.param(content(BASE.decode().encode("utf-16")), "UTF-16 text; a trace is UTF-8 JSON (save it as UTF-8)",
+                 id="utf-16-text"),
+    # -- truncated at several points
+    pytest.param(content(at(b'"warpSize"')), "truncated JSON: the file ends in the middle of a value",
+                 id="truncated-inside-header"),
+    pytest.param(content(at(b"\"traceEvents\":", 14)), "truncated: the file ends right after the traceEvents key",
+                 id="truncated-after-traceEvents-key"),
+    pytest.param(content(at(b'"k2"')), "truncated: the file ends before the traceEvents list is closed",
+                 id="truncated-inside-an-event"),
+    pytest.param(content(at(b'},{"ph"', 2)), "truncated: the file ends before the traceEvents list is closed",
+                 id="truncated-between-events"),
+    pytest.param(content(BASE[:-1]), "truncated: the file ends after the traceEvents list, before the closing }",
+                 id="truncated-after-the-array"),
+    pytest.param(content(BASE[:-1] + b',"traceName":"run'),
+                 "truncated: the file ends after the traceEvents list, before the closing }",
+                 id="truncated-inside-tail"),
+    pytest.param(content(BASE + b"\nGARBAGE"),
+                 f"after the traceEvents list: not valid JSON: trailing characters (byte {len(BASE) + 1})",
+                 id="garbage-after-the-trace"),
+    pytest.param(content(BASE[:-1] + b',"traceName":}'),
+                 f"after the traceEvents list: not valid JSON: invalid character (byte {len(BASE) + 12})",
+                 id="bad-key-after-the-array"),
+    # -- the wrong shape
+    pytest.param(content(b"[1, 2, 3]"), "the JSON holds an array at the top level, not a trace object",
+                 id="top-level-array"),
+    pytest.param(content(b"42"), "the JSON holds a number at the top level, not a trace object", id="top-level-number"),
+    pytest.param(content(b'"trace"'), "the JSON holds a string at the top level, not a trace object",
+                 id="top-level-string"),
+    pytest.param(content(b'{"schemaVersion": 1, "displayTimeUnit": "ms"}'),
+                 "JSON object without a traceEvents list; not a Chrome/Kineto trace", id="traceEvents-missing"),
+    pytest.param(content(b'{"traceEvents": {"0": {}}}'), "traceEvents is not a list (it holds an object)",
+                 id="traceEvents-an-object"),
+    pytest.param(content(b'{"traceEvents": "none"}'), "traceEvents is not a list (it holds a string)",
+                 id="traceEvents-a-string"),
+    pytest.param(content(b'{"traceEvents": null}'), "traceEvents is not a list (it holds null)", id="traceEvents-null"),
+    pytest.param(content(doc(b"1", b"2")), "traceEvents entry 0 is not an object (Expected `object`, got `int`)",
+                 id="traceEvents-of-numbers"),
+    pytest.param(content(doc(KERNEL, KERNEL, b'"x"')),
+                 "traceEvents entry 2 is not an object (Expected `object`, got `str`)", id="traceEvents-with-a-string"),
+    pytest.param(content(doc(KERNEL, b"null")), "traceEvents entry 1 is not an object (Expected `object`, got `null`)",
+                 id="traceEvents-with-null"),
+    pytest.param(content(doc(KERNEL, tail=b',"traceEvents":[]')), "two traceEvents keys; which one is meant is unclear",
+                 id="two-traceEvents-keys"),
+    # -- numbers JSON does not have
+    pytest.param(kernel_with(b'"name":"n","ts":NaN,"dur":1'),
+                 "not valid JSON: NaN or Infinity at byte 147 (JSON has no such numbers)", id="NaN-literal"),
+    pytest.param(kernel_with(b'"name":"n","ts":1,"dur":Infinity'),
+                 "not valid JSON: NaN or Infinity at byte 155 (JSON has no such numbers)", id="Infinity-literal"),
+    pytest.param(kernel_with(b'"name":"n","ts":-Infinity,"dur":1'),
+                 "not valid JSON: NaN or Infinity at byte 148 (JSON has no such numbers)", id="minus-Infinity-literal"),
+    pytest.param(kernel_with(b'"name":"n","ts":1,"dur":1e400'),
+                 "traceEvents entry 1 holds a value that cannot be read (Number out of range)", id="dur-1e400"),
+    # -- text encoding and nesting
+    pytest.param(kernel_with(b'"name":"k\xff\xfe","ts":1,"dur":1'),
+                 "not UTF-8 text (bad byte at 140)", id="non-utf8-in-a-name"),
+    pytest.param(content(b'{"caf\xe9": 1, "traceEvents": []}'), "not UTF-8 text (bad byte at 5)",
+                 id="non-utf8-in-header"),
+    pytest.param(kernel_with(b'"name":"k\\ud800","ts":1,"dur":1'),
+                 "not valid JSON: unexpected end of escaped utf-16 surrogate pair (byte 146)",
+                 id="lone-surrogate-escape"),
+    pytest.param(content(with_kernel(b'{"cat":"kernel","name":"k","ts":1,"dur":1,"args":' + deep(5000) + b"}")),
+                 "JSON nested too deeply (over a thousand levels; trace events are a few levels deep)",
+                 id="args-nested-5000-deep"),
+    pytest.param(content(b'{"meta":' + deep(5000) + b',"traceEvents":[]}'),
+                 "JSON nested too deeply (over a thousand levels; trace events are a few levels deep)",
+                 id="header-nested-5000-deep"),
+    # -- gzip
+    pytest.param(content(b"\x1f\x8b\x08\x00" + bytes(range(200)), ".json.gz"),
+                 "corrupt gzip data (Error -3 while decompressing data: invalid block type)", id="corrupt-gzip"),
+    pytest.param(content(BAD_GZIP[: len(BAD_GZIP) // 2], ".json.gz"),
+                 "gzip data is truncated or corrupt (the compressed stream ends early)", id="truncated-gzip"),
+    pytest.param(content(b"\x1f\x8b", ".json.gz"),
+                 "gzip data is truncated or corrupt (the compressed stream ends early)", id="gzip-magic-only"),
+    pytest.param(content(BAD_GZIP + b"junk!", ".json.gz"),
+                 "corrupt gzip data after gzip member 1 (junk appended to the file?) "
+                 "(Error -3 while decompressing data: incorrect header check)", id="junk-after-gzip"),
+    pytest.param(content(gzip.compress(b"hello, world"), ".json.gz"), "not valid JSON: invalid character (byte 0)",
+                 id="gzip-of-text"),
+    # -- sizes
+    pytest.param(content(million_names),
+                 "more than 200,000 distinct kernel names; a GPU profile has thousands; refused",
+                 id="a-million-distinct-kernel-names"),
+    pytest.param(content(b'{"traceEvents": [' + b"\x00" * (1 << 20) + b"]}"),
+                 "not valid JSON: invalid character (byte 17)", id="a-MB-of-NUL-in-the-array"),
+    # -- not a file
+    pytest.param(directory, "is a directory, not a trace file", id="a-directory"),
+    pytest.param(missing, "no such file", id="missing-file"),
+    pytest.param(unreadable, "permission denied", id="no-read-permission"),
+]
+
+
+@pytest.mark.parametrize(("make", "problem"), REJECTED)
+def test_rejected_input_gets_one_line_naming_the_file_and_problem(tmp_path, capsys, make: Maker, problem: str) -> None:
+    path = make(tmp_path)
+    started = time.monotonic()
+    assert main(["summary", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", f"error: {path}: {problem}\n")
+    assert time.monotonic() - started < 30
+
+
+LARGE_NAME = "k" * (10 << 20)
+
+
+def big_nested_event() -> bytes:
+    """A 40 MB event (more than a decoding piece) whose args hold `},` boundaries that are not event ends."""
+    nested = b'{"a":{"b":1},"c":[1]},' * 2_000_000
+    big = KERNEL.replace(b'"ts":1', b'"ts":2').replace(b'"device":0}', b'"device":0,"n":[' + nested + b"{}]}")
+    return doc(KERNEL, big, KERNEL.replace(b'"ts":1', b'"ts":3'))
+
+
+NO_KERNELS = "{path}: no kernel events (cat 'kernel'); a CPU-only trace or not a GPU profile"
+ACCEPTED = [
+    # -- works, no warning
+    pytest.param(content(BASE, ".json.gz"), 2, None, id="plain-json-with-gz-suffix"),
+    pytest.param(content(BAD_GZIP, ".json"), 2, None, id="gzip-with-json-suffix"),
+    pytest.param(content(gzip.compress(BASE[:60]) + gzip.compress(BASE[60:]), ".json.gz"), 2, None,
+                 id="two-concatenated-gzip-members"),
+    pytest.param(content(BAD_GZIP + bytes(4096), ".json.gz"), 2, None, id="zero-padding-after-gzip"),
+    pytest.param(content(BASE.replace(b"},{", b"}," + b" " * (20 << 20) + b"{")), 2, None,
+                 id="20-MB-of-blanks-between-events"),
+    pytest.param(content(lambda: trace_json([kernel_event(LARGE_NAME, 1.0, 2.0, 1), kernel_event("k", 3.0, 1.0, 2)])),
+                 2, None, id="a-10-MB-kernel-name"),
+    pytest.param(content(big_nested_event), 3, None, id="a-40-MB-event-with-nested-args"),
+    pytest.param(content(with_kernel(b'{"cat":["kernel"],"name":"k","ts":1,"dur":1}')), 1, None,
+                 id="cat-a-list-is-not-a-kernel"),
+    pytest.param(content(b'{"deviceProperties":[{"warpSize":[64],"name":7}],"traceEvents":[' + KERNEL + b"]}"), 1, None,
+                 id="deviceProperties-of-wrong-types"),
+    # -- works, with a warning
+    pytest.param(content(b"\xef\xbb\xbf" + BASE), 2, "the file starts with a UTF-8 byte-order mark; it was skipped",
+                 id="byte-order-mark"),
+    pytest.param(content(trace_json([{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1.0, "dur": 3.0}])), 0,
+                 NO_KERNELS, id="cpu-only-trace"),
+    pytest.param(content(b'{"traceEvents":[]}'), 0, NO_KERNELS, id="empty-traceEvents"),
+    pytest.param(kernel_with(b'"ts":1,"dur":1'), 1, "1 kernel events skipped: no name",
+                 id="kernel-without-name"),
+    pytest.param(kernel_with(b'"name":{"a":1},"ts":1,"dur":1'), 1,
+                 "1 kernel events skipped: no name", id="kernel-name-an-object"),
+    pytest.param(kernel_with(b'"name":"n","dur":1'), 1, "1 kernel events skipped: no numeric ts",
+                 id="kernel-without-ts"),
+    pytest.param(kernel_with(b'"name":"n","ts":"abc","dur":1'), 1,
+                 "1 kernel events skipped: no numeric ts", id="ts-abc"),
+    pytest.param(kernel_with(b'"name":"n","ts":1'), 1, "1 kernel events skipped: no numeric dur",
+                 id="kernel-without-dur"),
+    pytest.param(kernel_with(b'"name":"n","ts":1,"dur":true'), 1,
+                 "1 kernel events skipped: no numeric dur", id="dur-true"),
+    pytest.param(kernel_with(b'"name":"n","ts":1,"dur":-5'), 1,
+                 "1 kernel events skipped: negative dur", id="dur-negative"),
+    pytest.param(kernel_with(b'"name":"n","ts":1,"dur":1e308'), 1,
+                 "1 kernel events skipped: no numeric dur", id="dur-1e308"),
+    pytest.param(kernel_with(b'"name":"n","ts":1,"dur":1'), 2,
+                 "1 kernel events have no usable args", id="kernel-without-args"),
+    pytest.param(kernel_with(b'"name":"n","ts":1,"dur":1,"args":"x"'), 2,
+                 "1 kernel events have no usable args", id="args-a-string"),
+    pytest.param(kernel_with(b'"name":"n","ts":1,"dur":1,"args":{"stream":7,"device":0}'), 2,
+                 "1 kernel events have no usable correlation", id="kernel-without-correlation"),
+    pytest.param(kernel_with(b'"name":"n","ts":1,"dur":1,"args":{"correlation":1.5,"stream":7,"device":0}'), 2,
+                 "1 kernel events have no usable correlation", id="correlation-1.5"),
+    pytest.param(kernel_with(b'"name":"n","ts":1,"dur":1,"args":{"correlation":%d,"stream":7,"device":0}' % 2**70),
+                 2, "1 kernel events have no usable correlation", id="correlation-2**70"),
+    pytest.param(kernel_with(b'"name":"n","ts":1,"dur":1,"args":{"correlation":"7","stream":7,"device":0}'), 2,
+                 "1 kernel events have no usable correlation", id="correlation-string-7"),
+    pytest.param(content(doc(KERNEL, KERNEL, KERNEL)), 1,
+                 "2 duplicate kernel events (same name, ts, dur and ids) were dropped", id="duplicate-events"),
+]
+
+
+@pytest.mark.parametrize(("make", "kernels", "warning"), ACCEPTED)
+def test_usable_input_runs_with_the_stated_warning(tmp_path, capsys, make: Maker, kernels: int, warning: str | None):
+    path = make(tmp_path)
+    assert main(["summary", str(path), "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["kernels"] == kernels
+    assert err.splitlines() == ([] if warning is None else [f"warning: {warning.format(path=path)}"])
+
+
+def test_zero_kernels_summary_text_exits_0_with_the_warning(tmp_path, capsys) -> None:
+    path = content(b'{"traceEvents":[]}')(tmp_path)
+    assert main(["summary", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert "kernels   0" in out and "warning:" in out and "no kernel events" in out
+    assert err == ""
+
+
+@pytest.fixture(scope="module")
+def bomb(tmp_path_factory) -> Path:
+    """5 MB of gzip that expands to 5 GiB of blanks inside the traceEvents list."""
+    return gzip_bomb(tmp_path_factory.mktemp("bomb") / "bomb.json.gz", 5 << 30)
+
+
+def test_gzip_bomb_stops_at_max_bytes_quickly_in_bounded_memory(bomb: Path) -> None:
+    assert bomb.stat().st_size < 8 << 20
+    tracemalloc.start()
+    started = time.monotonic()
+    with pytest.raises(TraceError) as caught:
+        load(bomb, max_bytes=512 << 20)
+    elapsed = time.monotonic() - started
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert str(caught.value) == f"{bomb}: decompresses to more than the 0.54 GB limit; refused"
+    assert elapsed < 30
+    assert peak < 128 << 20
+
+
+def test_gzip_bomb_cli_obeys_the_environment_limit(bomb: Path) -> None:
+    result = run_cli("summary", str(bomb), env={"FUSION_MAX_TRACE_BYTES": str(100 << 20)})
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == f"error: {bomb}: decompresses to more than the 0.10 GB limit; refused\n"
+
+
+def test_plain_file_above_the_limit_is_refused_before_reading(tmp_path) -> None:
+    path = content(BASE)(tmp_path)
+    result = run_cli("summary", str(path), env={"FUSION_MAX_TRACE_BYTES": "100"})
+    assert result.stderr == f"error: {path}: file is 0.00 GB, above the 0.00 GB limit\n"
+
+
+def test_an_event_without_end_stops_at_the_event_limit(monkeypatch) -> None:
+    monkeypatch.setattr(events_module, "MAX_EVENT_BYTES", 1 << 20)
+    monkeypatch.setattr(events_module, "PIECE_SIZE", 64 << 10)
+    monkeypatch.setattr(reader, "READ_SIZE", 64 << 10)
+    data = b'{"traceEvents":[{"cat":"kernel","name":"' + b"x" * (4 << 20) + b'"}]}'
+    with pytest.raises(TraceError) as caught:
+        load(data, name="huge.json")
+    assert str(caught.value) == "huge.json: no end of an event within 1 MB after byte 16; too large, refused"
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "fusion", *args], cwd=PROJECT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.mark.parametrize(
+    ("make", "problem"),
+    [
+        pytest.param(content(b""), "the file is empty", id="empty-file"),
+        pytest.param(content(at(b'"k2"')), "truncated: the file ends before the traceEvents list is closed",
+                     id="truncated-inside-an-event"),
+        pytest.param(directory, "is a directory, not a trace file", id="a-directory"),
+    ],
+)
+def test_real_process_prints_one_line_and_no_traceback(tmp_path, make: Maker, problem: str) -> None:
+    path = make(tmp_path)
+    result = run_cli("summary", str(path))
+    assert (result.returncode, result.stdout, result.stderr) == (2, "", f"error: {path}: {problem}\n")
+
+
+def test_real_process_compare_names_the_bad_side(tmp_path) -> None:
+    good = content(kineto_trace("AMD"))(tmp_path)
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b"[]")
+    result = run_cli("compare", str(good), str(bad))
+    expected = f"error: {bad}: the JSON holds an array at the top level, not a trace object\n"
+    assert (result.returncode, result.stdout, result.stderr) == (2, "", expected)
+
+
+# -- pairs: compare runs, and pair_warnings says what is odd about the pair
+
+
+def built(tmp_path: Path, name: str, data: bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def test_compare_of_the_same_file_runs_and_warns(tmp_path, capsys) -> None:
+    path = built(tmp_path, "amd.json", kineto_trace("AMD"))
+    assert main(["compare", str(path), str(path), "--format", "json"]) == 0
+    capsys.readouterr()
+    same = load(path)
+    assert pair_warnings(same, load(path)) == [
+        "both sides are the same trace (identical content); every difference found will be zero"
+    ]
+
+
+def test_compare_of_one_platform_twice_runs_and_warns(tmp_path, capsys) -> None:
+    first = built(tmp_path, "a.json", kineto_trace("NVIDIA", steps=3))
+    second = built(tmp_path, "b.json", kineto_trace("NVIDIA", steps=4))
+    assert main(["compare", str(first), str(second), "--format", "json"]) == 0
+    capsys.readouterr()
+    assert pair_warnings(load(first), load(second)) == [
+        "both traces are NVIDIA; the tool is made for AMD vs NVIDIA, but a same-vendor comparison "
+        "(e.g. two software versions) still works"
+    ]
+
+
+def test_compare_with_a_side_without_kernels_runs_and_warns(tmp_path, capsys) -> None:
+    amd = built(tmp_path, "amd.json", kineto_trace("AMD"))
+    cpu = built(tmp_path, "cpu.json", trace_json([], deviceProperties=[{"name": "NVIDIA H100", "warpSize": 32}]))
+    assert main(["compare", str(amd), str(cpu), "--format", "json"]) == 0
+    capsys.readouterr()
+    trace2 = load(cpu)
+    assert pair_warnings(load(amd), trace2) == [
+        f"trace 2 ({trace2.label}) has no kernel events; nothing to compare on that side"
+    ]
+
+
+def test_pair_warnings_for_an_unknown_platform_and_none_for_a_sound_pair() -> None:
+    amd, nvidia = load(kineto_trace("AMD")), load(kineto_trace("NVIDIA"))
+    assert pair_warnings(amd, nvidia) == []
+    unknown = load(trace_json([kernel_event("k", 1.0, 1.0, 1)]), name="mystery.json")
+    assert pair_warnings(amd, unknown) == [
+        "trace 2 (mystery.json): platform unknown (no roctracer_version, warpSize or runtime events to tell); "
+        "the kernel-name rules of both vendors are tried on it"
+    ]
