@@ -12,7 +12,7 @@ import appstate as app
 from fusion import report
 from fusion.result import Comparison
 
-MODES = ["Sample pair", "Upload files"] + ([] if app.HOSTED else ["Server path"])
+MODES = ["Sample pair", "Upload files"] + ([] if app.hosted() else ["Server path"])
 UNKNOWN_SHARE_WARN = 0.10
 
 
@@ -21,7 +21,7 @@ def mode_of(view: app.View) -> str:
         return "Sample pair"
     if view.t1 or view.t2:
         return "Upload files"
-    if (view.p1 or view.p2) and not app.HOSTED:
+    if (view.p1 or view.p2) and not app.hosted():
         return "Server path"
     return st.session_state.get("mode") if st.session_state.get("mode") in MODES else "Upload files"
 
@@ -79,7 +79,7 @@ def pick_sample(view: app.View) -> app.View:
 
 def upload_side(view: app.View, side: int) -> app.View:
     generation = st.session_state.get("uploader_generation", 0)
-    limit = f" (up to {app.MAX_UPLOAD_MB:,.0f} MB)" if app.MAX_UPLOAD_MB else ""
+    limit = f" (up to {app.max_upload_mb():,g} MB)" if app.max_upload_mb() else ""
     upload = st.file_uploader(f"Trace {side} file{limit}", type=["json", "gz"], key=f"upload{side}_{generation}")
     if upload is not None:
         digest, fresh = app.accept_upload(side, upload)

@@ -35,9 +35,22 @@ from fusion.trace import Trace, load
 
 log = logging.getLogger("fusion.app")
 
-HOSTED = os.environ.get("FUSION_HOSTED", "").strip().lower() in {"1", "true", "yes"}
-"""Hosted mode: no server paths from users or links, an upload size cap."""
-MAX_UPLOAD_MB = float(os.environ.get("FUSION_MAX_UPLOAD_MB", 2048 if HOSTED else 0)) or None
+HOSTED_UPLOAD_MB = 2048
+
+
+def hosted() -> bool:
+    """FUSION_HOSTED=1: no server paths from users or links, and an upload size cap."""
+    return os.environ.get("FUSION_HOSTED", "").strip().lower() in {"1", "true", "yes"}
+
+
+def max_upload_mb() -> float | None:
+    """FUSION_MAX_UPLOAD_MB, else HOSTED_UPLOAD_MB when hosted; None means only the server's own limit."""
+    configured = os.environ.get("FUSION_MAX_UPLOAD_MB")
+    if configured:
+        return float(configured)
+    return HOSTED_UPLOAD_MB if hosted() else None
+
+
 ROOT = Path(__file__).resolve().parent
 SAMPLES_DIR = ROOT / "sample_traces"
 DEFAULT_SAMPLE = "vllm_moe_full_graph"
@@ -131,7 +144,7 @@ class View:
     def from_params(cls, params: Mapping[str, str]) -> View:
         """Parse a query string leniently: a malformed or disallowed value is dropped, never trusted."""
         digest = {key: params.get(key) if is_digest(params.get(key)) else None for key in ("t1", "t2")}
-        paths = {key: (None if HOSTED else params.get(key) or None) for key in ("p1", "p2")}
+        paths = {key: (None if hosted() else params.get(key) or None) for key in ("p1", "p2")}
         return cls(
             sample=params.get("sample") or None,
             **digest,
@@ -277,7 +290,7 @@ def _side_source(digest: str | None, path: str | None) -> tuple[Source | None, s
                 "(it was evicted or uploaded elsewhere). Upload it again."
             )
         return Source(digest, trace_store().path(digest), f"uploaded trace {digest[:12]}"), None
-    if path and not HOSTED:
+    if path and not hosted():
         resolved = Path(path).expanduser()
         return _file_source(resolved, str(resolved)), None
     return None, None
@@ -310,8 +323,9 @@ def accept_upload(side: int, upload: Any) -> tuple[str | None, bool]:
 
 
 def _ingest(side: int, upload: Any) -> dict[str, str]:
-    if MAX_UPLOAD_MB and upload.size > MAX_UPLOAD_MB * 1e6:
-        return {"error": f"{upload.name}: {upload.size / 1e6:.0f} MB is above this server's {MAX_UPLOAD_MB:.0f} MB upload limit."}
+    limit = max_upload_mb()
+    if limit and upload.size > limit * 1e6:
+        return {"error": f"{upload.name}: {upload.size / 1e6:,.1f} MB is above this server's {limit:,g} MB upload limit."}
     data = upload.getvalue()
     progress = Progress(f"Reading trace {side} ({upload.name})")
     try:

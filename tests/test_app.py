@@ -1,0 +1,250 @@
+"""The dashboard under Streamlit's AppTest: every page, from the default sample, from uploads and from links.
+
+Uploads go through AppTest's file_uploader.set_value (supported in Streamlit 1.67), so the real
+upload path (digest once per file_id, store, URL) is exercised here; test_e2e.py repeats it in a browser.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fusion.compare import compare  # noqa: E402
+from fusion.trace import load  # noqa: E402
+
+SAMPLE = "vllm_moe_full_graph"
+SAMPLE_DIR = ROOT / "sample_traces" / SAMPLE
+PAGES = ["pages/1_Overview.py", "pages/2_Fusion.py", "pages/3_Groups.py", "pages/4_Kernels.py"]
+SHARED = ROOT.parent / "shared" / "traces"
+if not SHARED.is_dir():
+    SHARED = Path("/work/shared/traces")
+
+pytestmark = pytest.mark.skipif(not (SAMPLE_DIR / "amd.json.gz").exists(), reason="bundled sample pair missing")
+
+
+@pytest.fixture(autouse=True)
+def fresh_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Each test is a freshly started server: its own empty store and no cached traces."""
+    store = tmp_path / "store"
+    monkeypatch.setenv("FUSION_STORE_DIR", str(store))
+    monkeypatch.setenv("FUSION_CACHE_DIR", str(tmp_path / "tables"))
+    for name in ("FUSION_HOSTED", "FUSION_MAX_UPLOAD_MB"):
+        monkeypatch.delenv(name, raising=False)
+    st.cache_resource.clear()
+    yield store
+    st.cache_resource.clear()
+
+
+@pytest.fixture(scope="module")
+def expected():
+    """The comparison the app should show, computed straight from the library."""
+    return compare(load(SAMPLE_DIR / "amd.json.gz"), load(SAMPLE_DIR / "nvidia.json.gz"), min_group_size=50)
+
+
+def run(script: str, **params: str) -> AppTest:
+    at = AppTest.from_file(str(ROOT / script), default_timeout=60)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metrics(at: AppTest) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for metric in at.metric:
+        found.setdefault(metric.label, []).append(metric.value)
+    return found
+
+
+def sample_bytes(name: str) -> bytes:
+    return (SAMPLE_DIR / name).read_bytes()
+
+
+def upload_both(first: bytes, second: bytes) -> AppTest:
+    at = run("app.py")
+    at.radio(key="mode").set_value("Upload files").run()
+    at.file_uploader[0].set_value(("amd.json.gz", first, "application/gzip")).run()
+    at.file_uploader[1].set_value(("nvidia.json.gz", second, "application/gzip")).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_fresh_start_opens_the_sample_with_its_numbers(expected) -> None:
+    at = run("app.py")
+    assert at.query_params["sample"] == [SAMPLE] or at.query_params["sample"] == SAMPLE
+    shown = metrics(at)
+    assert shown["Kernels"] == [f"{expected.trace1.kernel_count:,}", f"{expected.trace2.kernel_count:,}"]
+    assert shown["Groups"] == [f"{len(expected.groups1):,}", f"{len(expected.groups2):,}"]
+    assert shown["Matched groups"] == [f"{expected.metadata['matched_groups']:,}"] * 2
+    assert not at.error
+    assert any(f"sample={SAMPLE}" in code.value for code in at.code)
+
+
+def test_rerun_uses_the_cache() -> None:
+    at = run("app.py")
+    started = time.perf_counter()
+    at.run()
+    assert time.perf_counter() - started < 1.5
+    assert not at.exception
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_opens_directly_from_a_link(page: str) -> None:
+    at = run(page, sample=SAMPLE)
+    assert not at.error, [e.value for e in at.error]
+    assert at.title[0].value in page
+
+
+def test_overview_table_holds_the_type_stats(expected) -> None:
+    at = run("pages/1_Overview.py", sample=SAMPLE)
+    table = at.dataframe[0].value
+    stats = expected.type_stats
+    for kernel_type in table.index:
+        assert table.loc[kernel_type, "trace 1 count"] == stats.loc[kernel_type, "trace1_count"]
+        assert table.loc[kernel_type, "trace 2 count"] == stats.loc[kernel_type, "trace2_count"]
+
+
+def test_fusion_page_shows_each_mapping(expected) -> None:
+    at = run("pages/2_Fusion.py", sample=SAMPLE)
+    confidences = metrics(at).get("Confidence", [])
+    assert confidences == [f"{m.pattern_confidence:.0%}" for m in expected.mappings]
+    text = " ".join(m.value for m in at.markdown)
+    for mapping in expected.mappings:
+        assert mapping.fused_kernel_type in text
+
+
+def test_groups_page_opens_the_linked_pair(expected) -> None:
+    pair = expected.pairs.iloc[min(1, len(expected.pairs) - 1)]
+    ref = expected.mappings[0].evidence_refs[0]
+    at = run(
+        "pages/3_Groups.py", sample=SAMPLE, pair=str(int(pair["pair_id"])),
+        w1=f"{ref.window1[0]}-{ref.window1[1]}", w2=f"{ref.window2[0]}-{ref.window2[1]}",
+    )
+    assert at.selectbox(key="pair_pick").value == int(pair["pair_id"])
+    shown = metrics(at)
+    assert shown["Kernels, trace 1"] == [f"{int(pair['size1']):,}"]
+    assert shown["Kernels, trace 2"] == [f"{int(pair['size2']):,}"]
+
+
+def test_groups_type_filter_lists_only_pairs_that_differ(expected) -> None:
+    kernel_type = expected.opportunities[0].kernel_type
+    at = run("pages/3_Groups.py", sample=SAMPLE, type=kernel_type)
+    assert at.selectbox(key="type_filter").value == kernel_type
+    listed = at.dataframe[0].value
+    assert set(listed["pair"]) == set(expected.pairs_with_difference(kernel_type)["pair_id"])
+    assert (listed["type count 1 − 2"] != 0).all()
+
+
+def test_kernels_page_lists_every_name(expected) -> None:
+    at = run("pages/4_Kernels.py", sample=SAMPLE)
+    first = at.dataframe[0].value
+    assert len(first) == len(expected.trace1.names)
+    other = first["type"] == "Other"
+    assert not other.any() or other.iloc[: other.sum()].all()
+    assert any("FUSION_RULES" in c.value for c in at.caption)
+
+
+def test_upload_stores_by_digest_and_the_link_reopens_on_a_fresh_server(expected, fresh_server: Path) -> None:
+    first, second = sample_bytes("amd.json.gz"), sample_bytes("nvidia.json.gz")
+    at = upload_both(first, second)
+    digests = hashlib.sha256(first).hexdigest(), hashlib.sha256(second).hexdigest()
+    params = {key: at.query_params[key] for key in ("t1", "t2")}
+    assert [str(v[0] if isinstance(v, list) else v) for v in params.values()] == list(digests)
+    assert sorted(p.name for p in fresh_server.iterdir()) == sorted(digests)
+    assert metrics(at)["Kernels"][0] == f"{expected.trace1.kernel_count:,}"
+
+    st.cache_resource.clear()
+    groups = run("pages/3_Groups.py", t1=digests[0], t2=digests[1])
+    assert not groups.error
+    assert metrics(groups)["Kernels, trace 1"] == [f"{int(expected.pairs.iloc[0]['size1']):,}"]
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [(b"this is not json", "json"), (b"", "empty"), (b"\x1f\x8b\x08\x00garbage", "gzip")],
+)
+def test_a_bad_upload_shows_its_message_in_place(content: bytes, problem: str) -> None:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    at.radio(key="mode").set_value("Upload files").run()
+    at.file_uploader[0].set_value(("broken.json", content, "application/json")).run()
+    assert not at.exception
+    messages = [e.value for e in at.error]
+    assert any("broken.json" in m and problem in m.lower() for m in messages), messages
+    at.file_uploader[1].set_value(("nvidia.json.gz", sample_bytes("nvidia.json.gz"), "application/gzip")).run()
+    assert not at.exception
+    assert "t2" in at.query_params and "t1" not in at.query_params
+    assert any("broken.json" in e.value for e in at.error)
+
+
+def test_truncated_upload_is_reported() -> None:
+    at = upload_both(sample_bytes("amd.json.gz")[:5000], sample_bytes("nvidia.json.gz"))
+    assert any("amd.json.gz" in e.value and "truncated" in e.value for e in at.error), [e.value for e in at.error]
+
+
+def test_swap_and_min_group_size_go_into_the_link(expected) -> None:
+    at = run("app.py")
+    at.button[0].click().run()
+    assert at.query_params["swap"] in ("1", ["1"])
+    assert metrics(at)["Kernels"] == [f"{expected.trace2.kernel_count:,}", f"{expected.trace1.kernel_count:,}"]
+    at.number_input(key="mgs").set_value(5).run()
+    assert at.query_params["mgs"] in ("5", ["5"])
+    smaller = compare(expected.trace2, expected.trace1, min_group_size=5)
+    assert metrics(at)["Groups"] == [f"{len(smaller.groups1):,}", f"{len(smaller.groups2):,}"]
+
+
+def test_labels_are_editable_and_shared() -> None:
+    at = run("app.py")
+    at.text_input(key="label1").set_value("MI300X run").run()
+    assert at.query_params["l1"] in ("MI300X run", ["MI300X run"])
+    assert any("MI300X run" in m.value for m in at.markdown)
+
+
+@pytest.mark.skipif(not (SHARED / "tl_mi300_qwen1.5-0.5b").is_dir(), reason="shared real traces absent")
+def test_server_paths_work_locally() -> None:
+    amd = next((SHARED / "tl_mi300_qwen1.5-0.5b").glob("*.json.gz"))
+    nvidia = next((SHARED / "tl_h100_qwen1.5-0.5b").glob("*.json.gz"))
+    at = run("app.py", p1=str(amd), p2=str(nvidia))
+    assert at.radio(key="mode").value == "Server path"
+    assert metrics(at)["Kernels"] == [f"{load(amd).kernel_count:,}", f"{load(nvidia).kernel_count:,}"]
+    missing = run("app.py", p1="/nonexistent/trace.json", p2=str(nvidia))
+    assert any("/nonexistent/trace.json" in e.value for e in missing.error)
+
+
+def test_hosted_mode_hides_paths_and_ignores_path_links(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FUSION_HOSTED", "1")
+    at = run("app.py", p1="/etc/passwd", p2="/etc/hostname")
+    assert "Server path" not in at.radio(key="mode").options
+    assert "p1" not in at.query_params and "p2" not in at.query_params
+    assert not any("passwd" in e.value for e in at.error)
+    page = run("pages/4_Kernels.py", p1="/etc/passwd", p2="/etc/hostname")
+    assert not any("passwd" in str(e.value) for e in page.error)
+
+
+def test_hosted_upload_cap_is_checked_before_parsing(monkeypatch: pytest.MonkeyPatch, fresh_server: Path) -> None:
+    monkeypatch.setenv("FUSION_HOSTED", "1")
+    monkeypatch.setenv("FUSION_MAX_UPLOAD_MB", "0.01")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    at.radio(key="mode").set_value("Upload files").run()
+    at.file_uploader[0].set_value(("amd.json.gz", sample_bytes("amd.json.gz"), "application/gzip")).run()
+    assert any("upload limit" in e.value for e in at.error)
+    assert not fresh_server.exists() or not any(fresh_server.iterdir())
+
+
+def test_unknown_digest_and_sample_explain_themselves() -> None:
+    at = run("pages/1_Overview.py", t1="0" * 64, t2="1" * 64)
+    assert any("does not have" in e.value for e in at.error)
+    at = run("app.py", sample="no_such_sample")
+    assert any("no_such_sample" in e.value for e in at.error)
