@@ -545,6 +545,12 @@ def sidebar(view: View, comparison: Comparison | None) -> None:
         st.code(share_url(view), language=None, wrap_lines=True)
 
 
+def ink_on(colour: str) -> str:
+    """Black or white text, whichever reads better on the hex `colour`."""
+    r, g, b = (int(colour.lstrip("#")[i : i + 2], 16) for i in (0, 2, 4))
+    return "black" if 0.299 * r + 0.587 * g + 0.114 * b > 150 else "white"
+
+
 def side_badge(side: int) -> str:
     """Streamlit colour name closest to the side colour, for inline markdown."""
     return "red" if side == 1 else "green"

@@ -55,10 +55,16 @@ def ratio_chart(stats: pd.DataFrame, column: str, title: str) -> go.Figure:
         customdata=np.stack([ratios.map(app.ratio_text), notes], axis=1),
         hovertemplate="%{x}<br>trace 1 / trace 2: %{customdata[0]} %{customdata[1]}<extra></extra>",
         showlegend=False,
+        cliponaxis=False,
     )
-    fig.update_yaxes(type="log", title=title)
-    fig.update_layout(margin=dict(t=30))
+    ticks = [2.0**k for k in range(int(np.floor(np.log2(cap_low))), int(np.ceil(np.log2(cap_high))) + 1)]
+    fig.update_yaxes(type="log", title=title, tickvals=ticks, ticktext=[ratio_tick(v) for v in ticks])
+    fig.update_layout(margin=dict(t=30, r=60))
     return fig
+
+
+def ratio_tick(value: float) -> str:
+    return f"{value:g}×" if value >= 1 else f"1/{1 / value:g}"
 
 
 def table(comparison: Comparison, stats: pd.DataFrame) -> pd.DataFrame:

@@ -9,7 +9,7 @@ import streamlit as st
 import appstate as app
 from fusion.result import Comparison, EvidenceRef, FusionMapping, Opportunity
 
-EVIDENCE_LINKS = 4
+EVIDENCE_LINKS = 5
 
 
 def opportunity_table(comparison: Comparison, opportunities: list[Opportunity]) -> pd.DataFrame:
@@ -74,7 +74,7 @@ def show_mapping(view: app.View, comparison: Comparison, mapping: FusionMapping,
         cols = st.columns(4)
         cols[0].metric("Confidence", f"{mapping.pattern_confidence:.0%}")
         cols[1].metric("Occurrences", f"{mapping.pattern_count:,}")
-        cols[2].metric("Pairs with pattern", f"{mapping.pairs_with_pattern:,}")
+        cols[2].metric("Pairs cited", f"{len({ref.pair_id for ref in mapping.evidence_refs}):,}", help="Group pairs this finding cites as evidence (the detector cites a bounded number)")
         cols[3].metric("Unfused extra time", app.ms(mapping.time_saved_us))
         counts = ", ".join(f"{t} × {n}" for t, n in mapping.unfused_count_per_type.items())
         st.caption(f"Detector: {mapping.detector} · fused kernels: {mapping.fused_count:,} · unfused kernels per type: {counts}")
@@ -90,7 +90,7 @@ def show_mapping(view: app.View, comparison: Comparison, mapping: FusionMapping,
                 type=mapping.fused_kernel_type,
             )
         if len(mapping.evidence_refs) > EVIDENCE_LINKS:
-            st.caption(f"…and {len(mapping.evidence_refs) - EVIDENCE_LINKS} more occurrences (in the JSON export).")
+            st.caption(f"…and {len(mapping.evidence_refs) - EVIDENCE_LINKS} more cited occurrences in the JSON export.")
 
 
 def one_sided(comparison: Comparison) -> None:

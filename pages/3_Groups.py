@@ -235,12 +235,15 @@ def kernel_numbers(index: pd.Series) -> pd.Series:
 
 
 def type_cell(value: object) -> str:
-    return f"background-color: {app.TYPE_COLORS[value]}; color: white" if value in app.TYPE_COLORS else ""
+    if value not in app.TYPE_COLORS:
+        return ""
+    colour = app.TYPE_COLORS[value]
+    return f"background-color: {colour}; color: {app.ink_on(colour)}"
 
 
 def op_cell(value: object) -> str:
     colour = {OP_LABELS[k]: c for k, c in OP_COLORS.items()}.get(value)
-    return f"background-color: {colour}; color: white" if colour and value != OP_LABELS["match"] else ""
+    return f"background-color: {colour}; color: {app.ink_on(colour)}" if colour and value != OP_LABELS["match"] else ""
 
 
 def show_pair(view: app.View, comparison: Comparison, pair_id: int) -> None:
@@ -278,6 +281,10 @@ def page() -> None:
     if rows.empty:
         st.info(f"No matched pair has a different number of {kernel_type} kernels; showing all pairs.")
         rows = comparison.pairs
+    st.caption(
+        "Kind group: one correlation id (a graph launch) per side. Kind stream: kernels outside significant "
+        "groups, compared in corresponding windows of each trace's kernel stream (no correlation id, shown as -1)."
+    )
     pair_id = choose_pair(view, comparison, rows)
     if pair_id is not None:
         show_pair(view, comparison, int(pair_id))
