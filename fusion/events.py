@@ -10,6 +10,7 @@ yields valid JSON, so it is rejected and an earlier boundary is tried.
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,8 @@ _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*')
 _WHITESPACE = b" \t\r\n"
 _TAIL_PREFIX = b'{"_":0'
+_TOKEN_CHARS = (string.ascii_letters + string.digits + "+-.").encode()
+"""What a number or literal is made of: a buffer ending inside one is stripped of it before a trial decode."""
 
 
 class _BadCut(TraceError):
@@ -185,7 +188,8 @@ def _pieces(raw: RawInput, chunks: Iterator[bytes], cur: _Cursor, stream: EventS
 def _cut_piece(source: str, buf: bytes, offset: int, index: int) -> tuple[list[Event], int] | None:
     """The events before the last boundary in `buf` that decodes, and where it ends; None: read more.
 
-    An error before the end of a piece is an error in the file and is raised at once.
+    An error before the end of the buffer is an error in the file: it is raised at once, even where no
+    boundary was found (a trial decode of the whole buffer finds it).
     """
     end: int | None = len(buf)
     for _ in range(CUT_ATTEMPTS):
@@ -197,7 +201,7 @@ def _cut_piece(source: str, buf: bytes, offset: int, index: int) -> tuple[list[E
         except _BadCut:
             end -= 1
     try:
-        _decode_events(source, buf, offset, index)
+        _decode_events(source, buf.rstrip(_TOKEN_CHARS), offset, index)
     except _BadCut:
         pass
     if len(buf) > MAX_EVENT_BYTES:
