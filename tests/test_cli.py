@@ -1,0 +1,204 @@
+"""The command line: summary, classify and compare, their output formats and exit codes."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from builders import SHARED_TRACES, kineto_trace, shared_trace
+
+from fusion import summary as summary_module
+from fusion.__main__ import main
+from fusion.classify import classify
+from fusion.trace import load
+
+SUMMARY_KEYS = ["platform", "gpu", "kernels", "kernel_time_us", "types", "unclassified"]
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"non-strict JSON constant {name}")
+
+
+def strict_json(text: str) -> object:
+    return json.loads(text, parse_constant=_refuse_constant)
+
+
+@pytest.fixture(params=["tl_mi300_bert_small", "tl_h100_bert_small", "built"])
+def trace_path(request, tmp_path) -> Path:
+    """A shared trace (skipped when ../shared is absent), or a built one that is always there."""
+    if request.param != "built":
+        return shared_trace(request.param)
+    path = tmp_path / "built.json"
+    path.write_bytes(kineto_trace("AMD"))
+    return path
+
+
+@pytest.fixture
+def pair(tmp_path) -> tuple[Path, Path]:
+    """AMD and NVIDIA traces: the shared bert pair when present, else built ones."""
+    shared = [SHARED_TRACES / name for name in ("tl_mi300_bert_small", "tl_h100_bert_small")]
+    if all(folder.is_dir() for folder in shared):
+        return shared_trace(shared[0].name), shared_trace(shared[1].name)
+    paths = (tmp_path / "amd.json", tmp_path / "nvidia.json")
+    for path, platform in zip(paths, ("AMD", "NVIDIA")):
+        path.write_bytes(kineto_trace(platform))
+    return paths
+
+
+def test_summary_json_has_the_documented_keys_and_the_loaded_counts(trace_path: Path, capsys) -> None:
+    assert main(["summary", str(trace_path), "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    summary = strict_json(out)
+    trace = load(trace_path)
+    assert list(summary) == SUMMARY_KEYS
+    assert (summary["platform"], summary["gpu"], summary["kernels"]) == (trace.platform, trace.gpu, trace.kernel_count)
+    assert summary["kernel_time_us"] == pytest.approx(trace.kernel_time_us, abs=1e-3)
+    by_type = trace.kernels.groupby("type", observed=True)["dur"].agg(["size", "sum"])
+    assert {t: v["count"] for t, v in summary["types"].items()} == by_type["size"].to_dict()
+    for kernel_type, entry in summary["types"].items():
+        assert list(entry) == ["count", "time_us"]
+        assert entry["time_us"] == pytest.approx(by_type.loc[kernel_type, "sum"], abs=1e-3)
+    other = trace.names[trace.names["kernel_type"] == "Other"]
+    for entry in summary["unclassified"]:
+        assert list(entry) == ["name", "count", "time_us"]
+        assert entry["count"] == other.loc[entry["name"], "count"]
+    assert err == "".join(f"warning: {w}\n" for w in trace.warnings)
+
+
+def test_summary_text_names_the_trace_platform_gpu_and_types(trace_path: Path, capsys) -> None:
+    assert main(["summary", str(trace_path)]) == 0
+    out, err = capsys.readouterr()
+    trace = load(trace_path)
+    lines = out.splitlines()
+    assert lines[0] == f"trace     {trace_path}"
+    assert lines[1].startswith(f"platform  {trace.platform}  ({trace.platform_evidence})")
+    assert lines[2] == f"gpu       {trace.gpu}"
+    assert lines[3].startswith(f"kernels   {trace.kernel_count:,}")
+    for kernel_type in trace.kernels["type"].unique():
+        assert any(line.startswith(str(kernel_type)) for line in lines[5:])
+    assert err == ""
+
+
+@pytest.mark.parametrize(
+    ("name", "platform"),
+    [
+        ("Cijk_Alik_Bljk_HHS_BH_MT128x128x32_MI32x32x8", "AMD"),
+        ("sm90_xmma_gemm_f16f16_f32_tn_n_tilesize128x128x64", "NVIDIA"),
+        ("void at::native::vectorized_elementwise_kernel<4>", "unknown"),
+        ("definitely_not_a_known_kernel", "unknown"),
+    ],
+)
+def test_classify_prints_the_type_and_the_rule(name: str, platform: str, capsys) -> None:
+    assert main(["classify", name, "--platform", platform]) == 0
+    out, err = capsys.readouterr()
+    expected = classify(name, platform)
+    assert out.splitlines()[0] == f"{expected.kernel_type}\trule: {expected.rule}"
+    assert err == ""
+
+
+def test_classify_lists_the_aten_ops_of_a_fused_kernel(capsys) -> None:
+    assert main(["classify", "triton_poi_fused_add_mul_0"]) == 0
+    assert capsys.readouterr().out == "Triton_Pointwise\trule: inductor_pointwise\nfused aten ops: add, mul\n"
+
+
+@pytest.fixture
+def compare_module():
+    return pytest.importorskip("fusion.compare"), pytest.importorskip("fusion.report")
+
+
+def test_compare_json_is_strict_and_describes_both_traces(pair, compare_module, capsys) -> None:
+    assert main(["compare", str(pair[0]), str(pair[1]), "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    result = strict_json(out)
+    metadata = result["metadata"]
+    for side, path in zip((1, 2), pair):
+        trace = load(path)
+        assert metadata[f"trace{side}_platform"] == trace.platform
+        assert metadata[f"trace{side}_total_kernels"] == trace.kernel_count
+    assert all(line.startswith("warning: ") for line in err.splitlines())
+
+
+def test_compare_text_names_both_traces(pair, compare_module, capsys) -> None:
+    assert main(["compare", str(pair[0]), str(pair[1])]) == 0
+    out, _ = capsys.readouterr()
+    assert str(pair[0]) in out and str(pair[1]) in out
+
+
+def test_compare_csv_prints_each_table_as_csv(pair, compare_module, capsys) -> None:
+    assert main(["compare", str(pair[0]), str(pair[1]), "--format", "csv"]) == 0
+    out, _ = capsys.readouterr()
+    sections = out.split("# ")[1:]
+    assert [section.split("\n", 1)[0] for section in sections] == ["opportunities", "mappings", "type_stats"]
+    for section in sections:
+        rows = list(csv.reader(io.StringIO(section.split("\n", 1)[1].strip())))
+        assert rows and all(len(row) == len(rows[0]) for row in rows)
+
+
+def test_compare_output_file_for_json_and_csv(pair, compare_module, tmp_path, capsys) -> None:
+    report = tmp_path / "report.json"
+    assert main(["compare", str(pair[0]), str(pair[1]), "--format", "json", "-o", str(report)]) == 0
+    assert capsys.readouterr().out == ""
+    strict_json(report.read_text())
+    assert main(["compare", str(pair[0]), str(pair[1]), "--format", "csv", "-o", str(tmp_path / "tables.csv")]) == 0
+    names = sorted(p.name for p in tmp_path.glob("tables_*.csv"))
+    assert names == ["tables_mappings.csv", "tables_opportunities.csv", "tables_type_stats.csv"]
+
+
+def test_compare_to_an_unwritable_output_is_one_error_line(pair, compare_module, tmp_path, capsys) -> None:
+    target = tmp_path / "missing-folder" / "report.json"
+    assert main(["compare", str(pair[0]), str(pair[1]), "--format", "json", "-o", str(target)]) == 2
+    assert capsys.readouterr().err == f"error: {target}: No such file or directory\n"
+
+
+def test_compare_with_a_bad_second_trace_names_it(pair, compare_module, tmp_path, capsys) -> None:
+    bad = tmp_path / "bad.json.gz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00")
+    assert main(["compare", str(pair[0]), str(bad)]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", f"error: {bad}: gzip data is truncated or corrupt (the compressed stream ends early)\n")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param([], "the following arguments are required: COMMAND", id="no-command"),
+        pytest.param(["explain"], "invalid choice: 'explain'", id="unknown-command"),
+        pytest.param(["summary"], "the following arguments are required: trace", id="summary-without-trace"),
+        pytest.param(["summary", "t.json", "--format", "xml"], "argument --format: invalid choice: 'xml'", id="bad-format"),
+        pytest.param(["compare", "a.json"], "the following arguments are required: trace2", id="compare-one-trace"),
+        pytest.param(["compare", "a", "b", "--min-group-size", "0"], "argument --min-group-size: must be at least 1",
+                     id="min-group-size-0"),
+        pytest.param(["compare", "a", "b", "--min-group-size", "abc"],
+                     "argument --min-group-size: must be a whole number, got 'abc'", id="min-group-size-abc"),
+        pytest.param(["classify"], "the following arguments are required: name", id="classify-without-name"),
+        pytest.param(["classify", "k", "--platform", "INTEL"], "argument --platform: invalid choice: 'INTEL'",
+                     id="classify-bad-platform"),
+    ],
+)
+def test_usage_errors_exit_2_with_argparse_message(argv: list[str], message: str, capsys) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(argv)
+    assert caught.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and message in err and err.startswith("usage: python -m fusion")
+
+
+def test_help_exits_0(capsys) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["--help"])
+    assert caught.value.code == 0
+    assert "summary" in capsys.readouterr().out
+
+
+def test_an_internal_error_is_one_line_and_exit_1(trace_path: Path, monkeypatch, capsys) -> None:
+    def broken(trace):
+        raise KeyError("boom")
+
+    monkeypatch.setattr(summary_module, "summarize", broken)
+    monkeypatch.delenv("FUSION_DEBUG", raising=False)
+    assert main(["summary", str(trace_path)]) == 1
+    err = capsys.readouterr().err
+    assert err == "internal error: KeyError: 'boom' (set FUSION_DEBUG=1 for a traceback)\n"
