@@ -114,7 +114,7 @@ def controls(view: app.View, comparison: Comparison) -> None:
             f"Label of trace {side}",
             key=f"label{side}",
             placeholder=comparison.trace(side).label,
-            on_change=lambda s=side: app.update_view(**{f"l{s}": st.session_state[f"label{s}"].strip() or None}),
+            on_change=lambda s=side: app.update_view(**{f"l{s}": app.clean_label(st.session_state[f"label{s}"])}),
         )
     app.bind("mgs", view.mgs)
     label_cols[2].number_input(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -149,8 +150,8 @@ class View:
             sample=params.get("sample") or None,
             **digest,
             **paths,
-            l1=_text(params.get("l1")),
-            l2=_text(params.get("l2")),
+            l1=clean_label(params.get("l1")),
+            l2=clean_label(params.get("l2")),
             mgs=_int(params.get("mgs"), DEFAULT_MIN_GROUP_SIZE, low=1, high=1_000_000),
             swap=params.get("swap") == "1",
             type=params.get("type") if params.get("type") in KERNEL_TYPES else None,
@@ -160,8 +161,11 @@ class View:
         )
 
 
-def _text(value: str | None, limit: int = 80) -> str | None:
-    return value.strip()[:limit] or None if value else None
+def clean_label(value: str | None, limit: int = 80) -> str | None:
+    """A label as plain text: characters that markdown would turn into links or markup are dropped."""
+    if not value:
+        return None
+    return re.sub(r"[\[\]*_`<>|~$\\]", "", value).strip()[:limit] or None
 
 
 def _int(value: str | None, default: int | None, *, low: int, high: int) -> int | None:
@@ -554,10 +558,6 @@ def ink_on(colour: str) -> str:
 def side_badge(side: int) -> str:
     """Streamlit colour name closest to the side colour, for inline markdown."""
     return "red" if side == 1 else "green"
-
-
-def side_name(comparison: Comparison, side: int) -> str:
-    return f"trace {side} ({comparison.trace(side).label})"
 
 
 def plot(fig: go.Figure, name: str, **kwargs: Any) -> Any:

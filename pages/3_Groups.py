@@ -93,13 +93,17 @@ def choose_pair(view: app.View, comparison: Comparison, rows: pd.DataFrame) -> i
     options = listed + ([view.pair] if view.pair in known and view.pair not in listed else [])
     if not options:
         return None
-    by_id = comparison.pairs.set_index("pair_id")
+    pairs = comparison.pairs
+    names = {
+        int(p): f"pair {p}: {a:,} vs {b:,} kernels, similarity {s:.2f}"
+        for p, a, b, s in zip(pairs["pair_id"], pairs["size1"], pairs["size2"], pairs["similarity"])
+    }
     app.bind("pair_pick", view.pair if view.pair in options else options[0])
     return st.selectbox(
         "Group pair",
         options,
         key="pair_pick",
-        format_func=lambda p: f"pair {p}: {by_id.loc[p, 'size1']:,} vs {by_id.loc[p, 'size2']:,} kernels, similarity {by_id.loc[p, 'similarity']:.2f}",
+        format_func=names.__getitem__,
         on_change=lambda: app.update_view(pair=int(st.session_state["pair_pick"]), w1=None, w2=None),
     )
 

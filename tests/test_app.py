@@ -248,3 +248,10 @@ def test_unknown_digest_and_sample_explain_themselves() -> None:
     assert any("does not have" in e.value for e in at.error)
     at = run("app.py", sample="no_such_sample")
     assert any("no_such_sample" in e.value for e in at.error)
+
+
+def test_labels_from_a_link_cannot_inject_markup() -> None:
+    at = run("app.py", sample=SAMPLE, l1="[click](https://evil.example) **bold** <b>")
+    shown = [m.value for m in at.markdown if "click" in m.value]
+    assert shown and all("click(https://evil.example) bold b" in m for m in shown)
+    assert not any("[click]" in m or "<b>" in m for m in shown)
