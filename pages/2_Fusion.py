@@ -87,7 +87,7 @@ def show_mapping(view: app.View, comparison: Comparison, mapping: FusionMapping,
                 pair=ref.pair_id,
                 w1=tuple(ref.window1),
                 w2=tuple(ref.window2),
-                type=mapping.fused_kernel_type,
+                type=None,
             )
         if len(mapping.evidence_refs) > EVIDENCE_LINKS:
             st.caption(f"…and {len(mapping.evidence_refs) - EVIDENCE_LINKS} more cited occurrences in the JSON export.")

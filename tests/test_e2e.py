@@ -6,6 +6,7 @@ Playwright; writes docs/screenshots/*.png on the way.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -135,6 +136,10 @@ def test_upload_drill_down_and_share(server: str, browser: object) -> None:
     _settled(page)
     _shot(page, "home")
     expect(page.get_by_test_id("stMetricValue").first).to_be_visible()
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Comparison (JSON)").click()
+    exported = json.loads(Path(download.value.path()).read_text())
+    assert exported["metadata"]["trace1_total_kernels"] == int(_metric_values(page)[0].replace(",", ""))
 
     page.get_by_text("Upload files", exact=True).click()
     uploaders = page.locator("[data-testid='stFileUploaderDropzoneInput']")
