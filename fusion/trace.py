@@ -6,11 +6,10 @@ This is the only module that reads trace files. It keeps the kernel fields the a
 
 from __future__ import annotations
 
-from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import msgspec
 import numpy as np
@@ -28,6 +27,8 @@ MISSING_ID = -1
 """Stored in correlation, stream or device when the event does not carry that field."""
 _INT64_MAX = 2**63 - 1
 MAX_KERNEL_NAMES = 200_000
+RUNTIME_SCAN_EVENTS = 300_000
+"""Events searched for hip*/cuda* runtime calls; the start of a trace tells the platform."""
 """More distinct names than this is not a GPU profile (real ones have thousands): refused before classifying."""
 
 
@@ -63,18 +64,16 @@ class _KernelArgs(msgspec.Struct):
 
 
 _args_decoder = msgspec.json.Decoder(_KernelArgs)
+_args_list_decoder = msgspec.json.Decoder(list[Optional[_KernelArgs]])
+_ID_FIELDS = ("correlation", "stream", "device")
+_NO_NUMBER = np.nan
 
 
 @dataclass
 class _Collector:
-    """Column buffers for kernel events, filled piece by piece."""
+    """Kernel columns, built piece by piece: Python touches each kernel a few times, numpy does the rest."""
 
-    name_codes: array = field(default_factory=lambda: array("i"))
-    ts: array = field(default_factory=lambda: array("d"))
-    dur: array = field(default_factory=lambda: array("d"))
-    correlation: array = field(default_factory=lambda: array("q"))
-    stream: array = field(default_factory=lambda: array("q"))
-    device: array = field(default_factory=lambda: array("q"))
+    parts: list[tuple[np.ndarray, ...]] = field(default_factory=list)
     code_of: dict[str, int] = field(default_factory=dict)
     skipped: Counter = field(default_factory=Counter)
     missing: Counter = field(default_factory=Counter)
@@ -82,74 +81,132 @@ class _Collector:
     events: int = 0
 
     def add_piece(self, events: list[Event], source: str) -> None:
+        if self.events < RUNTIME_SCAN_EVENTS:
+            self._count_runtime(events)
         self.events += len(events)
+        kernels = [e for e in events if e.cat == "kernel" or e.cat == "Kernel"]
+        if kernels:
+            self._add_kernels(kernels, source)
+
+    def _count_runtime(self, events: list[Event]) -> None:
         for event in events:
-            cat = event.cat
-            if not isinstance(cat, str):
-                continue
-            if cat in KERNEL_CATEGORIES:
-                self._add_kernel(event, source)
-            elif cat in RUNTIME_CATEGORIES and isinstance(event.name, str):
+            if isinstance(event.cat, str) and event.cat in RUNTIME_CATEGORIES and isinstance(event.name, str):
                 self.runtime_prefixes[event.name[:3]] += 1
 
-    def _add_kernel(self, event: Event, source: str) -> None:
-        name, ts, dur = event.name, event.ts, event.dur
-        if not isinstance(name, str):
-            self.skipped["no name"] += 1
-            return
-        if not _is_number(ts):
-            self.skipped["no numeric ts"] += 1
-            return
-        if not _is_number(dur):
-            self.skipped["no numeric dur"] += 1
-            return
-        if dur < 0:
-            self.skipped["negative dur"] += 1
-            return
-        code = self.code_of.setdefault(name, len(self.code_of))
-        if code == MAX_KERNEL_NAMES:
+    def _add_kernels(self, kernels: list[Event], source: str) -> None:
+        names = [e.name for e in kernels]
+        ts = _numbers([e.ts for e in kernels])
+        dur = _numbers([e.dur for e in kernels])
+        named = np.fromiter((type(n) is str for n in names), dtype=bool, count=len(names))
+        keep = self._keep(named, ts, dur)
+        rows = np.flatnonzero(keep)
+        if len(rows) < len(kernels):
+            kernels = [kernels[i] for i in rows]
+            names = [names[i] for i in rows]
+        code_of = self.code_of
+        codes = np.array([code_of.setdefault(n, len(code_of)) for n in names], dtype=np.int32)
+        if len(code_of) > MAX_KERNEL_NAMES:
             problem = f"more than {MAX_KERNEL_NAMES:,} distinct kernel names; a GPU profile has thousands; refused"
             raise TraceError(source, problem)
-        ids = self._ids(event.args)
-        self.name_codes.append(code)
-        self.ts.append(ts)
-        self.dur.append(dur)
-        self.correlation.append(ids[0])
-        self.stream.append(ids[1])
-        self.device.append(ids[2])
+        ids = self._ids([e.args for e in kernels])
+        self.parts.append((codes, ts[keep], dur[keep], *ids))
 
-    def _ids(self, raw: msgspec.Raw) -> tuple[int, int, int]:
-        try:
-            args = _args_decoder.decode(raw) if len(raw) else None
-        except (msgspec.DecodeError, RecursionError):
-            args = None
-        if args is None:
-            self.missing["args"] += 1
-            return MISSING_ID, MISSING_ID, MISSING_ID
-        return self._id(args.correlation, "correlation"), self._id(args.stream, "stream"), self._id(args.device, "device")
+    def _keep(self, named: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+        """Rows with a name, a numeric ts and a non-negative numeric dur; the others are counted."""
+        has_ts = ~np.isnan(ts)
+        has_dur = ~np.isnan(dur)
+        reasons = {
+            "no name": ~named,
+            "no numeric ts": named & ~has_ts,
+            "no numeric dur": named & has_ts & ~has_dur,
+            "negative dur": named & has_ts & has_dur & (dur < 0),
+        }
+        for why, rows in reasons.items():
+            if rows.any():
+                self.skipped[why] += int(rows.sum())
+        return named & has_ts & has_dur & (dur >= 0)
 
-    def _id(self, value: Any, what: str) -> int:
-        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _INT64_MAX:
-            return value
-        self.missing[what] += 1
-        return MISSING_ID
+    def _ids(self, raws: list[msgspec.Raw]) -> list[np.ndarray]:
+        """correlation, stream and device columns; MISSING_ID where an event lacks a usable value."""
+        args = _decode_args(raws)
+        absent = sum(a is None for a in args)
+        if absent:
+            self.missing["args"] += absent
+        columns = []
+        for what in _ID_FIELDS:
+            column, unusable = _id_column([getattr(a, what) if a is not None else None for a in args])
+            if unusable - absent:
+                self.missing[what] += unusable - absent
+            columns.append(column)
+        return columns
 
     def table(self) -> pd.DataFrame:
-        names = list(self.code_of)
+        columns = [np.concatenate(parts) for parts in zip(*self.parts)] if self.parts else _empty_columns()
+        codes, ts, dur, correlation, stream, device = columns
         return pd.DataFrame(
             {
-                "name": pd.Categorical.from_codes(np.frombuffer(self.name_codes, dtype=np.int32), categories=names),
-                "ts": np.frombuffer(self.ts, dtype=np.float64),
-                "dur": np.frombuffer(self.dur, dtype=np.float64),
-                "correlation": np.frombuffer(self.correlation, dtype=np.int64),
-                "stream": np.frombuffer(self.stream, dtype=np.int64),
-                "device": np.frombuffer(self.device, dtype=np.int64),
+                "name": pd.Categorical.from_codes(codes, categories=list(self.code_of)),
+                "ts": ts,
+                "dur": dur,
+                "correlation": correlation,
+                "stream": stream,
+                "device": device,
             }
         )
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < 1e300
+def _empty_columns() -> list[np.ndarray]:
+    return [np.zeros(0, np.int32), np.zeros(0), np.zeros(0), *(np.zeros(0, np.int64) for _ in _ID_FIELDS)]
+
+
+def _is_plain_number(value: Any) -> bool:
+    return (type(value) is float or type(value) is int) and abs(value) < 1e300
+
+
+def _numbers(values: list[Any]) -> np.ndarray:
+    """A float64 column; NaN where a value is not a plain finite number (bools, strings, None, huge)."""
+    if all(type(v) is float or type(v) is int for v in values):
+        try:
+            column = np.array(values, dtype=np.float64)
+        except OverflowError:
+            pass
+        else:
+            column[~(np.abs(column) < 1e300)] = _NO_NUMBER
+            return column
+    return np.array([v if _is_plain_number(v) else _NO_NUMBER for v in values], dtype=np.float64)
+
+
+def _id_column(values: list[Any]) -> tuple[np.ndarray, int]:
+    """An int64 id column with MISSING_ID where a value is not a non-negative int64; and how many were not."""
+    if all(type(v) is int for v in values):
+        try:
+            column = np.array(values, dtype=np.int64)
+        except OverflowError:
+            pass
+        else:
+            negative = column < 0
+            column[negative] = MISSING_ID
+            return column, int(negative.sum())
+    column = np.array(
+        [v if type(v) is int and 0 <= v <= _INT64_MAX else MISSING_ID for v in values], dtype=np.int64
+    )
+    bad = sum(not (type(v) is int and 0 <= v <= _INT64_MAX) for v in values)
+    return column, bad
+
+
+def _decode_args(raws: list[msgspec.Raw]) -> list[_KernelArgs | None]:
+    """All args of a piece's kernels in one decode; one by one only when some are not objects."""
+    try:
+        return _args_list_decoder.decode(b"[" + b",".join(r if len(r) else b"null" for r in raws) + b"]")
+    except (msgspec.DecodeError, RecursionError):
+        return [_decode_one_args(r) for r in raws]
+
+
+def _decode_one_args(raw: msgspec.Raw) -> _KernelArgs | None:
+    try:
+        return _args_decoder.decode(raw) if len(raw) else None
+    except (msgspec.DecodeError, RecursionError):
+        return None
 
 
 def load(
