@@ -165,6 +165,7 @@ class Pattern:
     unfused_names: Counter = field(default_factory=Counter)
     extra_time_us: float = 0.0
     refs: list[EvidenceRef] = field(default_factory=list)
+    pair_ids: set[int] = field(default_factory=set)
     group_extra: Counter = field(default_factory=Counter)
     """One-sided kernels per type explained by this pattern inside group pairs."""
 
@@ -364,6 +365,7 @@ def _add_occurrence(evidence: Evidence, segment: Segment, sides: tuple[Side, Sid
     key = (fused, fused_type, sequence)
     pattern = evidence.patterns.setdefault(key, Pattern(fused, fused_type, sequence))
     pattern.occurrences += segment.weight
+    pattern.pair_ids.update(segment.pair_ids.tolist())
     pattern.fused_names[int(sides[fused - 1].names[segment.rows(fused)[0, fused_pos]])] += segment.weight
     pattern.unfused_names.update(int(sides[unfused - 1].names[segment.rows(unfused)[0, p]]) for p in positions)
     pattern.extra_time_us += float(sides[unfused - 1].dur[segment.rows(unfused)[:, positions]].sum())
@@ -444,7 +446,7 @@ def _mapping(pattern: Pattern, confidence: float, sides: tuple[Side, Side]) -> F
         pattern_confidence=confidence,
         evidence=evidence,
         evidence_refs=list(pattern.refs),
-        pairs_with_pattern=len({r.pair_id for r in pattern.refs}),
+        pairs_with_pattern=len(pattern.pair_ids),
         time_saved_us=pattern.extra_time_us,
     )
 

@@ -74,7 +74,7 @@ def show_mapping(view: app.View, comparison: Comparison, mapping: FusionMapping,
         cols = st.columns(4)
         cols[0].metric("Confidence", f"{mapping.pattern_confidence:.0%}")
         cols[1].metric("Occurrences", f"{mapping.pattern_count:,}")
-        cols[2].metric("Pairs cited", f"{len({ref.pair_id for ref in mapping.evidence_refs}):,}", help="Group pairs this finding cites as evidence (the detector cites a bounded number)")
+        cols[2].metric("Pairs with the pattern", f"{mapping.pairs_with_pattern:,}", help="Matched group pairs (or stream windows) in which this pattern occurs")
         cols[3].metric("Unfused extra time", app.ms(mapping.time_saved_us))
         counts = ", ".join(f"{t} × {n}" for t, n in mapping.unfused_count_per_type.items())
         st.caption(f"Detector: {mapping.detector} · fused kernels: {mapping.fused_count:,} · unfused kernels per type: {counts}")
