@@ -31,7 +31,9 @@ from fusion.classify import KERNEL_TYPES
 from fusion.compare import compare
 from fusion.errors import TraceError
 from fusion.result import Comparison
+from fusion.parallel import Request, load_traces
 from fusion.store import TraceStore, is_digest
+from fusion.tablecache import TableCache
 from fusion.trace import Trace, load
 
 log = logging.getLogger("fusion.app")
@@ -265,6 +267,12 @@ def default_sample() -> str | None:
 
 
 @st.cache_resource
+def table_cache() -> TableCache:
+    """Parsed kernel tables on disk (FUSION_CACHE_DIR), so a link reopens fast even after a restart."""
+    return TableCache()
+
+
+@st.cache_resource
 def trace_store() -> TraceStore:
     """The server's one trace store (FUSION_STORE_DIR, FUSION_STORE_MAX_MB)."""
     return TraceStore()
@@ -338,6 +346,7 @@ def _ingest(side: int, upload: Any) -> dict[str, str]:
         progress.fail(str(exc))
         return {"error": str(exc)}
     digest = trace_store().put(data)
+    table_cache().store(trace_store().path(digest), trace)
     _traces().put(digest, trace)
     progress.done(f"Trace {side}: {upload.name} read ({trace.kernel_count:,} kernels)")
     return {"digest": digest}
@@ -433,13 +442,7 @@ def analyse(view: View) -> Analysis:
     """Load both traces and compare them, from the caches when possible, else with visible progress."""
     found, errors = sources(view)
     progress = Progress("Analysing traces")
-    traces: list[Trace | None] = [None, None]
-    for i, source in enumerate(found):
-        if source is not None:
-            try:
-                traces[i] = _load(source, progress, i)
-            except TraceError as exc:
-                errors[i] = str(exc)
+    traces = _load_sides(found, errors, progress)
     if traces[0] is None or traces[1] is None:
         progress.fail("Could not read both traces")
         return Analysis(traces, errors, None)
@@ -448,13 +451,26 @@ def analyse(view: View) -> Analysis:
     return Analysis(traces, errors, relabel(comparison, view))
 
 
-def _load(source: Source, progress: Progress, index: int) -> Trace:
-    trace = _traces().get(source.key)
-    if trace is None:
-        what = f"Reading trace {index + 1} ({Path(source.name).name})"
-        trace = load(source.path, name=source.name, progress=progress.bytes_callback(what, index * 0.35, (index + 1) * 0.35))
-        _traces().put(source.key, trace)
-    return trace
+def _load_sides(found: list[Source | None], errors: list[str | None], progress: Progress) -> list[Trace | None]:
+    """Each side's trace: from memory, else the on-disk table cache, else parsed (both at once when large)."""
+    traces: list[Trace | None] = [_traces().get(s.key) if s is not None else None for s in found]
+    todo = [i for i, source in enumerate(found) if source is not None and traces[i] is None]
+    requests = [Request(found[i].path, name=found[i].name) for i in todo]  # type: ignore[union-attr]
+    callbacks = {
+        i + 1: progress.bytes_callback(f"Reading trace {i + 1} ({Path(found[i].name).name})", 0.35 * i, 0.35 * (i + 1))  # type: ignore[union-attr]
+        for i in todo
+    }
+
+    def report(side: int, done: int, total: int) -> None:
+        callbacks[todo[side - 1] + 1](done, total)
+
+    for i, result in zip(todo, load_traces(requests, progress=report, cache=table_cache())):
+        if isinstance(result, TraceError):
+            errors[i] = str(result)
+        else:
+            traces[i] = result
+            _traces().put(found[i].key, result)  # type: ignore[union-attr]
+    return traces
 
 
 def _compare(trace1: Trace, trace2: Trace, min_group_size: int, progress: Progress) -> Comparison:

@@ -182,24 +182,35 @@ def _group_counts(groups: tuple[Groups, Groups], matching: Matching, types: list
 
 
 def _pairs_table(index: PairIndex, sides: tuple[Side, Side], types: list[str]) -> pd.DataFrame:
-    n = len(types)
-    records = []
-    for pid in range(len(index)):
-        rows1, rows2 = index.kernel_indices(pid)
-        count1 = np.bincount(sides[0].codes[rows1], minlength=n)
-        count2 = np.bincount(sides[1].codes[rows2], minlength=n)
-        c1, c2 = index.correlations(pid)
-        records.append({
-            "pair_id": pid, "kind": index.kind(pid), "correlation1": c1, "correlation2": c2,
-            "size1": len(rows1), "size2": len(rows2),
-            "time1_us": float(sides[0].dur[rows1].sum()), "time2_us": float(sides[1].dur[rows2].sum()),
-            "similarity": float(similarity(count1, count2)),
-            "kernels_differing": int(np.abs(count1 - count2).sum()),
-            "top_differences": _top_differences(count1 - count2, types),
-        })
-    columns = ["pair_id", "kind", "correlation1", "correlation2", "size1", "size2", "time1_us", "time2_us",
-               "similarity", "kernels_differing", "top_differences"]
-    return pd.DataFrame.from_records(records, columns=columns)
+    """One row per pair: sizes, times, composition similarity and the types whose counts differ most."""
+    counts = [np.zeros((len(index), len(types)), dtype=np.int64) for _ in sides]
+    times = [np.zeros(len(index)) for _ in sides]
+    n_groups = len(index.group_pairs)
+    for s, (side, groups) in enumerate(zip(sides, index.groups)):
+        matched = index.group_pairs[:, s] if n_groups else np.zeros(0, dtype=np.int64)
+        counts[s][:n_groups] = groups.type_counts[matched]
+        times[s][:n_groups] = groups.type_time_us[matched].sum(axis=1)
+        for pid in range(n_groups, len(index)):
+            rows = index.kernel_indices(pid)[s]
+            counts[s][pid] = np.bincount(side.codes[rows], minlength=len(types))
+            times[s][pid] = side.dur[rows].sum()
+    correlations = np.array([index.correlations(pid) for pid in range(len(index))], dtype=np.int64).reshape(-1, 2)
+    diff = counts[0] - counts[1]
+    return pd.DataFrame(
+        {
+            "pair_id": np.arange(len(index)),
+            "kind": ["group"] * n_groups + ["stream"] * (len(index) - n_groups),
+            "correlation1": correlations[:, 0],
+            "correlation2": correlations[:, 1],
+            "size1": counts[0].sum(axis=1),
+            "size2": counts[1].sum(axis=1),
+            "time1_us": times[0],
+            "time2_us": times[1],
+            "similarity": similarity(counts[0], counts[1]),
+            "kernels_differing": np.abs(diff).sum(axis=1),
+            "top_differences": [_top_differences(row, types) for row in diff],
+        }
+    )
 
 
 def _top_differences(diff: np.ndarray, types: list[str], limit: int = 3) -> str:

@@ -1,4 +1,4 @@
-"""Load the two traces of a pair in two processes at once (the machines have two cores).
+"""Load the traces of a pair in a process each, at once (the machines have two cores).
 
 Each child parses one file and sends back the finished Trace; its parsing memory goes back to
 the system when it exits. Small inputs are loaded in-process, where a child would cost more
@@ -14,8 +14,8 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from .errors import TraceError
 from .reader import DEFAULT_MAX_BYTES, GZIP_MAGIC, TraceSource
@@ -24,8 +24,17 @@ from .trace import Trace, load
 
 PARALLEL_MIN_BYTES = 256 << 20
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
-PairProgress = Callable[[int, int, int], None]
-"""Called with (side 1 or 2, bytes read, total bytes)."""
+SideProgress = Callable[[int, int, int], None]
+"""Called with (side: 1 for the first source, bytes read, total bytes)."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """One trace to load: the input, its label, and the name that messages use for it."""
+
+    source: TraceSource
+    label: str | None = None
+    name: str | None = None
 
 
 def load_pair(
@@ -33,41 +42,67 @@ def load_pair(
     source2: TraceSource,
     *,
     labels: tuple[str | None, str | None] = (None, None),
-    progress: PairProgress | None = None,
+    progress: SideProgress | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
     parallel: bool | None = None,
     cache: TableCache | None = None,
 ) -> tuple[Trace, Trace]:
-    """Both traces: from `cache` where the file was loaded before, else parsed, in parallel
-    processes when both need parsing and are large enough; newly parsed files enter the cache."""
-    sources = (source1, source2)
-    cached = [_lookup(cache, src, label) for src, label in zip(sources, labels)]
-    todo = [side for side in (1, 2) if cached[side - 1] is None]
+    """Both traces, or the first side's TraceError; see load_traces."""
+    requests = [Request(source1, labels[0]), Request(source2, labels[1])]
+    results = load_traces(requests, progress=progress, max_bytes=max_bytes, parallel=parallel, cache=cache)
+    for result in results:
+        if isinstance(result, TraceError):
+            raise result
+    return results[0], results[1]  # type: ignore[return-value]
+
+
+def load_traces(
+    requests: list[Request],
+    *,
+    progress: SideProgress | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    parallel: bool | None = None,
+    cache: TableCache | None = None,
+) -> list[Trace | TraceError]:
+    """Each trace, or the TraceError that says why not, so one bad side never hides the other.
+
+    Files loaded before come from `cache`; the rest are parsed, each in its own process when two or
+    more need parsing and together are large enough; newly parsed files enter the cache.
+    """
+    results: list[Trace | TraceError | None] = [_lookup(cache, request) for request in requests]
+    todo = [i for i, result in enumerate(results) if result is None]
     if parallel is None:
-        parallel = len(todo) == 2 and _worth_parallel(sources)
-    if parallel and len(todo) == 2:
-        loaded = dict(zip((1, 2), _load_in_children(sources, labels, progress, max_bytes)))
+        parallel = _worth_parallel([requests[i].source for i in todo])
+    if parallel and len(todo) > 1:
+        loaded = _load_in_children([requests[i] for i in todo], progress, todo, max_bytes)
     else:
-        loaded = {
-            side: load(sources[side - 1], labels[side - 1], progress=_side_progress(progress, side), max_bytes=max_bytes)
-            for side in todo
-        }
-    for side, trace in loaded.items():
-        if cache is not None and _is_path(sources[side - 1]):
-            cache.store(sources[side - 1], trace)  # type: ignore[arg-type]
-    return tuple(cached[side - 1] or loaded[side] for side in (1, 2))  # type: ignore[return-value]
+        loaded = [_load_here(requests[i], _side_progress(progress, i + 1), max_bytes) for i in todo]
+    for i, result in zip(todo, loaded):
+        results[i] = result
+        if cache is not None and isinstance(result, Trace) and _is_path(requests[i].source):
+            cache.store(requests[i].source, result)  # type: ignore[arg-type]
+    return results  # type: ignore[return-value]
+
+
+def _load_here(request: Request, progress: Callable[[int, int], None] | None, max_bytes: int) -> Trace | TraceError:
+    try:
+        return load(request.source, request.label, name=request.name, progress=progress, max_bytes=max_bytes)
+    except TraceError as exc:
+        return exc
 
 
 def _is_path(source: TraceSource) -> bool:
     return isinstance(source, (str, os.PathLike))
 
 
-def _lookup(cache: TableCache | None, source: TraceSource, label: str | None) -> Trace | None:
-    return cache.lookup(source, label) if cache is not None and _is_path(source) else None  # type: ignore[arg-type]
+def _lookup(cache: TableCache | None, request: Request) -> Trace | None:
+    if cache is None or not _is_path(request.source):
+        return None
+    return cache.lookup(request.source, request.label, name=request.name)  # type: ignore[arg-type]
 
 
-def _worth_parallel(sources: tuple[TraceSource, TraceSource]) -> bool:
-    if not all(_is_path(src) for src in sources):
+def _worth_parallel(sources: list[TraceSource]) -> bool:
+    if len(sources) < 2 or not all(_is_path(src) for src in sources):
         return False
     try:
         return sum(_json_size(Path(src)) for src in sources) >= PARALLEL_MIN_BYTES  # type: ignore[arg-type]
@@ -85,50 +120,49 @@ def _json_size(path: Path) -> int:
         return max(size, int.from_bytes(handle.read(4), "little"))
 
 
-def _side_progress(progress: PairProgress | None, side: int) -> Callable[[int, int], None] | None:
+def _side_progress(progress: SideProgress | None, side: int) -> Callable[[int, int], None] | None:
     if progress is None:
         return None
     return lambda done, total: progress(side, done, total)
 
 
 def _load_in_children(
-    sources: tuple[TraceSource, TraceSource],
-    labels: tuple[str | None, str | None],
-    progress: PairProgress | None,
-    max_bytes: int,
-) -> tuple[Trace, Trace]:
+    requests: list[Request], progress: SideProgress | None, indices: list[int], max_bytes: int
+) -> list[Trace | TraceError]:
     """Each trace parsed by `python -m fusion.parallel` in its own interpreter.
 
     A plain subprocess, not multiprocessing: spawn re-imports the parent's __main__, which fails
     under `python -` and costs a Streamlit server a second import of its script runner.
     """
     with tempfile.TemporaryDirectory(prefix="fusion-load-") as workdir:
-        children = {
-            side: _start_child(Path(workdir) / f"{side}.pickle", sources[side - 1], labels[side - 1], max_bytes)
-            for side in (1, 2)
-        }
+        children = [
+            (index + 1, _start_child(Path(workdir) / f"{index}.pickle", request, max_bytes))
+            for index, request in zip(indices, requests)
+        ]
         try:
             _relay_progress(children, progress)
         finally:
-            for child, _ in children.values():
+            for _, (child, _) in children:
                 if child.poll() is None:
                     child.kill()
                 child.wait()
-        results = {side: _child_result(out, sources[side - 1], child) for side, (child, out) in children.items()}
-    return results[1], results[2]
+        return [_child_result(out, request, child) for (_, (child, out)), request in zip(children, requests)]
 
 
-def _start_child(out: Path, source: TraceSource, label: str | None, max_bytes: int) -> tuple[subprocess.Popen, Path]:
+def _start_child(out: Path, request: Request, max_bytes: int) -> tuple[subprocess.Popen, Path]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")]))}
-    command = [sys.executable, "-m", "fusion.parallel", os.fspath(source), str(out), label or "", str(max_bytes)]
+    command = [
+        sys.executable, "-m", "fusion.parallel", os.fspath(request.source), str(out),
+        request.label or "", request.name or "", str(max_bytes),
+    ]
     child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     return child, out
 
 
-def _relay_progress(children: dict[int, tuple[subprocess.Popen, Path]], progress: PairProgress | None) -> None:
-    """Pass the children's 'done total' lines to `progress` until both have closed their stderr."""
+def _relay_progress(children: list[tuple[int, tuple[subprocess.Popen, Path]]], progress: SideProgress | None) -> None:
+    """Pass the children's 'done total' lines to `progress` until every child has closed its stderr."""
     with selectors.DefaultSelector() as selector:
-        for side, (child, _) in children.items():
+        for side, (child, _) in children:
             selector.register(child.stderr, selectors.EVENT_READ, side)
         while selector.get_map():
             for key, _ in selector.select():
@@ -140,31 +174,27 @@ def _relay_progress(children: dict[int, tuple[subprocess.Popen, Path]], progress
                     progress(key.data, int(done), int(total))
 
 
-def _child_result(out: Path, source: TraceSource, child: subprocess.Popen) -> Trace:
+def _child_result(out: Path, request: Request, child: subprocess.Popen) -> Trace | TraceError:
     try:
         with out.open("rb") as handle:
-            kind, payload = pickle.load(handle)
+            return pickle.load(handle)
     except (OSError, EOFError, pickle.UnpicklingError):
         why = "out of memory?" if child.returncode and child.returncode < 0 else f"exit status {child.returncode}"
-        raise TraceError(os.fspath(source), f"the loader process died ({why})") from None
-    if kind == "error":
-        raise payload
-    return payload
+        return TraceError(request.name or os.fspath(request.source), f"the loader process died ({why})")
 
 
 def _child_main(argv: list[str]) -> None:
-    path, out, label, max_bytes = argv
+    path, out, label, name, max_bytes = argv
 
     def report(done: int, total: int) -> None:
         sys.stderr.buffer.write(f"progress {done} {total}\n".encode())
         sys.stderr.buffer.flush()
 
+    request = Request(path, label or None, name or None)
     try:
-        result: tuple[str, Any] = ("trace", load(path, label or None, progress=report, max_bytes=int(max_bytes)))
-    except TraceError as exc:
-        result = ("error", exc)
+        result = _load_here(request, report, int(max_bytes))
     except MemoryError:
-        result = ("error", TraceError(path, "out of memory while loading"))
+        result = TraceError(name or path, "out of memory while loading")
     with open(out, "wb") as handle:
         pickle.dump(result, handle, protocol=pickle.HIGHEST_PROTOCOL)
 

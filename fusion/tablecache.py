@@ -49,10 +49,12 @@ class TableCache:
         env_mb = float(os.environ.get("FUSION_CACHE_MAX_MB", DEFAULT_MAX_MB))
         self.max_bytes = int(env_mb * (1 << 20)) if max_bytes is None else max_bytes
 
-    def lookup(self, path: str | os.PathLike, label: str | None = None) -> Trace | None:
-        """The cached trace for the file at `path` when it is unchanged since it was stored, else None."""
+    def lookup(self, path: str | os.PathLike, label: str | None = None, *, name: str | None = None) -> Trace | None:
+        """The cached trace for the file at `path` when it is unchanged since it was stored, else None.
+
+        `name` is what messages call the trace (else the path), as for fusion.trace.load."""
         digest = self._stamps().get(_stamp(Path(path)))
-        return self.get(digest, label, source=str(path)) if digest else None
+        return self.get(digest, label, source=name or str(path)) if digest else None
 
     def store(self, path: str | os.PathLike, trace: Trace) -> None:
         """Cache `trace`, loaded from the file at `path`, and remember that file's digest."""
