@@ -70,10 +70,19 @@ PAGES = {
 }
 
 OTHER_TYPE = "Other"
-_PALETTE = [c for c in px.colors.qualitative.Dark24 + px.colors.qualitative.Light24 if c.upper() != "#222A2A"]
+_TYPE_PALETTE = {
+    "GEMM": "#1F77B4", "MoE_GEMM": "#17BECF", "Attention": "#FF7F0E", "KV_Cache": "#FFBB78",
+    "Communication": "#8C564B", "Convolution": "#C49C94", "RMSNorm": "#9467BD", "LayerNorm": "#C5B0D5",
+    "BatchNorm": "#7B4173", "GroupNorm": "#A55194", "SwiGLU": "#2CA02C", "GELU": "#98DF8A", "ReLU": "#637939",
+    "RoPE": "#BCBD22", "MoE_Routing": "#E377C2", "Softmax": "#D62728", "Embedding": "#AD494A",
+    "Quantize": "#E7BA52", "Reduce": "#843C39", "Sort": "#393B79", "Scan": "#6B6ECF", "Elementwise": "#DBDB8D",
+    "Triton_Pointwise": "#D6616B", "Triton_Reduce": "#B5CF6B", "Triton_Persistent": "#9C9EDE",
+    "Triton_Template": "#E7969C", "MemCopy": "#C7C7C7", "Memset": "#525252", OTHER_TYPE: "#9E9E9E",
+}
+"""Hand-picked so that the types seen together most (GEMM, attention, norms, MoE, sort) differ in hue."""
+_SPARE = px.colors.qualitative.Dark24
 TYPE_COLORS: dict[str, str] = {
-    kernel_type: ("#9E9E9E" if kernel_type == OTHER_TYPE else _PALETTE[i % len(_PALETTE)])
-    for i, kernel_type in enumerate(KERNEL_TYPES)
+    kernel_type: _TYPE_PALETTE.get(kernel_type, _SPARE[i % len(_SPARE)]) for i, kernel_type in enumerate(KERNEL_TYPES)
 }
 """One colour per kernel type, the same on every page."""
 SIDE_COLORS = {1: "#C8102E", 2: "#5A9E00"}
