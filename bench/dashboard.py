@@ -20,13 +20,7 @@ sys.path.insert(0, str(PROJECT))
 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-PAGES = {
-    "home": "app.py",
-    "overview": "pages/1_Overview.py",
-    "fusion": "pages/2_Fusion.py",
-    "groups": "pages/3_Groups.py",
-    "kernels": "pages/4_Kernels.py",
-}
+from appstate import PAGES  # noqa: E402
 
 
 def run_page(page: str, params: dict[str, str], timeout: float) -> float:
