@@ -90,7 +90,8 @@ def _read_until_events_key(
         match = _EVENTS_KEY.search(buf)
     if not match:
         _diagnose_whole(raw.source, buf, at_eof)
-    stream.top_level.update(_decode_head(raw.source, buf[: match.start()]))
+    match, head = _top_level_key(raw.source, buf, match)
+    stream.top_level.update(head)
     rest = buf[match.end() :]
     if not rest:
         raise TraceError(raw.source, "truncated: the file ends right after the traceEvents key")
@@ -98,6 +99,21 @@ def _read_until_events_key(
         found = _describe_value(rest)
         raise TraceError(raw.source, f"traceEvents is not a list (it holds {found})")
     return rest[1:], skipped + match.end() + 1, at_eof
+
+
+def _top_level_key(source: str, buf: bytes, first: re.Match[bytes]) -> tuple[re.Match[bytes], dict[str, Any]]:
+    """The `traceEvents` key of the top-level object, and the keys before it.
+
+    An earlier match can sit inside a nested object (`{"meta": {"traceEvents": 1}, ...}`); then the
+    keys before it do not close into an object, and the next match is tried.
+    """
+    error: TraceError | None = None
+    for match in _EVENTS_KEY.finditer(buf, first.start()):
+        try:
+            return match, _decode_head(source, buf[: match.start()])
+        except TraceError as exc:
+            error = error or exc
+    raise error or TraceError(source, "no top-level traceEvents key")
 
 
 def _diagnose_whole(source: str, buf: bytes, complete: bool) -> None:

@@ -88,6 +88,8 @@ def _binary_stream(source: TraceSource, label: str) -> tuple[BinaryIO, int]:
             raise TraceError(label, "permission denied") from None
         except OSError as exc:
             raise TraceError(label, f"cannot be read ({exc.strerror or exc})") from None
+    if isinstance(source, io.TextIOBase):
+        raise TraceError(label, "is opened in text mode; open trace files in binary mode ('rb')")
     return source, _remaining_size(source)
 
 

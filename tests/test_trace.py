@@ -223,3 +223,15 @@ def test_gzip_bomb_stops_at_the_limit() -> None:
     bomb = gzip.compress(b'{"traceEvents": [' + b" " * (50 << 20) + b"]}")
     with pytest.raises(TraceError, match="limit"):
         load(bomb, name="bomb.json.gz", max_bytes=10 << 20)
+
+
+def test_a_traceevents_key_nested_before_the_real_one() -> None:
+    event = kernel_event("k", 1.0, 2.0, 1)
+    data = orjson.dumps({"meta": {"traceEvents": 1}, "traceEvents": [event]})
+    trace = load(data)
+    assert trace.kernel_count == 1
+
+
+def test_a_text_mode_file_is_refused_with_a_message() -> None:
+    with pytest.raises(TraceError, match="text mode"):
+        load(io.StringIO("{}"))
