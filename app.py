@@ -14,6 +14,7 @@ from fusion.result import Comparison
 
 MODES = ["Sample pair", "Upload files"] + ([] if app.hosted() else ["Server path"])
 UNKNOWN_SHARE_WARN = 0.10
+TOP_FINDINGS = 5
 
 
 def mode_of(view: app.View) -> str:
@@ -135,8 +136,8 @@ def headline(comparison: Comparison, columns: list) -> None:
         trace = comparison.trace(side)
         groups = comparison.groups1 if side == 1 else comparison.groups2
         with column:
-            st.markdown(f"**{trace.label}**")
-            st.caption(f"{trace.platform} ({trace.platform_evidence}) · {trace.gpu} · {trace.source}")
+            st.markdown(f"**{app.md_text(trace.label)}**")
+            st.caption(app.md_text(f"{trace.platform} ({trace.platform_evidence}) · {trace.gpu} · {trace.source}"))
             top = st.columns(3)
             top[0].metric("Kernels", f"{trace.kernel_count:,}")
             top[1].metric("Kernel time", app.ms(trace.kernel_time_us))
@@ -169,7 +170,24 @@ def warnings(comparison: Comparison) -> None:
         st.success("The traces look comparable and no quality problems were found.")
         return
     show = st.error if comparison.comparability.level == "mismatch" else st.warning
-    show("\n".join(f"- {note}" for note in notes))
+    show("\n".join(f"- {app.md_text(note)}" for note in notes))
+
+
+def findings(view: app.View, comparison: Comparison) -> None:
+    """The fusion findings at a glance, largest unfused extra time first; details on the Fusion page."""
+    st.subheader("Fusion findings")
+    if not comparison.mappings:
+        st.caption("No fusion difference was found between the two traces.")
+        return
+    ranked = sorted(comparison.mappings, key=lambda m: m.time_saved_us, reverse=True)
+    for mapping in ranked[:TOP_FINDINGS]:
+        st.markdown(
+            f"- {app.finding(comparison, mapping)}: ×{mapping.pattern_count:,}, "
+            f"{mapping.pattern_confidence:.0%} confidence, {app.ms(mapping.time_saved_us)} of unfused extra time"
+        )
+    if len(ranked) > TOP_FINDINGS:
+        st.caption(f"…and {len(ranked) - TOP_FINDINGS} more.")
+    app.link(app.PAGES["fusion"], "All findings with their evidence", view)
 
 
 def export(comparison: Comparison) -> None:
@@ -203,7 +221,7 @@ def page() -> None:
     analysis = app.analyse(view)
     for column, error in zip(columns, analysis.errors):
         if error:
-            column.error(error)
+            column.error(app.md_text(error))
     comparison = analysis.comparison
     app.sidebar(view, comparison)
     if comparison is None:
@@ -212,6 +230,7 @@ def page() -> None:
     controls(view, comparison)
     headline(comparison, columns)
     warnings(comparison)
+    findings(view, comparison)
     st.subheader("Explore")
     links = st.columns(4)
     for column, (key, label) in zip(links, [("overview", "Kernel types"), ("fusion", "Fusion findings"), ("groups", "Group pairs"), ("kernels", "Kernel names")]):

@@ -30,7 +30,7 @@ import streamlit as st
 from fusion.classify import KERNEL_TYPES
 from fusion.compare import compare
 from fusion.errors import TraceError
-from fusion.result import Comparison
+from fusion.result import Comparison, FusionMapping
 from fusion.parallel import Request, load_traces
 from fusion.store import TraceStore, is_digest
 from fusion.tablecache import TableCache
@@ -170,6 +170,14 @@ class View:
             w1=_window(params.get("w1")),
             w2=_window(params.get("w2")),
         )
+
+
+_MARKDOWN_SYNTAX = re.compile(r"([\\`*_{}\[\]()<>#+!|~$:])")
+
+
+def md_text(text: str) -> str:
+    """Untrusted text (a GPU or kernel name from a trace file, an upload's file name) as literal markdown."""
+    return _MARKDOWN_SYNTAX.sub(r"\\\1", str(text).replace("\n", " "))
 
 
 def clean_label(value: str | None, limit: int = 80) -> str | None:
@@ -338,7 +346,7 @@ def accept_upload(side: int, upload: Any) -> tuple[str | None, bool]:
         seen[upload.file_id] = _ingest(side, upload)
     outcome = seen[upload.file_id]
     if "error" in outcome:
-        st.error(outcome["error"])
+        st.error(md_text(outcome["error"]))
         return None, fresh
     return outcome["digest"], fresh
 
@@ -521,7 +529,7 @@ def require_comparison(view: View) -> Comparison:
     analysis = analyse(view)
     for side, error in enumerate(analysis.errors, start=1):
         if error:
-            st.error(f"Trace {side}: {error}")
+            st.error(f"Trace {side}: {md_text(error)}")
     if analysis.comparison is None:
         st.info("Pick two traces on the home page first.")
         link(PAGES["home"], "Go to the home page", view)
@@ -569,9 +577,20 @@ def sidebar(view: View, comparison: Comparison | None) -> None:
         if comparison is not None:
             for side in (1, 2):
                 trace = comparison.trace(side)
-                st.markdown(f":{side_badge(side)}[**Trace {side}**] {trace.label}")
+                st.markdown(f":{side_badge(side)}[**Trace {side}**] {md_text(trace.label)}")
         st.caption("Link to this view")
         st.code(share_url(view), language=None, wrap_lines=True)
+
+
+def finding(comparison: Comparison, mapping: FusionMapping) -> str:
+    """One fusion mapping as a sentence (markdown): which side runs one kernel for which sequence."""
+    fused, unfused = mapping.fused_trace, 3 - mapping.fused_trace
+    sequence = " → ".join(f"`{t}`" for t in mapping.unfused_sequence)
+    return (
+        f":{side_badge(fused)}[**{md_text(comparison.trace(fused).label)}**] (trace {fused}) runs one "
+        f"`{mapping.fused_kernel_type}` kernel where :{side_badge(unfused)}[**{md_text(comparison.trace(unfused).label)}**] "
+        f"(trace {unfused}) runs {sequence}"
+    )
 
 
 def ink_on(colour: str) -> str:

@@ -51,16 +51,6 @@ def side_text(comparison: Comparison, side: int) -> str:
     return f"trace {side}: {comparison.trace(side).label}"
 
 
-def finding(comparison: Comparison, mapping: FusionMapping) -> str:
-    fused, unfused = mapping.fused_trace, 3 - mapping.fused_trace
-    sequence = " → ".join(f"`{t}`" for t in mapping.unfused_sequence)
-    return (
-        f":{app.side_badge(fused)}[**{comparison.trace(fused).label}**] (trace {fused}) runs one "
-        f"`{mapping.fused_kernel_type}` kernel where :{app.side_badge(unfused)}[**{comparison.trace(unfused).label}**] "
-        f"(trace {unfused}) runs {sequence}"
-    )
-
-
 def evidence_label(ref: EvidenceRef) -> str:
     return (
         f"Pair {ref.pair_id}: kernels {ref.window1[0]}–{ref.window1[1] - 1} (trace 1) · "
@@ -70,7 +60,7 @@ def evidence_label(ref: EvidenceRef) -> str:
 
 def show_mapping(view: app.View, comparison: Comparison, mapping: FusionMapping, number: int) -> None:
     with st.container(border=True):
-        st.markdown(f"**{number}.** {finding(comparison, mapping)}")
+        st.markdown(f"**{number}.** {app.finding(comparison, mapping)}")
         cols = st.columns(4)
         cols[0].metric("Confidence", f"{mapping.pattern_confidence:.0%}")
         cols[1].metric("Occurrences", f"{mapping.pattern_count:,}")
@@ -78,7 +68,7 @@ def show_mapping(view: app.View, comparison: Comparison, mapping: FusionMapping,
         cols[3].metric("Unfused extra time", app.ms(mapping.time_saved_us))
         counts = ", ".join(f"{t} × {n}" for t, n in mapping.unfused_count_per_type.items())
         st.caption(f"Detector: {mapping.detector} · fused kernels: {mapping.fused_count:,} · unfused kernels per type: {counts}")
-        st.markdown(mapping.evidence)
+        st.markdown(app.md_text(mapping.evidence))
         for ref in mapping.evidence_refs[:EVIDENCE_LINKS]:
             app.link(
                 app.PAGES["groups"],

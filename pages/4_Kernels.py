@@ -51,7 +51,7 @@ def show_side(comparison: Comparison, side: int) -> None:
     trace = comparison.trace(side)
     table = name_table(trace)
     other = table[table["type"] == app.OTHER_TYPE]
-    st.markdown(f":{app.side_badge(side)}[**Trace {side}**] {trace.label} — {len(table):,} distinct names, {len(other):,} unclassified ({other['total time (ms)'].sum():,.3f} ms)")
+    st.markdown(f":{app.side_badge(side)}[**Trace {side}**] {app.md_text(trace.label)} — {len(table):,} distinct names, {len(other):,} unclassified ({other['total time (ms)'].sum():,.3f} ms)")
     search = st.text_input("Filter names", key=f"name_filter{side}", placeholder="substring, e.g. gemm")
     if search:
         table = table[table["kernel name"].str.contains(search, case=False, regex=False)]

@@ -6,12 +6,14 @@ upload path (digest once per file_id, store, URL) is exercised here; test_e2e.py
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
@@ -19,6 +21,7 @@ from streamlit.testing.v1 import AppTest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from appstate import md_text  # noqa: E402
 from fusion.compare import compare  # noqa: E402
 from fusion.trace import load  # noqa: E402
 
@@ -247,11 +250,20 @@ def test_unknown_digest_and_sample_explain_themselves() -> None:
     at = run("pages/1_Overview.py", t1="0" * 64, t2="1" * 64)
     assert any("does not have" in e.value for e in at.error)
     at = run("app.py", sample="no_such_sample")
-    assert any("no_such_sample" in e.value for e in at.error)
+    assert any(md_text("no_such_sample") in e.value for e in at.error)
 
 
 def test_labels_from_a_link_cannot_inject_markup() -> None:
     at = run("app.py", sample=SAMPLE, l1="[click](https://evil.example) **bold** <b>")
     shown = [m.value for m in at.markdown if "click" in m.value]
-    assert shown and all("click(https://evil.example) bold b" in m for m in shown)
+    assert shown and all(md_text("click(https://evil.example) bold b") in m for m in shown)
     assert not any("[click]" in m or "<b>" in m for m in shown)
+
+
+def test_names_from_an_uploaded_trace_are_shown_as_text() -> None:
+    gpu = "[click](https://evil.example) :red[x]"
+    data = gzip.decompress(sample_bytes("amd.json.gz")).replace(b'"AMD Instinct MI300X"', orjson.dumps(gpu), 1)
+    at = upload_both(data, sample_bytes("nvidia.json.gz"))
+    texts = [m.value for m in at.markdown] + [c.value for c in at.caption]
+    assert any(md_text(gpu) in text for text in texts)
+    assert not any(gpu in text for text in texts)
