@@ -112,10 +112,6 @@ class View:
     w1: tuple[int, int] | None = None
     w2: tuple[int, int] | None = None
 
-    @property
-    def has_sources(self) -> bool:
-        return any(getattr(self, key) for key in SOURCE_KEYS)
-
     def label(self, side: int) -> str | None:
         return self.l1 if side == 1 else self.l2
 

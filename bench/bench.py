@@ -15,7 +15,6 @@ printed with the ratio ours/baseline. Figures are medians over --runs.
 from __future__ import annotations
 
 import argparse
-import statistics
 import subprocess
 import sys
 import tempfile

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .align import MATCH, ONLY1, ONLY2, SUBSTITUTE, align_codes, ops
+from .align import ONLY1, ONLY2, SUBSTITUTE, align_codes, ops
 from .result import Comparability, EvidenceRef, FusionMapping, OneSidedNote, Opportunity
 from .trace import Trace
 from .pair_checks import pair_warnings

@@ -17,8 +17,6 @@ import pandas as pd
 if TYPE_CHECKING:
     from .trace import Trace
 
-ALIGN_OPS = ("match", "substitute", "only1", "only2")
-"""Values of the `op` column of an alignment: same type, different type, kernel on one side only."""
 
 
 class PairKernels(Protocol):
@@ -151,14 +149,6 @@ class Comparison:
             idx1, idx2 = self.pair_kernels.kernel_indices(pair_id)
             self._alignments[pair_id] = alignment_table(self.trace1.kernels, self.trace2.kernels, idx1, idx2)
         return self._alignments[pair_id]
-
-    def group_kernels(self, side: int, correlation: int) -> pd.DataFrame:
-        """The kernels of one correlation group, with rel_ts (µs from the group's first kernel)."""
-        kernels = self.trace(side).kernels
-        rows = kernels[kernels["correlation"].to_numpy() == correlation].copy()
-        rows.insert(0, "index", rows.index.to_numpy())
-        rows["rel_ts"] = rows["ts"] - (rows["ts"].iloc[0] if len(rows) else 0.0)
-        return rows.reset_index(drop=True)
 
     def pairs_with_difference(self, kernel_type: str) -> pd.DataFrame:
         """Matched group pairs where `kernel_type`'s count differs, with both counts and the difference."""

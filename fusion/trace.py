@@ -84,7 +84,7 @@ class _Collector:
         if self.events < RUNTIME_SCAN_EVENTS:
             self._count_runtime(events)
         self.events += len(events)
-        kernels = [e for e in events if e.cat == "kernel" or e.cat == "Kernel"]
+        kernels = [e for e in events if isinstance(e.cat, str) and e.cat in KERNEL_CATEGORIES]
         if kernels:
             self._add_kernels(kernels, source)
 

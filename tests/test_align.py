@@ -43,7 +43,7 @@ def test_stream_windows_cover_streams_advancing_at_different_rates():
     windows = stream_windows(np.tile(step1, 8), np.tile(step2, 6), budget=100000)
     assert windows[0][0] == 0 and windows[0][2] == 0
     assert windows[-1][1] == 2400 and windows[-1][3] == 6 * len(step2)
-    for (s1, e1, s2, e2), nxt in zip(windows, windows[1:]):
+    for (_, e1, _, e2), nxt in zip(windows, windows[1:]):
         assert e1 == nxt[0] and e2 == nxt[2]
 
 

@@ -205,15 +205,15 @@ def _mutate_event(draw: st.DrawFn, event: Any) -> Any:
 def expected_kernels(doc: dict) -> int:
     """The kernel count read straight from the JSON: the loader's rules, written independently."""
     rows = set()
-    for event in doc["traceEvents"]:
-        if event.get("cat") not in ("kernel", "Kernel") or not isinstance(event.get("name"), str):
+    for entry in doc["traceEvents"]:
+        if entry.get("cat") not in ("kernel", "Kernel") or not isinstance(entry.get("name"), str):
             continue
-        ts, dur = event.get("ts"), event.get("dur")
+        ts, dur = entry.get("ts"), entry.get("dur")
         if not (_usable_number(ts) and _usable_number(dur)) or dur < 0:
             continue
-        args = event.get("args")
+        args = entry.get("args")
         ids = tuple(_id(args.get(k)) if isinstance(args, dict) else -1 for k in ("correlation", "stream", "device"))
-        rows.add((event["name"], float(ts), float(dur), ids))
+        rows.add((entry["name"], float(ts), float(dur), ids))
     return len(rows)
 
 
