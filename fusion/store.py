@@ -11,6 +11,8 @@ import hashlib
 import os
 import re
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import platformdirs
@@ -53,15 +55,9 @@ class TraceStore:
         if target.exists():
             os.utime(target)
             return digest
-        fd, temp = tempfile.mkstemp(dir=self._root, prefix=_TEMP_PREFIX)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-            os.replace(temp, target)
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
-        self._evict(keep=digest)
+        with atomic_file(target) as temp:
+            temp.write_bytes(data)
+        evict_least_recent(self._root, self.max_bytes, keep=digest, is_entry=is_digest)
         return digest
 
     def path(self, digest: str) -> Path:
@@ -78,17 +74,30 @@ class TraceStore:
     def __contains__(self, digest: object) -> bool:
         return is_digest(digest) and (self._root / str(digest)).is_file()
 
-    def _evict(self, keep: str) -> None:
-        """Drop least recently used traces until the store fits its cap; `keep` (just stored) stays."""
-        entries = []
-        for entry in os.scandir(self._root):
-            if is_digest(entry.name) and entry.is_file():
-                stat = entry.stat()
-                entries.append((stat.st_mtime_ns, stat.st_size, entry.name))
-        total = sum(size for _, size, _ in entries)
-        for _, size, name in sorted(entries):
-            if total <= self.max_bytes:
-                break
-            if name != keep:
-                (self._root / name).unlink(missing_ok=True)
-                total -= size
+
+@contextmanager
+def atomic_file(target: Path) -> Iterator[Path]:
+    """A temporary path beside `target`; it replaces `target` only when the block succeeds."""
+    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=_TEMP_PREFIX)
+    os.close(fd)
+    try:
+        yield Path(temp)
+        os.replace(temp, target)
+    finally:
+        Path(temp).unlink(missing_ok=True)
+
+
+def evict_least_recent(root: Path, max_bytes: int, *, keep: str, is_entry: Callable[[str], bool]) -> None:
+    """Delete the least recently used entries (by mtime) of `root` until they fit in `max_bytes`."""
+    entries = sorted(
+        (stat.st_mtime_ns, stat.st_size, entry.name)
+        for entry in os.scandir(root)
+        if is_entry(entry.name) and entry.is_file() and (stat := entry.stat())
+    )
+    total = sum(size for _, size, _ in entries)
+    for _, size, name in entries:
+        if total <= max_bytes:
+            break
+        if name != keep:
+            (root / name).unlink(missing_ok=True)
+            total -= size

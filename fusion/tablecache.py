@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .classify import BUILTIN_RULES, KERNEL_TYPES, RULES_ENV
+from .store import atomic_file, evict_least_recent
 from .trace import Trace
 
 FORMAT_VERSION = 1
@@ -76,14 +76,10 @@ class TableCache:
         """Write the trace's entry atomically, then evict old entries beyond the cap."""
         table = pa.Table.from_pandas(trace.kernels, preserve_index=False)
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), _META_KEY: _meta(trace)})
-        fd, temp = tempfile.mkstemp(dir=self.root, prefix=".incoming-")
-        os.close(fd)
-        try:
+        entry = self._entry(trace.digest)
+        with atomic_file(entry) as temp:
             pq.write_table(table, temp, compression="zstd")
-            os.replace(temp, self._entry(trace.digest))
-        finally:
-            Path(temp).unlink(missing_ok=True)
-        self._evict(keep=self._entry(trace.digest).name)
+        evict_least_recent(self.root, self.max_bytes, keep=entry.name, is_entry=lambda name: name.endswith(".parquet"))
 
     def _entry(self, digest: str) -> Path:
         key = hashlib.sha256(f"{digest}:{FORMAT_VERSION}:{_rules_fingerprint()}".encode()).hexdigest()
@@ -100,24 +96,8 @@ class TableCache:
         stamps[_stamp(path)] = digest
         if len(stamps) > _MAX_STAMPS:
             stamps = dict(list(stamps.items())[-_MAX_STAMPS:])
-        fd, temp = tempfile.mkstemp(dir=self.root, prefix=".incoming-")
-        with os.fdopen(fd, "wb") as out:
-            out.write(orjson.dumps(stamps))
-        os.replace(temp, self.root / _STAMPS_FILE)
-
-    def _evict(self, keep: str) -> None:
-        entries = sorted(
-            (entry.stat().st_mtime_ns, entry.stat().st_size, entry.name)
-            for entry in os.scandir(self.root)
-            if entry.name.endswith(".parquet") and entry.is_file()
-        )
-        total = sum(size for _, size, _ in entries)
-        for _, size, name in entries:
-            if total <= self.max_bytes:
-                break
-            if name != keep:
-                (self.root / name).unlink(missing_ok=True)
-                total -= size
+        with atomic_file(self.root / _STAMPS_FILE) as temp:
+            temp.write_bytes(orjson.dumps(stamps))
 
 
 def _rules_fingerprint() -> str:

@@ -40,16 +40,13 @@ def test_put_dedupes(store: TraceStore, tmp_path: Path) -> None:
 def test_a_failed_write_leaves_nothing_behind(
     store: TraceStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_fdopen = os.fdopen
+    real_write = Path.write_bytes
 
-    def half_written(fd: int, mode: str):  # type: ignore[no-untyped-def]
-        out = real_fdopen(fd, mode)
-        out.write(b"partial")
-        out.flush()
-        out.write = lambda data: (_ for _ in ()).throw(OSError("disk full"))  # type: ignore[method-assign]
-        return out
+    def half_written(path: Path, data: bytes) -> int:
+        real_write(path, data[: len(data) // 2])
+        raise OSError("disk full")
 
-    monkeypatch.setattr(os, "fdopen", half_written)
+    monkeypatch.setattr(Path, "write_bytes", half_written)
     with pytest.raises(OSError, match="disk full"):
         store.put(b"whole trace")
     assert os.listdir(tmp_path / "traces") == []
