@@ -82,6 +82,16 @@ class FusionMapping:
     pairs_with_pattern: int = 0
     time_saved_us: float = 0.0
     """Time of the unfused side's extra kernels in the observed occurrences."""
+    fused_kernel_names: list[str] = field(default_factory=list)
+    """Raw names of the fused kernel(s) exactly as in the trace, most frequent first, at most 5."""
+    unfused_kernel_names: list[str] = field(default_factory=list)
+    """Raw names of the kernels on the other side that it replaces, at most 5 per type."""
+    fused_components: list[str] = field(default_factory=list)
+    """Operation types the fused kernel performs besides its own type, read from its name."""
+    op: str = ""
+    """The launching PyTorch op of an op-level finding ('' for findings from groups or windows)."""
+    evidence_source: str = ""
+    """Where the finding comes from: 'op_calls', 'groups' or 'windows'."""
 
 
 @dataclass
