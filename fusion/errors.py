@@ -13,3 +13,7 @@ class TraceError(Exception):
 
     def __str__(self) -> str:
         return f"{self.source}: {self.problem}"
+
+
+class ConfigError(ValueError):
+    """A FUSION_* setting or a user rule file that cannot be used; the message names it and the problem."""

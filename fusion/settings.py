@@ -12,6 +12,8 @@ from pathlib import Path
 
 import platformdirs
 
+from .errors import ConfigError
+
 APP_DIR_NAME = "fusion-explorer"
 DEFAULT_CACHE_MAX_MB = 4096
 DEFAULT_STORE_MAX_MB = 10240
@@ -22,7 +24,7 @@ DEFAULT_CACHED_COMPARISONS = 4
 _TRUE = frozenset({"1", "true", "yes", "on"})
 
 
-class SettingError(ValueError):
+class SettingError(ConfigError):
     """A FUSION_* variable whose value cannot be used; the message names the variable and the value."""
 
     def __init__(self, name: str, value: str, expected: str) -> None:
