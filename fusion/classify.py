@@ -26,7 +26,6 @@ from .rulesets import (
     ImplementationRule,
     NameRule,
     NameRules,
-    OpRule,
     OpRules,
     name_rules,
     op_rules,
@@ -105,13 +104,14 @@ def inductor_ops(name: str) -> tuple[str, ...]:
 def type_from_op(name_type: str, op: str, op_top: str) -> tuple[str, str]:
     """(type, route) of a kernel from its name's type and its launching ops (innermost, outermost).
 
-    The name decides (route 'name') unless an op rule overrides that name type; a name typed Other is
-    typed by the first op rule matching `op`, then `op_top` (route 'op'); otherwise ('Other', 'unknown').
+    The first op rule (in file order) that matches `op` or `op_top` and may decide types the kernel
+    (route 'op'): any rule may type a name that says Other, only a rule that lists the name's type in
+    `overrides` may retype it. Otherwise the name decides (route 'name'), or nothing does ('unknown').
     """
-    rules = _active_op_rules().rules
-    for launching_op in (op, op_top):
-        rule = _op_rule(rules, launching_op, name_type)
-        if rule is not None:
+    launching = tuple(o.lower() for o in (op, op_top) if o)
+    for rule in _active_op_rules().rules:
+        may_decide = name_type == "Other" or name_type in rule.overrides
+        if may_decide and any(rule.pattern.fullmatch(o) for o in launching):
             return rule.kernel_type, "op"
     if name_type != "Other":
         return name_type, "name"
@@ -227,10 +227,6 @@ def _active_op_rules() -> OpRules:
     return op_rules(settings.rules_path())
 
 
-def _op_rule(rules: tuple[OpRule, ...], op: str, name_type: str) -> OpRule | None:
-    """The first rule matching `op` that may decide for a kernel whose name says `name_type`."""
-    if not op:
-        return None
     text = op.lower()
     for rule in rules:
         if (name_type == "Other" or name_type in rule.overrides) and rule.pattern.fullmatch(text):
