@@ -568,3 +568,30 @@ def test_op_rule_types_are_known() -> None:
     data = tomllib.loads(BUILTIN_OP_RULES.read_text(encoding="utf-8"))
     assert {r["type"] for r in data["op"]} <= set(KERNEL_TYPES)
     assert [r["id"] for r in data["op"] if len(r.get("note", "")) < 20] == []
+
+
+# Real launching ops (PyTorch profiler cpu_op names, vLLM/SGLang custom ops) and the type each gives
+# a kernel whose name says nothing.
+REAL_OPS = [
+    ("aten::mm", "GEMM"), ("aten::bmm", "GEMM"), ("aten::_scaled_mm", "GEMM"), ("vllm::rocm_unquantized_gemm", "GEMM"),
+    ("aten::miopen_convolution", "Convolution"), ("aten::cudnn_convolution", "Convolution"),
+    ("aten::_scaled_dot_product_efficient_attention", "Attention"), ("aten::_efficient_attention_forward", "Attention"),
+    ("vllm::unified_attention_with_output", "Attention"), ("aiter::fmha_v3_fwd", "Attention"),
+    ("deep_ep::combine", "Communication"), ("c10d::allreduce_", "Communication"), ("vllm::all_reduce", "Communication"),
+    ("aten::embedding", "Embedding"), ("aten::layer_norm", "LayerNorm"), ("_C::fused_add_rms_norm", "RMSNorm"),
+    ("aten::cudnn_batch_norm", "BatchNorm"), ("aten::group_norm", "GroupNorm"), ("aten::_softmax", "Softmax"),
+    ("_C::silu_and_mul", "SwiGLU"), ("aten::silu", "SiLU"), ("aten::gelu", "GELU"), ("_C::rotary_embedding", "RoPE"),
+    ("_C::scaled_fp8_quant", "Quantize"), ("aten::sort", "Sort"), ("aten::cumsum", "Scan"), ("aten::fill_", "Memset"),
+    ("aten::clone", "MemCopy"), ("aten::_to_copy", "Cast"), ("aten::sum", "Reduce"), ("aten::mul", "Elementwise"),
+]
+
+
+@pytest.mark.parametrize(("op", "expected"), REAL_OPS)
+def test_real_ops_type_unnamed_kernels(op: str, expected: str) -> None:
+    assert type_from_op("Other", op, "") == (expected, "op")
+    assert type_from_op("Other", "", op) == (expected, "op")
+
+
+def test_real_ops_cover_every_op_rule_type() -> None:
+    data = tomllib.loads(BUILTIN_OP_RULES.read_text(encoding="utf-8"))
+    assert {r["type"] for r in data["op"]} == {expected for _, expected in REAL_OPS}
