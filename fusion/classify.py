@@ -171,8 +171,9 @@ def _classify_inductor(name: str, kind: str, rules: NameRules) -> Classification
     components = _components(name, rules.compound_ops)
     ops = frozenset(components)
     matched = [rule for rule in inductor.rules if rule.matches(ops, kind, inductor.passive_ops)]
-    kernel_type = matched[0].kernel_type if matched else inductor.fallback[kind]
-    rule_id = matched[0].id if matched else f"inductor_{kind}"
+    primary = next((rule for rule in matched if not rule.fused_only), None)
+    kernel_type = primary.kernel_type if primary else inductor.fallback[kind]
+    rule_id = primary.id if primary else f"inductor_{kind}"
     consumed = set(inductor.passive_ops)
     fused = []
     for rule in matched:

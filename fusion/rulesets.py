@@ -26,7 +26,7 @@ _MATCHER_TABLES = ("rule", "component", "implementation", "inductor_op")
 _RULE_KEYS = ("id", "type", "pattern", "vendor", "fused", "helper", "note")
 _COMPONENT_KEYS = ("id", "pattern", "fused", "types", "vendor", "note")
 _IMPLEMENTATION_KEYS = ("id", "implementation", "pattern", "vendor", "note")
-_INDUCTOR_OP_KEYS = ("id", "type", "all", "any", "absorbs", "kinds", "alone", "note")
+_INDUCTOR_OP_KEYS = ("id", "type", "all", "any", "absorbs", "kinds", "alone", "fused_only", "note")
 _INDUCTOR_KEYS = ("implementation", "fallback", "passive_ops", "note")
 _OP_KEYS = ("id", "type", "pattern", "overrides", "note")
 _EQUIVALENT_KEYS = ("canonical", "ops", "note")
@@ -77,6 +77,8 @@ class InductorOpRule:
     kinds: frozenset[str]
     alone: bool
     """Only when every op word is this rule's or passive (a kernel that only casts)."""
+    fused_only: bool
+    """Never the kernel's type, only one of its fused components (a cast inside an elementwise kernel)."""
 
     def matches(self, ops: frozenset[str], kind: str, passive: frozenset[str]) -> bool:
         if kind not in self.kinds or not self.all <= ops or (self.any and not self.any & ops):
@@ -241,7 +243,7 @@ def _parse_inductor_op(entry: Entry) -> InductorOpRule:
     kinds = entry.words("kinds", INDUCTOR_KINDS) or INDUCTOR_KINDS
     return InductorOpRule(
         entry.text("id"), entry.choice("type", KERNEL_TYPES), frozenset(required), frozenset(alternatives),
-        frozenset(entry.words("absorbs")), frozenset(kinds), entry.flag("alone"),
+        frozenset(entry.words("absorbs")), frozenset(kinds), entry.flag("alone"), entry.flag("fused_only"),
     )
 
 

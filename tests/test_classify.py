@@ -31,7 +31,7 @@ from fusion.errors import ConfigError
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason=f"shared traces not found at {TRACES}")
 MIN_COVERAGE = 0.98
-LINEAR_SLACK = 2.0
+LINEAR_SLACK = 3.0
 
 # Real kernel names from /work/shared/traces/*/kernel_names.txt; long C++
 # names are cut after their first template arguments.
@@ -316,7 +316,7 @@ def test_classify_names_is_linear() -> None:
     """Ten times the names take about ten times as long (the absolute speed is measured in bench/)."""
     names = [f"hostile_kernel_{i}_" + "q" * 150 for i in range(20_000)]
     small = min(_seconds(names[:2_000]) for _ in range(3))
-    assert _seconds(names) < LINEAR_SLACK * 10 * small
+    assert min(_seconds(names) for _ in range(2)) < LINEAR_SLACK * 10 * small
     table = classify_names(names)
     assert len(table) == len(names) and set(table["type"]) == {"Other"}
 
@@ -469,7 +469,9 @@ CUTLASS_SWIGLU = ("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniver
         ("triton_poi_fused_mul_silu_0", "AMD", ("SwiGLU", (), "Inductor", "")),
         ("triton_poi_fused_silu_0", "AMD", ("SiLU", (), "Inductor", "")),
         ("triton_poi_fused__to_copy_1", "AMD", ("Cast", (), "Inductor", "")),
-        ("triton_poi_fused__to_copy_add_mul_2", "AMD", ("Elementwise", (), "Inductor", "")),
+        ("triton_poi_fused__to_copy_add_mul_2", "AMD", ("Elementwise", ("Cast",), "Inductor", "")),
+        ("triton_tem_fused__to_copy_mm_4", "NVIDIA", ("GEMM", ("Cast",), "Inductor", "")),
+        ("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0", "AMD", ("RMSNorm", (), "Inductor", "")),
         ("triton_per_fused__softmax_12", "AMD", ("Softmax", (), "Inductor", "")),
         ("triton_poi_fused_addmm_gelu_view_17", "AMD", ("GELU", ("Elementwise",), "Inductor", "")),
         ("triton_per_fused__native_batch_norm_legit_functional_relu_4", "AMD", ("BatchNorm", ("ReLU",), "Inductor", "")),
