@@ -162,9 +162,9 @@ def _epilogue(text: str, rule: NameRule, components: tuple[ComponentRule, ...]) 
 
 
 def _classify_inductor(name: str, kind: str, rules: NameRules) -> Classification:
-    """Type an Inductor kernel from its op list: the first matching op rule wins.
+    """Type an Inductor kernel from its op list: the first matching op rule that is not fused_only wins.
 
-    A later matching rule adds its type to the fused components when it brings op words no earlier
+    Every other matching rule adds its type to the fused components when it brings op words no earlier
     rule consumed; op words no matching rule consumes (and not passive) are elementwise work fused in.
     """
     inductor = rules.inductor
