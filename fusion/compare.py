@@ -31,6 +31,7 @@ from .detect import (
 )
 from .groups import Groups, correlation_groups, type_codes
 from .match import Matching, match_groups, similarity
+from .ops import launched_only
 from .result import Comparison, EvidenceRef
 from .trace import Trace, load
 
@@ -66,8 +67,12 @@ class PairIndex:
 
 
 def compare(trace1: Trace, trace2: Trace, *, min_group_size: int = 50, progress: Progress | None = None,
-            **thresholds: Any) -> Comparison:
-    """Compare two loaded traces; `thresholds` are detect.Thresholds fields (reference defaults)."""
+            keep_unlaunched: bool = False, **thresholds: Any) -> Comparison:
+    """Compare two loaded traces; `thresholds` are detect.Thresholds fields (reference defaults).
+
+    Kernels without a launch event (launch 'none') are left out, with a warning, unless `keep_unlaunched`."""
+    if not keep_unlaunched:
+        trace1, trace2 = launched_only(trace1), launched_only(trace2)
     limits = Thresholds(**thresholds)
     report = progress or (lambda stage, fraction: None)
     types = _types(trace1, trace2)
