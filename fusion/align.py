@@ -25,6 +25,24 @@ STREAM_CHUNK = 512
 """Kernels per side aligned at once when walking a long eager stream."""
 STREAM_KEEP = 0.75
 """Fraction of a chunk's alignment kept before the next chunk starts (chunk ends are unreliable)."""
+FOLDED = 1 << 12
+"""Code bit of a helper kernel folded into the kernel of its operation before it (GEMM + split-K reduce)."""
+
+
+def unit_codes(codes: np.ndarray, helper: np.ndarray) -> np.ndarray:
+    """Alignment codes: a helper kernel right after a kernel of its operation type carries FOLDED.
+
+    A folded helper never aligns with the other side's real kernel of that type, only with a folded
+    helper, so "GEMM + splitKreduce" vs "GEMM" aligns the two GEMMs and leaves the reduce one-sided.
+    """
+    codes = np.asarray(codes, dtype=np.int16)
+    after_same = np.r_[False, codes[1:] == codes[:-1]] if len(codes) else np.zeros(0, dtype=bool)
+    return np.where(np.asarray(helper, dtype=bool) & after_same, codes | FOLDED, codes).astype(np.int16)
+
+
+def type_code(codes: np.ndarray) -> np.ndarray:
+    """The type code of alignment codes (FOLDED removed)."""
+    return np.asarray(codes) & (FOLDED - 1)
 
 
 def align_codes(a: np.ndarray, b: np.ndarray, free_end: bool = False) -> np.ndarray:
@@ -80,8 +98,12 @@ def _needleman_wunsch(a: np.ndarray, b: np.ndarray, free_end: bool) -> np.ndarra
 
 
 def _free_end_cell(last_row: np.ndarray, last_col: np.ndarray, n: int, m: int) -> tuple[int, int]:
-    j, i = int(np.argmax(last_row)), int(np.argmax(last_col))
-    return (n, j) if last_row[j] >= last_col[i] else (i, m)
+    """The best end cell; among equal scores the one that aligns the most kernels (never an early stop)."""
+    j = m - int(np.argmax(last_row[::-1]))
+    i = n - int(np.argmax(last_col[::-1]))
+    if last_row[j] != last_col[i]:
+        return (n, j) if last_row[j] > last_col[i] else (i, m)
+    return (n, j) if n + j >= i + m else (i, m)
 
 
 def _traceback(direction: np.ndarray, i: int, j: int) -> np.ndarray:
@@ -139,14 +161,25 @@ def _kept(path: np.ndarray, n: int, m: int, keep: float) -> tuple[int, int]:
     return max(1, int(done1[k])), max(1, int(done2[k]))
 
 
-def alignment_table(kernels1: pd.DataFrame, kernels2: pd.DataFrame, rows1: np.ndarray, rows2: np.ndarray) -> pd.DataFrame:
-    """Side-by-side aligned kernels of one pair: global index, name, type, dur and rel_ts per side, and op."""
+def kernel_helpers(kernels: pd.DataFrame, names: pd.DataFrame) -> np.ndarray:
+    """Per kernel row: is it a helper kernel of its operation (names table `helper` != '')."""
+    helper = (names["helper"] != "").reindex(kernels["name"].cat.categories.astype(str), fill_value=False)
+    codes = kernels["name"].cat.codes.to_numpy()
+    return helper.to_numpy(bool)[codes] if len(codes) else np.zeros(0, dtype=bool)
+
+
+def alignment_table(kernels1: pd.DataFrame, kernels2: pd.DataFrame, rows1: np.ndarray, rows2: np.ndarray,
+                    helpers1: np.ndarray, helpers2: np.ndarray) -> pd.DataFrame:
+    """Side-by-side aligned kernels of one pair: global index, name, type, dur and rel_ts per side, and op.
+
+    `helpers1/2` flag each kernel row of the traces that is a helper (see unit_codes).
+    """
     types = sorted(set(kernels1["type"].cat.categories) | set(kernels2["type"].cat.categories))
     code = {t: i for i, t in enumerate(types)}
     a = kernels1["type"].to_numpy()[rows1]
     b = kernels2["type"].to_numpy()[rows2]
-    a_codes = np.array([code[t] for t in a], dtype=np.int16)
-    b_codes = np.array([code[t] for t in b], dtype=np.int16)
+    a_codes = unit_codes(np.array([code[t] for t in a], dtype=np.int16), helpers1[rows1])
+    b_codes = unit_codes(np.array([code[t] for t in b], dtype=np.int16), helpers2[rows2])
     path = align_codes(a_codes, b_codes)
     table = {"op": OP_NAMES[ops(path, a_codes, b_codes)]}
     for side, kernels, rows in ((1, kernels1, rows1), (2, kernels2, rows2)):

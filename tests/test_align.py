@@ -3,7 +3,19 @@ import time
 import numpy as np
 import pandas as pd
 
-from fusion.align import MATCH, ONLY1, ONLY2, SUBSTITUTE, align_codes, alignment_table, ops, stream_windows
+from fusion.align import (
+    FOLDED,
+    MATCH,
+    ONLY1,
+    ONLY2,
+    SUBSTITUTE,
+    align_codes,
+    alignment_table,
+    kernel_helpers,
+    ops,
+    stream_windows,
+    unit_codes,
+)
 from kernels import make_trace
 
 
@@ -50,7 +62,33 @@ def test_stream_windows_cover_streams_advancing_at_different_rates():
 def test_alignment_table_uses_global_rows():
     t1 = make_trace([("x", "GEMM", 1.0, 1), ("add", "Elementwise", 1.0, 1), ("n", "RMSNorm", 1.0, 1)])
     t2 = make_trace([("y", "GEMM", 1.0, 5), ("fused_add_norm", "RMSNorm", 1.0, 5)])
-    table = alignment_table(t1.kernels, t2.kernels, np.array([0, 1, 2]), np.array([0, 1]))
+    helpers = [kernel_helpers(t.kernels, t.names) for t in (t1, t2)]
+    table = alignment_table(t1.kernels, t2.kernels, np.array([0, 1, 2]), np.array([0, 1]), *helpers)
     assert table["op"].tolist() == ["match", "only1", "match"]
     assert table["index2"].tolist() == [0, -1, 1]
     assert pd.isna(table["name2"].iloc[1]) and table["rel_ts1"].iloc[0] == 0.0
+
+
+def test_helper_folds_only_after_a_kernel_of_its_operation():
+    codes = np.array([0, 0, 0, 1, 0])
+    helper = np.array([False, True, True, False, True])
+    assert unit_codes(codes, helper).tolist() == [0, FOLDED, FOLDED, 1, 0]
+
+
+def test_free_end_tie_prefers_the_full_alignment():
+    """Every call one kernel longer on side 2: stopping early scores the same and must not win."""
+    a = np.tile([0, 2], 50)
+    b = np.tile([0, 0 | FOLDED, 2], 50)
+    path = align_codes(a, b, free_end=True)
+    assert path[:, 0].max() == 99 and path[:, 1].max() == 149
+    assert stream_windows(a, b, budget=1000) == [(0, 100, 0, 150)]
+
+
+def test_alignment_table_keeps_a_split_k_reduce_one_sided():
+    t1 = make_trace([("cijk", "GEMM", 1.0, 1), ("add", "Elementwise", 1.0, 1)])
+    t2 = make_trace([("cutlass", "GEMM", 1.0, 5), ("splitKreduce", "GEMM", 1.0, 5), ("add", "Elementwise", 1.0, 5)],
+                    helpers={"splitKreduce": "split_k_reduce"})
+    helpers = [kernel_helpers(t.kernels, t.names) for t in (t1, t2)]
+    table = alignment_table(t1.kernels, t2.kernels, np.array([0, 1]), np.array([0, 1, 2]), *helpers)
+    assert table["op"].tolist() == ["match", "only2", "match"]
+    assert table["name1"].iloc[0] == "cijk" and table["name2"].iloc[0] == "cutlass"
