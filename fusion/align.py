@@ -30,14 +30,23 @@ FOLDED = 1 << 12
 
 
 def unit_codes(codes: np.ndarray, helper: np.ndarray) -> np.ndarray:
-    """Alignment codes: a helper kernel right after a kernel of its operation type carries FOLDED.
+    """Alignment codes: a helper kernel next to a kernel of its operation type carries FOLDED.
 
-    A folded helper never aligns with the other side's real kernel of that type, only with a folded
-    helper, so "GEMM + splitKreduce" vs "GEMM" aligns the two GEMMs and leaves the reduce one-sided.
+    In a run of kernels of one type, helpers are folded into the run's other kernels (before or after
+    them: a split-K reduce follows its GEMM, a BetaOnly scaling precedes it); a run of helpers only keeps
+    its first kernel unfolded. A folded helper never aligns with the other side's real kernel of that type,
+    only with a folded helper, so "GEMM + splitKreduce" vs "GEMM" aligns the two GEMMs and leaves the
+    reduce one-sided.
     """
     codes = np.asarray(codes, dtype=np.int16)
-    after_same = np.r_[False, codes[1:] == codes[:-1]] if len(codes) else np.zeros(0, dtype=bool)
-    return np.where(np.asarray(helper, dtype=bool) & after_same, codes | FOLDED, codes).astype(np.int16)
+    helper = np.asarray(helper, dtype=bool)
+    if not len(codes):
+        return codes
+    starts = np.r_[True, codes[1:] != codes[:-1]]
+    run = np.cumsum(starts) - 1
+    has_main = np.bincount(run, weights=~helper)[run] > 0
+    folded = helper & (has_main | ~starts)
+    return np.where(folded, codes | FOLDED, codes).astype(np.int16)
 
 
 def type_code(codes: np.ndarray) -> np.ndarray:

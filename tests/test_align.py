@@ -69,10 +69,10 @@ def test_alignment_table_uses_global_rows():
     assert pd.isna(table["name2"].iloc[1]) and table["rel_ts1"].iloc[0] == 0.0
 
 
-def test_helper_folds_only_after_a_kernel_of_its_operation():
-    codes = np.array([0, 0, 0, 1, 0])
-    helper = np.array([False, True, True, False, True])
-    assert unit_codes(codes, helper).tolist() == [0, FOLDED, FOLDED, 1, 0]
+def test_helpers_fold_into_the_kernel_of_their_operation_next_to_them():
+    codes = np.array([0, 0, 0, 1, 0, 2, 2, 3, 3, 3])
+    helper = np.array([False, True, True, False, True, True, False, True, True, True])
+    assert unit_codes(codes, helper).tolist() == [0, FOLDED, FOLDED, 1, 0, 2 | FOLDED, 2, 3, 3 | FOLDED, 3 | FOLDED]
 
 
 def test_free_end_tie_prefers_the_full_alignment():

@@ -219,9 +219,9 @@ def _walk_runs(walk: _Walk, evidence: Evidence) -> None:
                 splits[(main, unfused)].append(p)
             else:
                 rest.append(p)
-        anchor = _credit_run(walk, evidence, unfused, start, rest)
+        anchor, credited = _credit_run(walk, evidence, unfused, start, rest)
         if anchor is not None:
-            occurrences[(anchor, unfused)].extend(rest)
+            occurrences[(anchor, unfused)].extend(credited)
     for (anchor, unfused), positions in occurrences.items():
         _add_fusion(walk, evidence, anchor, unfused, positions)
     for (main, side), helpers in splits.items():
@@ -229,33 +229,45 @@ def _walk_runs(walk: _Walk, evidence: Evidence) -> None:
 
 
 def _main_kernel(walk: _Walk, side: int, position: int) -> int | None:
-    """The position of the operation kernel a folded helper belongs to (None if it is not folded)."""
+    """The position of the operation kernel a folded helper belongs to (None if it is not folded):
+    the unfolded kernel of its type before it, else the one after it."""
     if not walk.folded(side, position):
         return None
-    while walk.folded(side, position):
-        position -= 1
-    return position
+    codes = walk.segment.codes(side)
+    before = position
+    while before >= 0 and walk.folded(side, before):
+        before -= 1
+    if before >= 0 and codes[before] == type_code(codes[position]):
+        return before
+    after = position
+    while walk.folded(side, after):
+        after += 1
+    return after
 
 
-def _credit_run(walk: _Walk, evidence: Evidence, unfused: int, start: int, positions: list[int]) -> int | None:
-    """The alignment row of the covering kernel a run is credited to, or None (the run became notes)."""
+def _credit_run(walk: _Walk, evidence: Evidence, unfused: int, start: int,
+                positions: list[int]) -> tuple[int | None, list[int]]:
+    """(alignment row of the covering kernel, the run's compute kernels credited to it); (None, []) when
+    the run became notes."""
     non_compute = [p for p in positions if walk.kernel_type(unfused, p) in NON_FUSABLE_TYPES]
     if non_compute:
         _note(walk, evidence, unfused, non_compute, NON_COMPUTE_REASON)
     positions = [p for p in positions if p not in non_compute]
     if not positions:
-        return None
-    if len(positions) > walk.limits.max_fused_run:
-        _note(walk, evidence, unfused, positions, STRETCH_REASON)
-        return None
+        return None, []
     aligned = np.flatnonzero(walk.op <= SUBSTITUTE)
-    if not len(aligned):
-        _note(walk, evidence, unfused, positions, NO_NEIGHBOUR_REASON)
-        return None
-    anchor = _covering_neighbour(walk, unfused, start, positions, aligned)
+    reason = _why_not_credited(positions, aligned, walk.limits)
+    anchor = None if reason else _covering_neighbour(walk, unfused, start, positions, aligned)
     if anchor is None:
-        _note(walk, evidence, unfused, positions, NOT_COVERED_REASON)
-    return anchor
+        _note(walk, evidence, unfused, positions, reason or NOT_COVERED_REASON)
+        return None, []
+    return anchor, positions
+
+
+def _why_not_credited(positions: list[int], aligned: np.ndarray, limits: Thresholds) -> str:
+    if len(positions) > limits.max_fused_run:
+        return STRETCH_REASON
+    return "" if len(aligned) else NO_NEIGHBOUR_REASON
 
 
 def _covering_neighbour(walk: _Walk, unfused: int, start: int, positions: list[int], aligned: np.ndarray) -> int | None:

@@ -31,9 +31,10 @@ def fusion_mappings(evidence: Evidence, sides: tuple[Side, Side], limits: Thresh
     """Accepted patterns become mappings (split, chain, Inductor or sequence detector); the rest notes."""
     mappings, notes = [], []
     for pattern in evidence.patterns.values():
-        confidence = pattern_confidence(pattern, evidence)
+        shown, total = could_show(pattern, evidence)
+        confidence = min(1.0, shown / total) if total else 0.0
         if pattern.occurrences >= limits.min_pattern_count and confidence >= limits.min_pattern_confidence:
-            mappings.append(_mapping(pattern, confidence, sides, limits))
+            mappings.append(_mapping(pattern, (shown, total), sides, limits))
             continue
         reason = RARE_REASON if pattern.occurrences < limits.min_pattern_count else INCONSISTENT_REASON
         for extra_type, count in _extra_counts(pattern).items():
@@ -43,15 +44,13 @@ def fusion_mappings(evidence: Evidence, sides: tuple[Side, Side], limits: Thresh
     return sorted(mappings, key=lambda m: -m.time_saved_us), _merge_notes(notes)
 
 
-def pattern_confidence(pattern: Pattern, evidence: Evidence) -> float:
-    """Share of the occurrences that could show the pattern which show it."""
+def could_show(pattern: Pattern, evidence: Evidence) -> tuple[int, int]:
+    """(occurrences showing the pattern, occurrences that could show it): their ratio is its confidence."""
     if pattern.split:
-        shown = sum(pattern.helper_names.values())
         total = sum(evidence.helper_totals[(pattern.unfused_trace, name)] for name in pattern.helper_names)
-    else:
-        shown = pattern.occurrences
-        total = sum(evidence.anchor_totals[(pattern.fused_trace, *anchor)] for anchor in pattern.anchors)
-    return min(1.0, shown / total) if total else 0.0
+        return sum(pattern.helper_names.values()), total
+    total = sum(evidence.anchor_totals[(pattern.fused_trace, *anchor)] for anchor in pattern.anchors)
+    return pattern.occurrences, total
 
 
 def _extra_counts(pattern: Pattern) -> Counter:
@@ -83,8 +82,9 @@ def evidence_source(kinds: Counter) -> str:
     return EVIDENCE_SOURCES[kinds.most_common(1)[0][0]]
 
 
-def _mapping(pattern: Pattern, confidence: float, sides: tuple[Side, Side], limits: Thresholds) -> FusionMapping:
+def _mapping(pattern: Pattern, shown: tuple[int, int], sides: tuple[Side, Side], limits: Thresholds) -> FusionMapping:
     fused, unfused = sides[pattern.fused_trace - 1], sides[pattern.unfused_trace - 1]
+    confidence = min(1.0, shown[0] / shown[1])
     top_fused = pattern.fused_names.most_common(1)[0][0]
     text = _split_text if pattern.split else _fusion_text
     return FusionMapping(
@@ -98,7 +98,7 @@ def _mapping(pattern: Pattern, confidence: float, sides: tuple[Side, Side], limi
         unfused_count_per_type={t: n * pattern.occurrences for t, n in Counter(pattern.sequence).items()},
         pattern_count=pattern.occurrences,
         pattern_confidence=confidence,
-        evidence=text(pattern, confidence, fused, unfused),
+        evidence=text(pattern, shown, fused, unfused),
         evidence_refs=list(pattern.refs),
         pairs_with_pattern=len(pattern.pair_ids),
         time_saved_us=pattern.extra_time_us,
@@ -117,7 +117,7 @@ def _listed(side: Side, counts: Counter, limit: int = 3) -> str:
     return ", ".join(short_name(side.name_list[n]) for n, _ in counts.most_common(limit))
 
 
-def _fusion_text(pattern: Pattern, confidence: float, fused: Side, unfused: Side) -> str:
+def _fusion_text(pattern: Pattern, shown: tuple[int, int], fused: Side, unfused: Side) -> str:
     top = pattern.fused_names.most_common(1)[0][0]
     also = [t for t in fused.fused_components[top] if t in pattern.sequence]
     performs = f" that also performs {' + '.join(also)}" if also else ""
@@ -126,18 +126,17 @@ def _fusion_text(pattern: Pattern, confidence: float, fused: Side, unfused: Side
     return (
         f"{_side_label(unfused)} runs {' + '.join(pattern.sequence)} as {len(pattern.sequence)} kernels ({replaced})"
         f" where {_side_label(fused)} runs one {pattern.fused_type} kernel{performs}: {_listed(fused, pattern.fused_names)}"
-        f"{ops}; seen {pattern.occurrences} times, {confidence:.0%} of the aligned occurrences of these kernels"
+        f"{ops}; seen {pattern.occurrences} times, in {shown[0]} of the {shown[1]} aligned occurrences of these kernels"
     )
 
 
-def _split_text(pattern: Pattern, confidence: float, fused: Side, unfused: Side) -> str:
+def _split_text(pattern: Pattern, shown: tuple[int, int], fused: Side, unfused: Side) -> str:
     roles = ", ".join(dict.fromkeys(unfused.helper_roles[n] for n in pattern.helper_names))
     kernels = _listed(unfused, pattern.unfused_names[pattern.fused_type], 4)
-    shown = sum(pattern.helper_names.values())
     return (
         f"{_side_label(unfused)} runs this {pattern.fused_type} as {len(pattern.sequence)} kernels ({roles}: {kernels}),"
         f" {_side_label(fused)} as 1 ({_listed(fused, pattern.fused_names)}); seen {pattern.occurrences} times;"
-        f" the helper kernels follow their {pattern.fused_type} in {shown} of their occurrences ({confidence:.0%}),"
+        f" the helper kernels sit with their {pattern.fused_type} in {shown[0]} of their {shown[1]} occurrences,"
         f" {pattern.extra_time_us:.1f} us of helper time"
     )
 
