@@ -1,9 +1,10 @@
 """Kernel-by-kernel alignment of two kernel-type sequences (Needleman-Wunsch, numpy row DP).
 
-Scores: same type +2, different type -3, gap -2. A substitution (-3) is cheaper than a pair of gaps (-4),
-so two kernels of different types at the same place are a substitution, but dearer than one gap, so a
-run of extra kernels on one side (4 sorts vs 1) is not smeared into substitutions with its neighbours. Alignments are cached by the
-pair of type sequences: identical decode steps are aligned once.
+Scores: same type +2, gap -2, different types -5: dearer than a pair of gaps, so a kernel of one operation
+type never stands for a kernel of another (an epilogue fused on one side and a prologue on the other stay two
+one-sided kernels). A kernel whose type is unknown (no rule knows its name) may stand for any type: against it
+a different type costs -3, cheaper than two gaps. Codes carry two flag bits for this (FOLDED, UNKNOWN; see
+unit_codes). Alignments are cached by the pair of code sequences: identical decode steps are aligned once.
 
 Each DP row is solved with numpy: the left-gap recurrence H[j] = max(E[j], H[j-1] + gap) is a running
 maximum of E[k] - gap*k, so a row costs a few vector operations.
@@ -16,7 +17,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-MATCH_SCORE, MISMATCH_SCORE, GAP_SCORE = 2, -3, -2
+MATCH_SCORE, MISMATCH_SCORE, UNKNOWN_MISMATCH_SCORE, GAP_SCORE = 2, -5, -3, -2
 GAP = -1
 MATCH, SUBSTITUTE, ONLY1, ONLY2 = 0, 1, 2, 3
 OP_NAMES = np.array(["match", "substitute", "only1", "only2"])
@@ -26,17 +27,21 @@ STREAM_CHUNK = 512
 STREAM_KEEP = 0.75
 """Fraction of a chunk's alignment kept before the next chunk starts (chunk ends are unreliable)."""
 FOLDED = 1 << 12
-"""Code bit of a helper kernel folded into the kernel of its operation before it (GEMM + split-K reduce)."""
+"""Code bit of a helper kernel folded into the kernel of its operation (GEMM + split-K reduce)."""
+UNKNOWN = 1 << 13
+"""Code bit of a kernel of the unknown type: it may align with a kernel of any type."""
+UNKNOWN_TYPE = "Other"
+"""The classification's type for names no rule knows."""
 
 
-def unit_codes(codes: np.ndarray, helper: np.ndarray) -> np.ndarray:
+def unit_codes(codes: np.ndarray, helper: np.ndarray, unknown_code: int = -1) -> np.ndarray:
     """Alignment codes: a helper kernel next to a kernel of its operation type carries FOLDED.
 
     In a run of kernels of one type, helpers are folded into the run's other kernels (before or after
     them: a split-K reduce follows its GEMM, a BetaOnly scaling precedes it); a run of helpers only keeps
     its first kernel unfolded. A folded helper never aligns with the other side's real kernel of that type,
     only with a folded helper, so "GEMM + splitKreduce" vs "GEMM" aligns the two GEMMs and leaves the
-    reduce one-sided.
+    reduce one-sided. Kernels of `unknown_code` (the unknown type's code) carry UNKNOWN.
     """
     codes = np.asarray(codes, dtype=np.int16)
     helper = np.asarray(helper, dtype=bool)
@@ -46,11 +51,12 @@ def unit_codes(codes: np.ndarray, helper: np.ndarray) -> np.ndarray:
     run = np.cumsum(starts) - 1
     has_main = np.bincount(run, weights=~helper)[run] > 0
     folded = helper & (has_main | ~starts)
-    return np.where(folded, codes | FOLDED, codes).astype(np.int16)
+    flags = np.where(folded, FOLDED, 0) | np.where(codes == unknown_code, UNKNOWN, 0)
+    return (codes | flags).astype(np.int16)
 
 
 def type_code(codes: np.ndarray) -> np.ndarray:
-    """The type code of alignment codes (FOLDED removed)."""
+    """The type code of alignment codes (flag bits removed)."""
     return np.asarray(codes) & (FOLDED - 1)
 
 
@@ -90,8 +96,11 @@ def _needleman_wunsch(a: np.ndarray, b: np.ndarray, free_end: bool) -> np.ndarra
     direction[0, :] = _LEFT
     last_col = np.empty(n + 1, dtype=np.int64)
     last_col[0] = prev[m]
+    b_unknown = (b & UNKNOWN) != 0
     for i in range(1, n + 1):
-        diag = prev[:-1] + np.where(b == a[i - 1], MATCH_SCORE, MISMATCH_SCORE)
+        mismatch = UNKNOWN_MISMATCH_SCORE if a[i - 1] & UNKNOWN else np.where(b_unknown, UNKNOWN_MISMATCH_SCORE,
+                                                                               MISMATCH_SCORE)
+        diag = prev[:-1] + np.where(b == a[i - 1], MATCH_SCORE, mismatch)
         up = prev[1:] + GAP_SCORE
         best = np.maximum(diag, up)
         row = np.empty(m + 1, dtype=np.int64)
@@ -187,8 +196,9 @@ def alignment_table(kernels1: pd.DataFrame, kernels2: pd.DataFrame, rows1: np.nd
     code = {t: i for i, t in enumerate(types)}
     a = kernels1["type"].to_numpy()[rows1]
     b = kernels2["type"].to_numpy()[rows2]
-    a_codes = unit_codes(np.array([code[t] for t in a], dtype=np.int16), helpers1[rows1])
-    b_codes = unit_codes(np.array([code[t] for t in b], dtype=np.int16), helpers2[rows2])
+    unknown = code.get(UNKNOWN_TYPE, -1)
+    a_codes = unit_codes(np.array([code[t] for t in a], dtype=np.int16), helpers1[rows1], unknown)
+    b_codes = unit_codes(np.array([code[t] for t in b], dtype=np.int16), helpers2[rows2], unknown)
     path = align_codes(a_codes, b_codes)
     table = {"op": OP_NAMES[ops(path, a_codes, b_codes)]}
     for side, kernels, rows in ((1, kernels1, rows1), (2, kernels2, rows2)):

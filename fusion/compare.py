@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .align import stream_windows, unit_codes
+from .align import UNKNOWN_TYPE, stream_windows, unit_codes
 from .classify import KERNEL_TYPES
 from .detect import (
     Segment,
@@ -66,14 +66,17 @@ class PairIndex:
     def kind(self, pair_id: int) -> str:
         return "group" if pair_id < len(self.group_pairs) else "stream"
 
-    def alignment_codes(self, pair_id: int, sides: tuple[Side, Side]) -> tuple[np.ndarray, np.ndarray]:
+    def alignment_codes(self, pair_id: int, sides: tuple[Side, Side], types: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """What the alignment of one pair compares: type codes with helpers folded into their operation."""
         if pair_id < len(self.group_pairs):
             rows = self.kernel_indices(pair_id)
-            return unit_codes(sides[0].codes[rows[0]], sides[0].helper[rows[0]]), unit_codes(
-                sides[1].codes[rows[1]], sides[1].helper[rows[1]])
+            return _unit_codes(sides[0], rows[0], types), _unit_codes(sides[1], rows[1], types)
         s1, e1, s2, e2 = self.windows[pair_id - len(self.group_pairs)]
         return self.stream_codes[0][s1:e1], self.stream_codes[1][s2:e2]
+
+
+def _unit_codes(side: Side, rows: np.ndarray, types: list[str]) -> np.ndarray:
+    return unit_codes(side.codes[rows], side.helper[rows], types.index(UNKNOWN_TYPE))
 
 
 def compare(trace1: Trace, trace2: Trace, *, min_group_size: int = 50, progress: Progress | None = None,
@@ -89,10 +92,10 @@ def compare(trace1: Trace, trace2: Trace, *, min_group_size: int = 50, progress:
     first, second, matching = match_across_threshold(candidates[0], candidates[1], min_group_size)
     groups = (first, second)
     report("align", 0.4)
-    stream = tuple(unit_codes(s.codes[g.residual_rows], s.helper[g.residual_rows]) for s, g in zip(sides, groups))
+    stream = tuple(_unit_codes(s, g.residual_rows, types) for s, g in zip(sides, groups))
     windows = stream_windows(stream[0], stream[1], limits.stream_budget)
     index = PairIndex(groups, matching.pairs, windows, stream)
-    evidence = collect_evidence(_segments(index, sides), sides, types, limits)
+    evidence = collect_evidence(_segments(index, sides, types), sides, types, limits)
     report("detect", 0.7)
     result = _assemble(sides, groups, matching, index, evidence, types, limits, min_group_size)
     report("detect", 1.0)
@@ -112,7 +115,7 @@ def _types(trace1: Trace, trace2: Trace) -> list[str]:
     return list(KERNEL_TYPES) + sorted(present - set(KERNEL_TYPES))
 
 
-def _segments(index: PairIndex, sides: tuple[Side, Side]) -> list[Segment]:
+def _segments(index: PairIndex, sides: tuple[Side, Side], types: list[str]) -> list[Segment]:
     """Pairs grouped by their pair of kernel-name sequences, so each distinct alignment is computed once."""
     by_key: dict[tuple[bytes, bytes, str], list[int]] = {}
     rows = [index.kernel_indices(pid) for pid in range(len(index))]
@@ -122,7 +125,7 @@ def _segments(index: PairIndex, sides: tuple[Side, Side]) -> list[Segment]:
     segments = []
     for (_, _, kind), pids in by_key.items():
         rows1, rows2 = rows[pids[0]]
-        codes1, codes2 = index.alignment_codes(pids[0], sides)
+        codes1, codes2 = index.alignment_codes(pids[0], sides, types)
         correlations = np.array([index.correlations(p) for p in pids], dtype=np.int64).reshape(-1, 2)
         segments.append(Segment(
             codes1=codes1, codes2=codes2,

@@ -9,6 +9,7 @@ from fusion.align import (
     ONLY1,
     ONLY2,
     SUBSTITUTE,
+    UNKNOWN,
     align_codes,
     alignment_table,
     kernel_helpers,
@@ -25,8 +26,15 @@ def test_one_sided_run_beside_its_match():
     assert ops(path, a, b).tolist() == [MATCH, MATCH, ONLY1, ONLY1, ONLY1, MATCH, MATCH]
 
 
-def test_extra_kernel_on_side_two_and_substitution():
+def test_different_known_types_never_stand_for_each_other():
     a, b = np.array([5, 6, 8]), np.array([5, 9, 10, 8])
+    path = align_codes(a, b)
+    assert sorted(ops(path, a, b).tolist()) == sorted([MATCH, ONLY1, ONLY2, ONLY2, MATCH])
+
+
+def test_a_kernel_of_unknown_type_may_stand_for_any_type():
+    a, b = unit_codes(np.array([5, 6, 8]), np.zeros(3, bool), 9), unit_codes(np.array([5, 9, 10, 8]), np.zeros(4, bool), 9)
+    assert b[1] == 9 | UNKNOWN
     path = align_codes(a, b)
     assert sorted(ops(path, a, b).tolist()) == sorted([MATCH, SUBSTITUTE, ONLY2, MATCH])
     assert path[0].tolist() == [0, 0] and path[-1].tolist() == [2, 3]

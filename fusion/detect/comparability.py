@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..align import UNKNOWN_TYPE
 from ..pair_checks import pair_warnings
 from ..result import Comparability
 from .evidence import Side
-from .opportunities import UNKNOWN_TYPE, unknown_could_hide
+from .opportunities import unknown_could_hide
 from .thresholds import Thresholds
 
 CHECKED_OPERATIONS = (("GEMM", ("GEMM", "MoE_GEMM")), ("attention", ("Attention",)))

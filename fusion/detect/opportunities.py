@@ -5,13 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..align import UNKNOWN_TYPE
 from ..result import Opportunity
 from .evidence import NON_FUSABLE_TYPES, Side
 from .mappings import PLATFORM_NAMES
 from .thresholds import Thresholds
 
-UNKNOWN_TYPE = "Other"
-"""The type of names no rule knows: they could be any type, so they never prove a difference."""
 
 
 def type_stats(sides: tuple[Side, Side], types: list[str]) -> pd.DataFrame:
@@ -38,7 +37,7 @@ def fusion_opportunities(
 
     `group_counts` is indexed by kernel_type with columns trace{1,2}_count, trace{1,2}_time_us and
     groups_affected, summed over matched group pairs. A difference that the side with fewer kernels of
-    the type could hide among its unclassified kernels is no opportunity.
+    the type could hide among its kernels of the unknown type is no opportunity (they could be any type).
     """
     out = []
     for kernel_type, row in group_counts.iterrows():
