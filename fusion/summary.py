@@ -14,7 +14,7 @@ def summarize(trace: Trace, top_unclassified: int = 20) -> dict[str, Any]:
     kernels = trace.kernels
     per_type = kernels.groupby("type", observed=True)["dur"].agg(count="size", time_us="sum")
     per_type = per_type.sort_values("time_us", ascending=False)
-    other = trace.names[trace.names["kernel_type"] == UNCLASSIFIED_TYPE].head(top_unclassified)
+    other = trace.names[trace.names["type"] == UNCLASSIFIED_TYPE].head(top_unclassified)
     return {
         "platform": trace.platform,
         "gpu": trace.gpu,

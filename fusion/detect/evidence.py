@@ -345,7 +345,7 @@ def _add_split(walk: _Walk, evidence: Evidence, row: int, side: int, helpers: li
     pattern.fused_names[walk.name(other, counterpart)] += weight
     for p in [main] + helpers:
         pattern.unfused_names[op_type][walk.name(side, p)] += weight
-    for p in helpers:
+    for p in helpers + ([main] if walk.sides[side - 1].helper[walk.segment.rows(side)[0, main]] else []):
         pattern.helper_names[walk.name(side, p)] += weight
     pattern.extra_time_us += _time(walk, side, helpers)
     if walk.segment.kind == "group":
