@@ -155,6 +155,8 @@ class _Walk:
     limits: Thresholds
     path: np.ndarray
     op: np.ndarray
+    aligned: np.ndarray
+    """Alignment rows where both sides have a kernel."""
 
     def kernel_type(self, side: int, position: int) -> str:
         return self.types[int(type_code(self.segment.codes(side)[position]))]
@@ -178,7 +180,8 @@ def collect_evidence(segments: list[Segment], sides: tuple[Side, Side], types: l
     evidence = Evidence()
     for segment in segments:
         path = align_codes(segment.codes1, segment.codes2)
-        walk = _Walk(segment, sides, types, limits, path, ops(path, segment.codes1, segment.codes2))
+        op = ops(path, segment.codes1, segment.codes2)
+        walk = _Walk(segment, sides, types, limits, path, op, np.flatnonzero(op <= SUBSTITUTE))
         _count_anchors(walk, evidence)
         _walk_runs(walk, evidence)
     return evidence
@@ -187,7 +190,7 @@ def collect_evidence(segments: list[Segment], sides: tuple[Side, Side], types: l
 def _count_anchors(walk: _Walk, evidence: Evidence) -> None:
     """Aligned name pairs and helper names: the occurrences that could show a pattern."""
     weight = walk.segment.weight
-    aligned = walk.path[walk.op <= SUBSTITUTE]
+    aligned = walk.path[walk.aligned]
     names = [walk.sides[s].names[walk.segment.rows(s + 1)[0, aligned[:, s]]] for s in (0, 1)]
     for pair, count in Counter(zip(names[0].tolist(), names[1].tolist())).items():
         evidence.anchor_totals[(1, pair[0], pair[1])] += count * weight
@@ -237,7 +240,7 @@ def _main_kernel(walk: _Walk, side: int, position: int) -> int | None:
     before = position
     while before >= 0 and walk.folded(side, before):
         before -= 1
-    if before >= 0 and codes[before] == type_code(codes[position]):
+    if before >= 0 and type_code(codes[before]) == type_code(codes[position]):
         return before
     after = position
     while walk.folded(side, after):
@@ -255,9 +258,8 @@ def _credit_run(walk: _Walk, evidence: Evidence, unfused: int, start: int,
     positions = [p for p in positions if p not in non_compute]
     if not positions:
         return None, []
-    aligned = np.flatnonzero(walk.op <= SUBSTITUTE)
-    reason = _why_not_credited(positions, aligned, walk.limits)
-    anchor = None if reason else _covering_neighbour(walk, unfused, start, positions, aligned)
+    reason = _why_not_credited(positions, walk.aligned, walk.limits)
+    anchor = None if reason else _covering_neighbour(walk, unfused, start, positions)
     if anchor is None:
         _note(walk, evidence, unfused, positions, reason or NOT_COVERED_REASON)
         return None, []
@@ -270,8 +272,9 @@ def _why_not_credited(positions: list[int], aligned: np.ndarray, limits: Thresho
     return "" if len(aligned) else NO_NEIGHBOUR_REASON
 
 
-def _covering_neighbour(walk: _Walk, unfused: int, start: int, positions: list[int], aligned: np.ndarray) -> int | None:
+def _covering_neighbour(walk: _Walk, unfused: int, start: int, positions: list[int]) -> int | None:
     """The aligned row before or after the run whose kernel on the other side covers it, best score first."""
+    aligned = walk.aligned
     k = int(np.searchsorted(aligned, start))
     candidates = ([(int(aligned[k - 1]), walk.limits.epilogue_bonus)] if k > 0 else [])
     candidates += [(int(aligned[k]), 0.0)] if k < len(aligned) else []

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..result import EvidenceRef, FusionMapping
 from .evidence import NON_FUSABLE_TYPES, Evidence, Side
-from .mappings import PLATFORM_NAMES, short_name, top_names
+from .mappings import EVIDENCE_SOURCES, PLATFORM_NAMES, short_name, top_names
 from .thresholds import Thresholds
 
 IMBALANCE_DETECTOR = "group_imbalance"
@@ -58,7 +58,7 @@ def group_imbalance(
             unfused_kernel_names=top_names(sides[unfused - 1], evidence.attributed_names[(unfused, kernel_type)],
                                            limits.max_names),
             fused_components=list(fused.fused_components[targets.most_common(1)[0][0]]),
-            evidence_source="groups",
+            evidence_source=EVIDENCE_SOURCES["group"],
         ))
     return out
 
