@@ -133,7 +133,8 @@ def test_real_pair_mappings_are_covered_and_named(model):
         fused, unfused = comparison.trace(m.fused_trace).names, comparison.trace(3 - m.fused_trace).names
         assert m.fused_kernel_names and m.unfused_kernel_names
         assert set(m.fused_kernel_names) <= set(fused.index) and set(m.unfused_kernel_names) <= set(unfused.index)
-        assert set(fused.loc[m.fused_kernel_names, "type"]) == {m.fused_kernel_type}
+        kernels = comparison.trace(m.fused_trace).kernels
+        assert m.fused_kernel_type in set(kernels.loc[kernels["name"].isin(m.fused_kernel_names), "type"])
         if m.detector == "split_kernel":
             assert (unfused.loc[m.unfused_kernel_names, "helper"] != "").any()
         else:

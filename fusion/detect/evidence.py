@@ -57,9 +57,9 @@ class Side:
                    [str(t) for t in table["type"]], [tuple(c) for c in table["fused_components"]],
                    [tuple(c) for c in table["components"]], roles, trace.kernels["dur"].to_numpy(np.float64))
 
-    def performs(self, name: int) -> frozenset[str]:
-        """Operation types one kernel name performs: its type plus its fused components."""
-        return frozenset((self.name_types[name], *self.fused_components[name]))
+    def performs(self, name: int, kernel_type: str) -> frozenset[str]:
+        """Operation types a kernel of this name and type performs: its type plus its fused components."""
+        return frozenset((kernel_type, *self.fused_components[name]))
 
 
 @dataclass
@@ -288,11 +288,11 @@ def _cover_score(walk: _Walk, row: int, unfused: int, run_types: set[str]) -> fl
     fused = 3 - unfused
     fused_pos, counterpart = int(walk.path[row, fused - 1]), int(walk.path[row, unfused - 1])
     name = walk.name(fused, fused_pos)
-    own = walk.sides[fused - 1].name_types[name]
+    own = walk.kernel_type(fused, fused_pos)
     needed = run_types | {walk.kernel_type(unfused, counterpart)}
     if needed == {own}:
         return walk.limits.cover_by_type_score
-    return walk.limits.cover_by_components_score if needed <= walk.sides[fused - 1].performs(name) else 0.0
+    return walk.limits.cover_by_components_score if needed <= walk.sides[fused - 1].performs(name, own) else 0.0
 
 
 def _note(walk: _Walk, evidence: Evidence, side: int, positions: list[int], reason: str) -> None:
