@@ -199,3 +199,24 @@ def test_unknown_attention_names_do_not_break_comparability():
     assert c.comparability.ok and c.comparability.level == "warn"
     assert any("no rule" in w for w in c.comparability.warnings)
     assert c.opportunities == [] and c.mappings == []
+
+
+def test_split_counts_the_kernels_of_the_operation_on_both_sides():
+    """GEMM + 2 reduces vs GEMM + 1 reduce: 3 kernels against 2, not 2 against 1."""
+    one = [("Cijk_gemm", "GEMM"), ("PostGSU", "GEMM"), ("add", "Elementwise")] * 20
+    two = [("cutlass_gemm", "GEMM"), ("splitKreduce_kernel", "GEMM"), ("splitKreduce_kernel", "GEMM"),
+           ("add", "Elementwise")] * 20
+    c = compare(make_trace(steps(one, 4), helpers={"PostGSU": "split_k_reduce"}),
+                make_trace(steps(two, 4), platform="NVIDIA", helpers=SPLIT_K))
+    assert mapping_keys(c) == {("split_kernel", 1, "GEMM", ("GEMM", "GEMM", "GEMM"))}
+    assert "as 3 kernels" in c.mappings[0].evidence and "as 2 (Cijk_gemm" in c.mappings[0].evidence
+
+
+def test_a_rare_split_is_a_note_with_its_reason():
+    one = [("Cijk_gemm", "GEMM"), ("add", "Elementwise")] * 30
+    two = [("cutlass_gemm", "GEMM"), ("add", "Elementwise")] * 29 + [("cutlass_gemm", "GEMM"),
+                                                                      ("splitKreduce_kernel", "GEMM"), ("add", "Elementwise")]
+    c = compare(make_trace(steps(one, 2)), make_trace(steps(two, 2), platform="NVIDIA", helpers=SPLIT_K))
+    assert c.mappings == []
+    assert [(n.side, n.kernel_type, n.count) for n in c.one_sided] == [(2, "GEMM", 2)]
+    assert "too rarely" in c.one_sided[0].reason

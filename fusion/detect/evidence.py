@@ -107,6 +107,8 @@ class Pattern:
     fused_type: str
     sequence: tuple[str, ...]
     split: bool = False
+    fused_kernels: int = 1
+    """Split patterns: kernels of the operation on the fused side (1 unless it has helpers too)."""
     occurrences: int = 0
     fused_names: Counter = field(default_factory=Counter)
     unfused_names: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
@@ -342,18 +344,32 @@ def _add_split(walk: _Walk, evidence: Evidence, row: int, side: int, helpers: li
     other = 3 - side
     main, counterpart = int(walk.path[row, side - 1]), int(walk.path[row, other - 1])
     op_type = walk.kernel_type(side, main)
-    sequence = (op_type,) * (1 + len(helpers))
-    pattern = _pattern(walk, evidence, ("split", other, op_type, sequence), other, op_type, sequence, True)
+    unit = _unit(walk, side, main)
+    fused_kernels = len(_unit(walk, other, counterpart))
+    key = ("split", other, op_type, len(unit), fused_kernels)
+    pattern = _pattern(walk, evidence, key, other, op_type, (op_type,) * len(unit), True)
+    pattern.fused_kernels = fused_kernels
     weight = walk.segment.weight
     pattern.fused_names[walk.name(other, counterpart)] += weight
-    for p in [main] + helpers:
+    rows = walk.segment.rows(side)[0]
+    for p in unit:
         pattern.unfused_names[op_type][walk.name(side, p)] += weight
-    for p in helpers + ([main] if walk.sides[side - 1].helper[walk.segment.rows(side)[0, main]] else []):
-        pattern.helper_names[walk.name(side, p)] += weight
+        if walk.sides[side - 1].helper[rows[p]]:
+            pattern.helper_names[walk.name(side, p)] += weight
     pattern.extra_time_us += _time(walk, side, helpers)
     if walk.segment.kind == "group":
         pattern.group_extra[op_type] += weight * len(helpers)
     _add_refs(walk, pattern, {other: [counterpart], side: [main] + helpers})
+
+
+def _unit(walk: _Walk, side: int, main: int) -> list[int]:
+    """Positions of one operation's kernels: its kernel and the helpers folded into it, in order."""
+    first, last = main, main + 1
+    while first > 0 and walk.folded(side, first - 1) and _main_kernel(walk, side, first - 1) == main:
+        first -= 1
+    while last < len(walk.segment.codes(side)) and walk.folded(side, last):
+        last += 1
+    return list(range(first, last))
 
 
 def _time(walk: _Walk, side: int, positions: list[int]) -> float:

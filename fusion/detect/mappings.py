@@ -55,6 +55,8 @@ def could_show(pattern: Pattern, evidence: Evidence) -> tuple[int, int]:
 
 def _extra_counts(pattern: Pattern) -> Counter:
     """One-sided kernels per type in all occurrences (the sequence minus the aligned counterpart)."""
+    if pattern.split:
+        return Counter({pattern.fused_type: (len(pattern.sequence) - pattern.fused_kernels) * pattern.occurrences})
     counts = Counter(pattern.sequence)
     counts[pattern.fused_type if pattern.fused_type in pattern.sequence else pattern.sequence[0]] -= 1
     return Counter({t: n * pattern.occurrences for t, n in counts.items() if n > 0})
@@ -135,7 +137,8 @@ def _split_text(pattern: Pattern, shown: tuple[int, int], fused: Side, unfused: 
     kernels = _listed(unfused, pattern.unfused_names[pattern.fused_type], 4)
     return (
         f"{_side_label(unfused)} runs this {pattern.fused_type} as {len(pattern.sequence)} kernels ({roles}: {kernels}),"
-        f" {_side_label(fused)} as 1 ({_listed(fused, pattern.fused_names)}); seen {pattern.occurrences} times;"
+        f" {_side_label(fused)} as {pattern.fused_kernels} ({_listed(fused, pattern.fused_names)});"
+        f" seen {pattern.occurrences} times;"
         f" the helper kernels sit with their {pattern.fused_type} in {shown[0]} of their {shown[1]} occurrences,"
         f" {pattern.extra_time_us:.1f} us of helper time"
     )
