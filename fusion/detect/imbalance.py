@@ -7,6 +7,7 @@ coverage), never a guess; a type nothing covers is not reported.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -34,33 +35,54 @@ def group_imbalance(
             continue
         unfused = 1 if counts1[:, t].sum() > counts2[:, t].sum() else 2
         excess = diff[:, t] * (1 if unfused == 1 else -1)
-        consistent = int((excess > 0).sum())
-        missing = high - low - explained[(unfused, kernel_type)]
+        imbalance = _Imbalance(kernel_type, unfused, high, low, high - low - explained[(unfused, kernel_type)],
+                               int((excess > 0).sum()), len(diff))
         targets = evidence.attributions.get((unfused, kernel_type))
-        if consistent < limits.min_consistent_pairs or missing <= (high - low) / 2 or not targets:
-            continue
-        fused = sides[2 - unfused]
-        out.append(FusionMapping(
-            detector=IMBALANCE_DETECTOR,
-            fused_trace=fused.number,
-            fused_platform=PLATFORM_NAMES[fused.number],
-            fused_kernel_type=fused.name_types[targets.most_common(1)[0][0]],
-            fused_count=low,
-            unfused_platform=PLATFORM_NAMES[unfused],
-            unfused_sequence=[kernel_type],
-            unfused_count_per_type={kernel_type: high},
-            pattern_count=missing,
-            pattern_confidence=consistent / len(diff),
-            evidence=_text(kernel_type, unfused, high, low, consistent, len(diff), fused, targets),
-            evidence_refs=_top_pairs(excess, pair_refs, limits.max_evidence_refs),
-            pairs_with_pattern=consistent,
-            fused_kernel_names=top_names(fused, targets, limits.max_names),
-            unfused_kernel_names=top_names(sides[unfused - 1], evidence.attributed_names[(unfused, kernel_type)],
-                                           limits.max_names),
-            fused_components=list(fused.fused_components[targets.most_common(1)[0][0]]),
-            evidence_source=EVIDENCE_SOURCES["group"],
-        ))
+        if imbalance.consistent >= limits.min_consistent_pairs and imbalance.missing > (high - low) / 2 and targets:
+            refs = _top_pairs(excess, pair_refs, limits.max_evidence_refs)
+            out.append(_mapping(imbalance, targets, evidence, sides, refs, limits))
     return out
+
+
+@dataclass(frozen=True)
+class _Imbalance:
+    """One type's count difference over the matched group pairs."""
+
+    kernel_type: str
+    unfused: int
+    high: int
+    low: int
+    missing: int
+    """The part of the difference no accepted pattern explains."""
+    consistent: int
+    """Pairs in which the unfused side runs more of the type."""
+    pairs: int
+
+
+def _mapping(imbalance: _Imbalance, targets: Counter, evidence: Evidence, sides: tuple[Side, Side],
+             refs: list[EvidenceRef], limits: Thresholds) -> FusionMapping:
+    fused, unfused = sides[2 - imbalance.unfused], sides[imbalance.unfused - 1]
+    top = targets.most_common(1)[0][0]
+    kernel_type = imbalance.kernel_type
+    return FusionMapping(
+        detector=IMBALANCE_DETECTOR,
+        fused_trace=fused.number,
+        fused_platform=PLATFORM_NAMES[fused.number],
+        fused_kernel_type=fused.name_types[top],
+        fused_count=imbalance.low,
+        unfused_platform=PLATFORM_NAMES[unfused.number],
+        unfused_sequence=[kernel_type],
+        unfused_count_per_type={kernel_type: imbalance.high},
+        pattern_count=imbalance.missing,
+        pattern_confidence=imbalance.consistent / imbalance.pairs,
+        evidence=_text(imbalance, fused, targets),
+        evidence_refs=refs,
+        pairs_with_pattern=imbalance.consistent,
+        fused_kernel_names=top_names(fused, targets, limits.max_names),
+        unfused_kernel_names=top_names(unfused, evidence.attributed_names[(unfused.number, kernel_type)], limits.max_names),
+        fused_components=list(fused.fused_components[top]),
+        evidence_source=EVIDENCE_SOURCES["group"],
+    )
 
 
 def _explained(evidence: Evidence, mappings: list[FusionMapping]) -> Counter:
@@ -78,10 +100,10 @@ def _top_pairs(excess: np.ndarray, pair_refs: list[EvidenceRef], limit: int) -> 
     return [pair_refs[i] for i in order if excess[i] > 0]
 
 
-def _text(kernel_type: str, unfused: int, high: int, low: int, consistent: int, pairs: int, fused: Side,
-          targets: Counter) -> str:
+def _text(imbalance: _Imbalance, fused: Side, targets: Counter) -> str:
     shown = ", ".join(f"{short_name(fused.name_list[n])} ({fused.name_types[n]}, {k})" for n, k in targets.most_common(3))
     return (
-        f"{PLATFORM_NAMES[unfused]} runs more {kernel_type} in matched groups ({high} vs {low}); more in {consistent}"
-        f" of {pairs} pairs; the extra kernels sit next to kernels that also perform {kernel_type}: {shown}"
+        f"{PLATFORM_NAMES[imbalance.unfused]} runs more {imbalance.kernel_type} in matched groups ({imbalance.high} vs"
+        f" {imbalance.low}); more in {imbalance.consistent} of {imbalance.pairs} pairs; the extra kernels sit next to"
+        f" kernels that also perform {imbalance.kernel_type}: {shown}"
     )
