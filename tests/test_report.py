@@ -41,3 +41,13 @@ def test_csv_tables():
     assert mappings[0]["fused_components"] == "Elementwise" and mappings[0]["evidence_source"] == "groups"
     types = list(csv.DictReader(io.StringIO(tables["type_stats"])))
     assert {"kernel_type", "trace1_count", "only_in"} <= set(types[0])
+
+
+def test_split_is_reported_as_kernels_per_operation():
+    one = [("Cijk_gemm", "GEMM"), ("add", "Elementwise")] * 30
+    two = [("cutlass_gemm", "GEMM"), ("splitKreduce_kernel", "GEMM"), ("add", "Elementwise")] * 30
+    c = compare(make_trace(steps(one, 3), label="AMD MI300X"),
+                make_trace(steps(two, 3), label="NVIDIA H100", helpers={"splitKreduce_kernel": "split_k_reduce"}))
+    text = to_text(c)
+    assert "[split_kernel] Trace 2 runs GEMM as 2 kernels, Trace 1 as 1  x90" in text
+    assert "replaced kernels (trace 2): cutlass_gemm; splitKreduce_kernel" in text
