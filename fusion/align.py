@@ -162,11 +162,19 @@ def stream_windows(codes1: np.ndarray, codes2: np.ndarray, budget: int) -> list[
         a, b = codes1[c1 : min(c1 + STREAM_CHUNK, n1)], codes2[c2 : min(c2 + STREAM_CHUNK, n2)]
         keep = 1.0 if c1 + len(a) >= n1 or c2 + len(b) >= n2 else STREAM_KEEP
         used1, used2 = _kept(align_codes(a, b, free_end=True), len(a), len(b), keep)
-        windows.append((c1, c1 + used1, c2, c2 + used2))
-        c1, c2 = c1 + used1, c2 + used2
+        stop1, stop2 = _past_helpers(codes1, c1 + used1, n1), _past_helpers(codes2, c2 + used2, n2)
+        windows.append((c1, stop1, c2, stop2))
+        c1, c2 = stop1, stop2
     if c1 < n1 or c2 < n2:
         windows.append((c1, n1, c2, n2))
     return windows
+
+
+def _past_helpers(codes: np.ndarray, stop: int, end: int) -> int:
+    """Move a window's end past folded helpers, so an operation's kernels stay in one window."""
+    while stop < end and codes[stop] & FOLDED:
+        stop += 1
+    return stop
 
 
 def _kept(path: np.ndarray, n: int, m: int, keep: float) -> tuple[int, int]:

@@ -100,3 +100,11 @@ def test_alignment_table_keeps_a_split_k_reduce_one_sided():
     table = alignment_table(t1.kernels, t2.kernels, np.array([0, 1]), np.array([0, 1, 2]), *helpers)
     assert table["op"].tolist() == ["match", "only2", "match"]
     assert table["name1"].iloc[0] == "cijk" and table["name2"].iloc[0] == "cutlass"
+
+
+def test_stream_windows_keep_a_helper_with_its_operation():
+    step1 = np.array([5, 5] + [0, 2] * 300)
+    step2 = np.array([5, 5] + [0, 0 | FOLDED, 2] * 300)
+    windows = stream_windows(step1, step2, budget=100000)
+    assert len(windows) > 1
+    assert all(not step2[start] & FOLDED for _, _, start, stop in windows if start < len(step2))

@@ -234,8 +234,8 @@ def _walk_runs(walk: _Walk, evidence: Evidence) -> None:
 
 
 def _main_kernel(walk: _Walk, side: int, position: int) -> int | None:
-    """The position of the operation kernel a folded helper belongs to (None if it is not folded):
-    the unfolded kernel of its type before it, else the one after it."""
+    """The position of the operation kernel a folded helper belongs to: the unfolded kernel of its type
+    before it, else the one after it; None if it is not folded or that kernel is outside the pair."""
     if not walk.folded(side, position):
         return None
     codes = walk.segment.codes(side)
@@ -245,9 +245,9 @@ def _main_kernel(walk: _Walk, side: int, position: int) -> int | None:
     if before >= 0 and type_code(codes[before]) == type_code(codes[position]):
         return before
     after = position
-    while walk.folded(side, after):
+    while after < len(codes) and walk.folded(side, after):
         after += 1
-    return after
+    return after if after < len(codes) and type_code(codes[after]) == type_code(codes[position]) else None
 
 
 def _credit_run(walk: _Walk, evidence: Evidence, unfused: int, start: int,
