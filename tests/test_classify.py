@@ -533,6 +533,9 @@ def test_helper_roles_are_known() -> None:
         ("MemCopy", "aten::copy_", "aten::contiguous", ("MemCopy", "name")),
         ("Memset", "aten::fill_", "aten::_flash_attention_forward", ("Memset", "name")),
         ("SiLU", "aten::silu", "aten::silu", ("SiLU", "name")),
+        ("Other", "aten::copy_", "aten::to", ("Cast", "op")),
+        ("Other", "aten::copy_", "aten::clone", ("MemCopy", "op")),
+        ("Other", "aten::add_", "aten::conv2d", ("Convolution", "op")),
         ("Elementwise", "aten::add", "aten::add", ("Elementwise", "name")),
     ],
 )
