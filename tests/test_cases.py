@@ -20,7 +20,7 @@ SPECS += [PairSpec(scenario=s, layers=3, steps=3, fusions=(), cases=("unknown_at
 
 
 def _id(spec: PairSpec) -> str:
-    return f"{spec.scenario}-{'+'.join(spec.cases) or 'small' if spec.fusions else 'none'}"
+    return f"{spec.scenario}-{'+'.join(spec.cases) or 'small'}{'' if spec.fusions else '-no-fusion'}"
 
 
 @pytest.fixture(scope="module", params=SPECS, ids=_id)
