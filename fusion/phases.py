@@ -1,0 +1,305 @@
+"""Kernel -> phase and step, from what the trace records; most reliable evidence first.
+
+A kernel is placed by the CPU ranges around its runtime launch (the launch's start time, on the
+launching thread where the range is thread-bound):
+
+1. serving step annotations: vLLM `execute_[T_]context_N(..)_generation_M(..)` (N context and M
+   generation requests: prefill, decode or mixed), SGLang `step[EXTEND ...]` / `step[DECODE ...]`;
+2. serving engine functions (Python frames) on the launching thread: SGLang `forward_extend` / `forward_decode`;
+3. training frames on the launching thread: `Optimizer.step#...` (optimizer),
+   `autograd::engine::evaluate_function: ...` (backward); any other launched kernel of a trace with
+   such frames is forward;
+4. graph replays are decode, but only in a trace with none of the above;
+5. anything else is phase 'all' (no signal).
+
+The step is the ordinal of the serving annotation, else the N of the enclosing `ProfilerStep#N`,
+else -1. `phase_source` names the evidence of each kernel, so a summary can say where phases came from.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:
+    from .trace import Trace
+
+PREFILL, DECODE, MIXED = "prefill", "decode", "mixed"
+FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer"
+ALL = "all"
+PHASES = (PREFILL, DECODE, MIXED, FORWARD, BACKWARD, OPTIMIZER, ALL)
+NO_STEP = -1
+PHASE_COLUMNS = ("phase", "step", "phase_source")
+
+SOURCE_TRAINING_FORWARD = "training trace, outside backward and optimizer frames"
+SOURCE_GRAPH = "graph replay, assumed decode (nothing else in the trace says)"
+SOURCE_NONE = "no phase signal"
+
+SGLANG_MODES = {
+    "EXTEND": PREFILL, "SPLIT_PREFILL": PREFILL, "DLLM_EXTEND": PREFILL, "PREBUILT": PREFILL,
+    "DECODE": DECODE, "TARGET_VERIFY": DECODE, "DRAFT_EXTEND": DECODE, "DRAFT_EXTEND_V2": DECODE,
+    "MIXED": MIXED,
+}
+"""SGLang ForwardMode -> phase. Speculative verify and draft passes belong to decoding; IDLE has none."""
+SGLANG_FUNCTIONS = {"extend": PREFILL, "split_prefill": PREFILL, "decode": DECODE}
+
+
+def _batch_phase(match: re.Match[str]) -> str | None:
+    """prefill, decode or mixed from the numbers of context (prompt) and generation requests."""
+    context, generation = int(match["context"]), int(match["generation"])
+    if context and generation:
+        return MIXED
+    return PREFILL if context else DECODE if generation else None
+
+
+def _mode_phase(modes: Mapping[str, str]) -> Callable[[re.Match[str]], str | None]:
+    return lambda match: modes.get(match["mode"])
+
+
+def _constant(phase: str) -> Callable[[re.Match[str]], str | None]:
+    return lambda match: phase
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A kind of CPU range that tells a phase: its name pattern, how the match gives the phase, and
+    whether it only covers launches of its own thread (frames) or of any thread (step annotations)."""
+
+    source: str
+    pattern: re.Pattern[str]
+    phase_of: Callable[[re.Match[str]], str | None] = field(compare=False)
+    by_thread: bool = False
+    numbers_steps: bool = False
+
+    def phase(self, name: str) -> str | None:
+        match = self.pattern.search(name)
+        return self.phase_of(match) if match else None
+
+
+SERVING_STEPS = (
+    Marker("vLLM execute annotation",
+           re.compile(r"^execute_(?:\d+_)?context_(?P<context>\d+)\(.*\)_generation_(?P<generation>\d+)\("),
+           _batch_phase, numbers_steps=True),
+    Marker("SGLang step annotation", re.compile(r"^step\[(?P<mode>[A-Z][A-Z0-9_]*)[ \]]"),
+           _mode_phase(SGLANG_MODES), numbers_steps=True),
+)
+ENGINE_FRAMES = (
+    Marker("SGLang forward function", re.compile(r"(?:^|: )forward_(?P<mode>extend|split_prefill|decode)$"),
+           _mode_phase(SGLANG_FUNCTIONS), by_thread=True),
+)
+TRAINING_FRAMES = (
+    Marker("optimizer annotation", re.compile(r"^Optimizer\.(?:step|zero_grad)#"), _constant(OPTIMIZER),
+           by_thread=True),
+    Marker("autograd engine frame", re.compile(r"^autograd::engine::evaluate_function: "), _constant(BACKWARD),
+           by_thread=True),
+)
+MARKERS = SERVING_STEPS + ENGINE_FRAMES + TRAINING_FRAMES
+PROFILER_STEP = re.compile(r"^ProfilerStep#(?P<step>\d+)$")
+SOURCES = tuple(m.source for m in MARKERS) + (SOURCE_TRAINING_FORWARD, SOURCE_GRAPH, SOURCE_NONE)
+
+
+@dataclass(frozen=True)
+class Ranges:
+    """CPU ranges (annotations, ops, Python frames) as plain columns: start and end in µs, thread id."""
+
+    names: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    tid: np.ndarray
+
+    @classmethod
+    def of(cls, table: pd.DataFrame) -> Ranges:
+        """From a table with columns name, ts, dur, tid."""
+        start = table["ts"].to_numpy(np.float64)
+        return cls(table["name"].to_numpy(object), start, start + table["dur"].to_numpy(np.float64),
+                   table["tid"].to_numpy(np.int64))
+
+    def select(self, keep: np.ndarray) -> Ranges:
+        return Ranges(self.names[keep], self.start[keep], self.end[keep], self.tid[keep])
+
+
+def assign_phases(kernels: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:
+    """Columns phase, step and phase_source for `kernels` (same rows), see the module doc.
+
+    kernels: launch_ts (float µs, NaN without a recorded launch), thread (launching tid, -1 when none),
+    launch ('kernel', 'graph', 'none' or 'unrecorded'). ranges: CPU ranges with name, ts, dur, tid.
+    """
+    launch_ts = kernels["launch_ts"].to_numpy(np.float64)
+    thread = kernels["thread"].to_numpy(np.int64)
+    table = Ranges.of(ranges)
+    names = pd.Series(table.names).astype("category")
+    phase = np.full(len(kernels), -1, dtype=np.int8)
+    source = np.full(len(kernels), -1, dtype=np.int8)
+    step = np.full(len(kernels), NO_STEP, dtype=np.int64)
+    found: set[str] = set()
+    for number, marker in enumerate(MARKERS):
+        per_name = [PHASES.index(p) if (p := marker.phase(str(n))) else -1 for n in names.cat.categories]
+        codes = np.asarray(per_name, dtype=np.int8)[names.cat.codes.to_numpy()] if per_name else np.zeros(0, np.int8)
+        hits = table.select(codes >= 0)
+        if not len(hits.start):
+            continue
+        found.add(marker.source)
+        index, ordinal = enclosing(hits, launch_ts, thread if marker.by_thread else None)
+        new = (index >= 0) & (phase < 0)
+        phase[new] = codes[codes >= 0][index[new]]
+        source[new] = number
+        if marker.numbers_steps:
+            step[new] = ordinal[new]
+    _fallbacks(phase, source, found, launch_ts, kernels["launch"].astype(str).to_numpy())
+    unnumbered = step == NO_STEP
+    step[unnumbered] = profiler_steps(table, launch_ts[unnumbered])
+    return pd.DataFrame({
+        "phase": pd.Categorical.from_codes(phase, categories=list(PHASES)),
+        "step": step,
+        "phase_source": pd.Categorical.from_codes(source, categories=list(SOURCES)),
+    }, index=kernels.index)
+
+
+def _fallbacks(phase: np.ndarray, source: np.ndarray, found: set[str], launch_ts: np.ndarray,
+               launch: np.ndarray) -> None:
+    """Training forward, graph replays as decode, and 'all' for kernels no range placed."""
+    open_ = phase < 0
+    training = found & {m.source for m in TRAINING_FRAMES}
+    if training:
+        forward = open_ & ~np.isnan(launch_ts)
+        phase[forward], source[forward] = PHASES.index(FORWARD), SOURCES.index(SOURCE_TRAINING_FORWARD)
+    elif not found:
+        graph = open_ & (launch == "graph")
+        phase[graph], source[graph] = PHASES.index(DECODE), SOURCES.index(SOURCE_GRAPH)
+    rest = phase < 0
+    phase[rest], source[rest] = PHASES.index(ALL), SOURCES.index(SOURCE_NONE)
+
+
+def enclosing(ranges: Ranges, points: np.ndarray, threads: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """For each point, the outermost range around it (row in `ranges`, -1 if none) and that range's
+    ordinal among the outermost ranges; with `threads`, only ranges of the point's thread count."""
+    index = np.full(len(points), -1, dtype=np.int64)
+    ordinal = np.full(len(points), -1, dtype=np.int64)
+    if threads is None:
+        index[:], ordinal[:] = _outermost(ranges.start, ranges.end, points)
+        return index, ordinal
+    for tid in np.unique(ranges.tid):
+        rows = np.flatnonzero(ranges.tid == tid)
+        mine = threads == tid
+        found, rank = _outermost(ranges.start[rows], ranges.end[rows], points[mine])
+        index[mine] = np.where(found >= 0, rows[np.maximum(found, 0)], -1)
+        ordinal[mine] = rank
+    return index, ordinal
+
+
+def _outermost(start: np.ndarray, end: np.ndarray, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted by start, a range that reaches further than every earlier one is outermost; the last such
+    range that started before a point holds it if it reaches the point."""
+    none = np.full(len(points), -1, dtype=np.int64)
+    if not len(start):
+        return none, none
+    order = np.argsort(start, kind="stable")
+    start, end = start[order], end[order]
+    reach = np.maximum.accumulate(end)
+    outer = end > np.concatenate(([-np.inf], reach[:-1]))
+    holder = np.maximum.accumulate(np.where(outer, np.arange(len(end)), 0))
+    rank = np.cumsum(outer) - 1
+    last = np.searchsorted(start, points, side="right") - 1
+    safe = np.maximum(last, 0)
+    inside = (last >= 0) & (reach[safe] >= points)
+    return np.where(inside, order[holder[safe]], none), np.where(inside, rank[holder[safe]], none)
+
+
+def profiler_steps(ranges: Ranges, points: np.ndarray) -> np.ndarray:
+    """N of the `ProfilerStep#N` range around each point (any thread), -1 outside every step."""
+    numbers = np.array([_step_number(str(n)) for n in ranges.names], dtype=np.int64)
+    steps = ranges.select(numbers >= 0)
+    index, _ = enclosing(steps, points)
+    known = np.concatenate((numbers[numbers >= 0], [NO_STEP]))
+    return known[index]
+
+
+def _step_number(name: str) -> int:
+    match = PROFILER_STEP.match(name)
+    return int(match["step"]) if match else -1
+
+
+def phase_table(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Per phase present: steps (distinct step numbers), kernels, time_us and sources ({source: kernels})."""
+    columns = _with_phases(kernels)
+    rows = {}
+    for phase, part in columns.groupby("phase", observed=True, sort=True):
+        sources = part["phase_source"].value_counts()
+        rows[str(phase)] = {
+            "steps": int(part.loc[part["step"] != NO_STEP, "step"].nunique()),
+            "kernels": len(part),
+            "time_us": float(part["dur"].sum()),
+            "sources": {str(s): int(n) for s, n in sources.items() if n},
+        }
+    return pd.DataFrame.from_dict(rows, orient="index", columns=["steps", "kernels", "time_us", "sources"])
+
+
+def phase_notes(kernels: pd.DataFrame) -> list[str]:
+    """What a reader must know about one trace's phases: no signal at all, mixed batches, assumptions."""
+    table = phase_table(kernels)
+    notes = []
+    if list(table.index) == [ALL]:
+        notes.append("no phase signal (serving step annotations, engine or training frames, graph replays): "
+                     "one phase 'all'")
+    elif ALL in table.index:
+        notes.append(f"{table.loc[ALL, 'kernels']:,} kernels have no phase signal (phase 'all')")
+    if MIXED in table.index:
+        notes.append(f"{table.loc[MIXED, 'steps']} mixed steps (prefill and decode requests in one batch): "
+                     "their kernels are in neither prefill nor decode")
+    if DECODE in table.index and SOURCE_GRAPH in table.loc[DECODE, "sources"]:
+        notes.append("decode is assumed from graph replays: the trace has no serving annotation or training frame")
+    return notes
+
+
+def _with_phases(kernels: pd.DataFrame) -> pd.DataFrame:
+    """The phase columns, or one phase 'all' for a table loaded without them."""
+    if "phase" in kernels.columns:
+        return kernels
+    return kernels.assign(phase=pd.Categorical([ALL] * len(kernels), categories=list(PHASES)), step=NO_STEP,
+                          phase_source=pd.Categorical([SOURCE_NONE] * len(kernels), categories=list(SOURCES)))
+
+
+def phases_of(trace: Trace) -> list[str]:
+    """The phases a trace has kernels in, in PHASES order."""
+    return list(phase_table(trace.kernels).index)
+
+
+def phase_view(trace: Trace, phase: str) -> Trace:
+    """The trace restricted to one phase's kernels (renumbered), with a note; 'all' is the trace itself."""
+    if phase not in PHASES:
+        raise ValueError(f"unknown phase {phase!r}; one of {', '.join(PHASES)}")
+    if phase == ALL:
+        return trace
+    kernels = _with_phases(trace.kernels)
+    keep = (kernels["phase"] == phase).to_numpy()
+    if keep.all():
+        return trace
+    part = kernels[keep].reset_index(drop=True)
+    part["name"] = part["name"].cat.remove_unused_categories()
+    note = (f"phase {phase} only: {len(part):,} of {len(kernels):,} kernels in "
+            f"{phase_table(part)['steps'].sum() if len(part) else 0} steps; kernel indices refer to this view")
+    return replace(trace, kernels=part, names=_name_stats(trace.names, part), warnings=[*trace.warnings, note])
+
+
+def _name_stats(names: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:
+    """The per-name table for a subset of kernels: its names, counts and times recomputed."""
+    stats = kernels.groupby("name", observed=True)["dur"].agg(count="size", time_us="sum")
+    stats.index = stats.index.astype(str)
+    kept = names.loc[names.index.isin(stats.index)].drop(columns=["count", "time_us"])
+    return kept.join(stats).sort_values("time_us", ascending=False)
+
+
+def describe(kernels: pd.DataFrame) -> dict[str, Any]:
+    """JSON-ready phases of one trace: per phase steps, kernels, time and sources, and the notes."""
+    table = phase_table(kernels)
+    return {
+        "phases": {str(p): {"steps": int(r["steps"]), "kernels": int(r["kernels"]),
+                            "time_us": round(float(r["time_us"]), 3), "sources": r["sources"]}
+                   for p, r in table.iterrows()},
+        "notes": phase_notes(kernels),
+    }
