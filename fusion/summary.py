@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .phases import describe
 from .trace import Trace
 
 UNCLASSIFIED_TYPE = "Other"
@@ -24,6 +25,7 @@ def summarize(trace: Trace, top_unclassified: int = 20) -> dict[str, Any]:
             str(kernel_type): {"count": int(row["count"]), "time_us": round(float(row["time_us"]), 3)}
             for kernel_type, row in per_type.iterrows()
         },
+        "phases": describe(kernels),
         "unclassified": [
             {"name": str(name), "count": int(row["count"]), "time_us": round(float(row["time_us"]), 3)}
             for name, row in other.iterrows()
@@ -40,6 +42,8 @@ def summary_text(trace: Trace, summary: dict[str, Any]) -> str:
         f"gpu       {summary['gpu']}",
         f"kernels   {summary['kernels']:,}   kernel time {summary['kernel_time_us'] / 1e3:,.3f} ms",
         "",
+        *phase_text(summary["phases"]),
+        "",
         f"{'type':<20}{'count':>10}{'time ms':>14}{'share':>8}",
     ]
     for kernel_type, row in summary["types"].items():
@@ -51,3 +55,12 @@ def summary_text(trace: Trace, summary: dict[str, Any]) -> str:
             lines.append(f"  {entry['time_us'] / 1e3:>10,.3f} ms  {entry['count']:>7,}x  {entry['name'][:160]}")
     lines += [f"warning: {warning}" for warning in trace.warnings]
     return "\n".join(lines)
+
+
+def phase_text(phases: dict[str, Any]) -> list[str]:
+    """One line per phase: steps, kernels, time and where the phase came from; then the notes."""
+    lines = [f"{'phase':<11}{'steps':>7}{'kernels':>10}{'time ms':>14}  from"]
+    for phase, row in phases["phases"].items():
+        sources = ", ".join(f"{source} ({count:,})" for source, count in row["sources"].items())
+        lines.append(f"{phase:<11}{row['steps']:>7,}{row['kernels']:>10,}{row['time_us'] / 1e3:>14,.3f}  {sources}")
+    return lines + [f"phase note: {note}" for note in phases["notes"]]
