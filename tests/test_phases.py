@@ -4,10 +4,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from builders import kineto_trace
 from fusion.phases import (
-    ALL, BACKWARD, DECODE, FORWARD, MIXED, OPTIMIZER, PREFILL, SOURCE_GRAPH, SOURCE_NONE, SOURCE_TRAINING_FORWARD,
-    assign_phases, describe, phase_notes, phase_table,
+    ALL, BACKWARD, DECODE, FORWARD, MIXED, OPTIMIZER, PHASES, PREFILL, SOURCE_GRAPH, SOURCE_NONE,
+    SOURCE_TRAINING_FORWARD, assign_phases, describe, phase_notes, phase_table, phase_view,
 )
+from fusion.trace import load
 
 MAIN, AUTOGRAD = 11, 12
 
@@ -132,3 +134,19 @@ def test_empty_inputs():
 def test_mixed_steps_are_flagged():
     result = phased(kernels((5, MAIN)), ranges(("execute_context_1(10)_generation_3(3)", 0, 10)))
     assert any("mixed steps" in note for note in phase_notes(result))
+
+
+def test_phase_view_keeps_one_phase_renumbered_with_its_own_name_counts():
+    trace = load(kineto_trace("AMD", steps=4))
+    phases = [DECODE] * 6 + [PREFILL] * 6
+    trace.kernels = trace.kernels.assign(phase=pd.Categorical(phases, categories=list(PHASES)),
+                                         step=[0] * 3 + [1] * 3 + [2] * 3 + [3] * 3, phase_source=SOURCE_NONE)
+    assert phase_view(trace, ALL) is trace
+    view = phase_view(trace, DECODE)
+    assert view.kernel_count == 6 and list(view.kernels.index) == list(range(6))
+    assert view.kernels["name"].tolist() == trace.kernels["name"].tolist()[:6]
+    assert view.names["count"].sum() == 6 and view.names["time_us"].sum() == pytest.approx(view.kernel_time_us)
+    assert "phase decode only: 6 of 12 kernels in 2 steps" in view.warnings[-1]
+    assert phase_view(trace, OPTIMIZER).kernel_count == 0
+    with pytest.raises(ValueError, match="unknown phase"):
+        phase_view(trace, "warmup")
