@@ -105,22 +105,30 @@ SOURCES = tuple(m.source for m in MARKERS) + (SOURCE_TRAINING_FORWARD, SOURCE_GR
 
 @dataclass(frozen=True)
 class Ranges:
-    """CPU ranges (annotations, ops, Python frames) as plain columns: start and end in µs, thread id."""
+    """CPU ranges (annotations, ops, Python frames) as plain columns: name code (into `names`), start and
+    end in µs, thread id. Each distinct name is matched against the markers once."""
 
-    names: np.ndarray
+    names: list[str]
+    code: np.ndarray
     start: np.ndarray
     end: np.ndarray
     tid: np.ndarray
 
     @classmethod
     def of(cls, table: pd.DataFrame) -> Ranges:
-        """From a table with columns name, ts, dur, tid."""
+        """From a table with columns name (categorical or str), ts, dur, tid."""
+        name = table["name"].astype("category")
         start = table["ts"].to_numpy(np.float64)
-        return cls(table["name"].to_numpy(object), start, start + table["dur"].to_numpy(np.float64),
-                   table["tid"].to_numpy(np.int64))
+        return cls([str(n) for n in name.cat.categories], name.cat.codes.to_numpy(np.int64), start,
+                   start + table["dur"].to_numpy(np.float64), table["tid"].to_numpy(np.int64))
 
     def select(self, keep: np.ndarray) -> Ranges:
-        return Ranges(self.names[keep], self.start[keep], self.end[keep], self.tid[keep])
+        return Ranges(self.names, self.code[keep], self.start[keep], self.end[keep], self.tid[keep])
+
+    def per_name(self, value_of: Callable[[str], int]) -> np.ndarray:
+        """value_of(name) for each range, computed once per distinct name (int64, -1 for none)."""
+        values = np.array([value_of(n) for n in self.names] + [-1], dtype=np.int64)
+        return values[self.code]
 
 
 def assign_phases(kernels: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:
@@ -132,14 +140,12 @@ def assign_phases(kernels: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:
     launch_ts = kernels["launch_ts"].to_numpy(np.float64)
     thread = kernels["thread"].to_numpy(np.int64)
     table = Ranges.of(ranges)
-    names = pd.Series(table.names).astype("category")
     phase = np.full(len(kernels), -1, dtype=np.int8)
     source = np.full(len(kernels), -1, dtype=np.int8)
     step = np.full(len(kernels), NO_STEP, dtype=np.int64)
     found: set[str] = set()
     for number, marker in enumerate(MARKERS):
-        per_name = [PHASES.index(p) if (p := marker.phase(str(n))) else -1 for n in names.cat.categories]
-        codes = np.asarray(per_name, dtype=np.int8)[names.cat.codes.to_numpy()] if per_name else np.zeros(0, np.int8)
+        codes = table.per_name(lambda name: PHASES.index(p) if (p := marker.phase(name)) else -1)
         hits = table.select(codes >= 0)
         if not len(hits.start):
             continue
@@ -212,11 +218,10 @@ def _outermost(start: np.ndarray, end: np.ndarray, points: np.ndarray) -> tuple[
 
 def profiler_steps(ranges: Ranges, points: np.ndarray) -> np.ndarray:
     """N of the `ProfilerStep#N` range around each point (any thread), -1 outside every step."""
-    numbers = np.array([_step_number(str(n)) for n in ranges.names], dtype=np.int64)
+    numbers = ranges.per_name(_step_number)
     steps = ranges.select(numbers >= 0)
     index, _ = enclosing(steps, points)
-    known = np.concatenate((numbers[numbers >= 0], [NO_STEP]))
-    return known[index]
+    return np.append(numbers[numbers >= 0], NO_STEP)[index]  # index -1 picks the appended NO_STEP
 
 
 def _step_number(name: str) -> int:
