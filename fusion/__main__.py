@@ -67,6 +67,10 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--no-cache", action="store_true", help="parse both files even if they were loaded before (see FUSION_CACHE_DIR)"
     )
+    compare.add_argument(
+        "--keep-unlaunched", action="store_true",
+        help="also compare kernels without a launch event in the trace (by default left out, with a warning)",
+    )
     compare.set_defaults(run=_compare)
     return parser
 
@@ -114,7 +118,7 @@ def _compare(args: argparse.Namespace) -> int:
 
     trace1, trace2 = load_pair(args.trace1, args.trace2, cache=None if args.no_cache else TableCache())
     views = require_phase((trace1, trace2), args.phase)
-    comparison = compare(*views, min_group_size=args.min_group_size)
+    comparison = compare(*views, min_group_size=args.min_group_size, keep_unlaunched=args.keep_unlaunched)
     comparison.phases = phase_summary(comparison, args.phase, compare)
     if args.format == "csv":
         _write_csv(report.to_csv(comparison), args.output)

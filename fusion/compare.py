@@ -31,6 +31,7 @@ from .detect import (
 )
 from .groups import Groups, correlation_groups, type_codes
 from .match import Matching, match_groups, similarity
+from .ops import launched_only
 from .phase_compare import phase_summary
 from .phases import ALL, phase_view
 from .result import Comparison, EvidenceRef
@@ -68,9 +69,13 @@ class PairIndex:
 
 
 def compare(trace1: Trace, trace2: Trace, *, min_group_size: int = 50, progress: Progress | None = None,
-            phase: str = ALL, **thresholds: Any) -> Comparison:
-    """Compare two loaded traces (only the kernels of `phase`, see phases.PHASES); `thresholds` are
-    detect.Thresholds fields (reference defaults)."""
+            keep_unlaunched: bool = False, phase: str = ALL, **thresholds: Any) -> Comparison:
+    """Compare two loaded traces; `thresholds` are detect.Thresholds fields (reference defaults).
+
+    Kernels without a launch event (launch 'none') are left out, with a warning, unless `keep_unlaunched`;
+    only the kernels of `phase` are compared (phases.PHASES; 'all': every kernel)."""
+    if not keep_unlaunched:
+        trace1, trace2 = launched_only(trace1), launched_only(trace2)
     trace1, trace2 = phase_view(trace1, phase), phase_view(trace2, phase)
     limits = Thresholds(**thresholds)
     report = progress or (lambda stage, fraction: None)

@@ -45,6 +45,8 @@ class Event(msgspec.Struct):
     name: Any = None
     ts: Any = None
     dur: Any = None
+    pid: Any = None
+    tid: Any = None
     args: msgspec.Raw = msgspec.Raw()
 
 

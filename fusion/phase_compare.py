@@ -73,8 +73,7 @@ def _type_stats(traces: tuple[Trace, Trace], phase: str, steps: list[int]) -> li
 
 
 def _phase_kernels(trace: Trace, phase: str) -> pd.DataFrame:
-    kernels = trace.kernels
-    return kernels[kernels["phase"] == phase] if "phase" in kernels.columns else kernels.iloc[0:0]
+    return trace.kernels[(trace.kernels["phase"] == phase).to_numpy()]
 
 
 def pair_notes(traces: tuple[Trace, Trace], tables: list[pd.DataFrame]) -> list[str]:

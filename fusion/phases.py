@@ -26,6 +26,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from .cpu_events import CpuEvents, Ranges
+from .ops import launch_of
+
 if TYPE_CHECKING:
     from .trace import Trace
 
@@ -46,7 +49,9 @@ SGLANG_MODES = {
     "MIXED": MIXED,
 }
 """SGLang ForwardMode -> phase. Speculative verify and draft passes belong to decoding; IDLE has none."""
-SGLANG_FUNCTIONS = {"extend": PREFILL, "split_prefill": PREFILL, "decode": DECODE}
+SGLANG_FUNCTIONS = {"forward_extend": PREFILL, "forward_split_prefill": PREFILL, "forward_decode": DECODE}
+ENGINE_FRAME_SUFFIXES = tuple(f": {function}" for function in SGLANG_FUNCTIONS)
+"""The python_function frames (`path(line): function`) the loader keeps for the engine-frame markers."""
 
 
 def _batch_phase(match: re.Match[str]) -> str | None:
@@ -89,7 +94,7 @@ SERVING_STEPS = (
            _mode_phase(SGLANG_MODES), numbers_steps=True),
 )
 ENGINE_FRAMES = (
-    Marker("SGLang forward function", re.compile(r"(?:^|: )forward_(?P<mode>extend|split_prefill|decode)$"),
+    Marker("SGLang forward function", re.compile(rf": (?P<mode>{'|'.join(SGLANG_FUNCTIONS)})$"),
            _mode_phase(SGLANG_FUNCTIONS), by_thread=True),
 )
 TRAINING_FRAMES = (
@@ -103,50 +108,36 @@ PROFILER_STEP = re.compile(r"^ProfilerStep#(?P<step>\d+)$")
 SOURCES = tuple(m.source for m in MARKERS) + (SOURCE_TRAINING_FORWARD, SOURCE_GRAPH, SOURCE_NONE)
 
 
-@dataclass(frozen=True)
-class Ranges:
-    """CPU ranges (annotations, ops, Python frames) as plain columns: name code (into `names`), start and
-    end in µs, thread id. Each distinct name is matched against the markers once."""
-
-    names: list[str]
-    code: np.ndarray
-    start: np.ndarray
-    end: np.ndarray
-    tid: np.ndarray
-
-    @classmethod
-    def of(cls, table: pd.DataFrame) -> Ranges:
-        """From a table with columns name (categorical or str), ts, dur, tid."""
-        name = table["name"].astype("category")
-        start = table["ts"].to_numpy(np.float64)
-        return cls([str(n) for n in name.cat.categories], name.cat.codes.to_numpy(np.int64), start,
-                   start + table["dur"].to_numpy(np.float64), table["tid"].to_numpy(np.int64))
-
-    def select(self, keep: np.ndarray) -> Ranges:
-        return Ranges(self.names, self.code[keep], self.start[keep], self.end[keep], self.tid[keep])
-
-    def per_name(self, value_of: Callable[[str], int]) -> np.ndarray:
-        """value_of(name) for each range, computed once per distinct name (int64, -1 for none)."""
-        values = np.array([value_of(n) for n in self.names] + [-1], dtype=np.int64)
-        return values[self.code]
+def phase_columns(kernels: pd.DataFrame, cpu: CpuEvents) -> dict[str, np.ndarray | pd.Categorical]:
+    """PHASE_COLUMNS of loaded kernels (with `correlation` and `launch`), from `cpu`'s launches and ranges."""
+    launches = cpu.launches
+    correlation = kernels["correlation"].to_numpy()
+    row = launch_of(correlation, launches.correlation) if len(launches.correlation) else np.full(len(correlation), -1)
+    launched = row >= 0
+    launch_ts = np.full(len(row), np.nan)
+    launch_ts[launched] = launches.ts[row[launched]]
+    thread = np.full(len(row), -1, dtype=np.int64)
+    thread[launched] = launches.thread[row[launched]]
+    table = kernels[["launch"]].assign(launch_ts=launch_ts, thread=thread)
+    return dict(assign_phases(table, cpu.ranges, cpu.names).items())
 
 
-def assign_phases(kernels: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:
+def assign_phases(kernels: pd.DataFrame, ranges: Ranges, names: list[str]) -> pd.DataFrame:
     """Columns phase, step and phase_source for `kernels` (same rows), see the module doc.
 
-    kernels: launch_ts (float µs, NaN without a recorded launch), thread (launching tid, -1 when none),
-    launch ('kernel', 'graph', 'none' or 'unrecorded'). ranges: CPU ranges with name, ts, dur, tid.
+    kernels: launch_ts (float µs, NaN without a recorded launch), thread (the launch's thread code, as in
+    `ranges`), launch ('kernel', 'graph', 'none' or 'unrecorded'); ranges: CPU ranges whose `name` codes
+    index `names`. Each distinct name is matched against the markers once.
     """
     launch_ts = kernels["launch_ts"].to_numpy(np.float64)
     thread = kernels["thread"].to_numpy(np.int64)
-    table = Ranges.of(ranges)
     phase = np.full(len(kernels), -1, dtype=np.int8)
     source = np.full(len(kernels), -1, dtype=np.int8)
     step = np.full(len(kernels), NO_STEP, dtype=np.int64)
     found: set[str] = set()
     for number, marker in enumerate(MARKERS):
-        codes = table.per_name(lambda name: PHASES.index(p) if (p := marker.phase(name)) else -1)
-        hits = table.select(codes >= 0)
+        codes = _per_name(names, ranges.name, lambda name: PHASES.index(p) if (p := marker.phase(name)) else -1)
+        hits = ranges.where(codes >= 0)
         if not len(hits.start):
             continue
         found.add(marker.source)
@@ -158,12 +149,19 @@ def assign_phases(kernels: pd.DataFrame, ranges: pd.DataFrame) -> pd.DataFrame:
             step[new] = ordinal[new]
     _fallbacks(phase, source, found, launch_ts, kernels["launch"].astype(str).to_numpy())
     unnumbered = step == NO_STEP
-    step[unnumbered] = profiler_steps(table, launch_ts[unnumbered])
+    step[unnumbered] = profiler_steps(ranges, names, launch_ts[unnumbered])
     return pd.DataFrame({
         "phase": pd.Categorical.from_codes(phase, categories=list(PHASES)),
         "step": step,
         "phase_source": pd.Categorical.from_codes(source, categories=list(SOURCES)),
     }, index=kernels.index)
+
+
+def _per_name(names: list[str], codes: np.ndarray, value_of: Callable[[str], int]) -> np.ndarray:
+    """value_of(name) per range (int64, -1 for none), computed once per distinct name."""
+    used, index = np.unique(codes, return_inverse=True)
+    values = np.array([value_of(names[c]) for c in used], dtype=np.int64)
+    return values[index.reshape(-1)] if len(used) else np.zeros(0, np.int64)
 
 
 def _fallbacks(phase: np.ndarray, source: np.ndarray, found: set[str], launch_ts: np.ndarray,
@@ -189,9 +187,9 @@ def enclosing(ranges: Ranges, points: np.ndarray, threads: np.ndarray | None = N
     if threads is None:
         index[:], ordinal[:] = _outermost(ranges.start, ranges.end, points)
         return index, ordinal
-    for tid in np.unique(ranges.tid):
-        rows = np.flatnonzero(ranges.tid == tid)
-        mine = threads == tid
+    for code in np.unique(ranges.thread):
+        rows = np.flatnonzero(ranges.thread == code)
+        mine = threads == code
         found, rank = _outermost(ranges.start[rows], ranges.end[rows], points[mine])
         index[mine] = np.where(found >= 0, rows[np.maximum(found, 0)], -1)
         ordinal[mine] = rank
@@ -216,11 +214,10 @@ def _outermost(start: np.ndarray, end: np.ndarray, points: np.ndarray) -> tuple[
     return np.where(inside, order[holder[safe]], none), np.where(inside, rank[holder[safe]], none)
 
 
-def profiler_steps(ranges: Ranges, points: np.ndarray) -> np.ndarray:
+def profiler_steps(ranges: Ranges, names: list[str], points: np.ndarray) -> np.ndarray:
     """N of the `ProfilerStep#N` range around each point (any thread), -1 outside every step."""
-    numbers = ranges.per_name(_step_number)
-    steps = ranges.select(numbers >= 0)
-    index, _ = enclosing(steps, points)
+    numbers = _per_name(names, ranges.name, _step_number)
+    index, _ = enclosing(ranges.where(numbers >= 0), points)
     return np.append(numbers[numbers >= 0], NO_STEP)[index]  # index -1 picks the appended NO_STEP
 
 
@@ -231,9 +228,8 @@ def _step_number(name: str) -> int:
 
 def phase_table(kernels: pd.DataFrame) -> pd.DataFrame:
     """Per phase present: steps (distinct step numbers), kernels, time_us and sources ({source: kernels})."""
-    columns = _with_phases(kernels)
     rows = {}
-    for phase, part in columns.groupby("phase", observed=True, sort=True):
+    for phase, part in kernels.groupby("phase", observed=True, sort=True):
         sources = part["phase_source"].value_counts()
         rows[str(phase)] = {
             "steps": int(part.loc[part["step"] != NO_STEP, "step"].nunique()),
@@ -261,26 +257,13 @@ def phase_notes(kernels: pd.DataFrame) -> list[str]:
     return notes
 
 
-def _with_phases(kernels: pd.DataFrame) -> pd.DataFrame:
-    """The phase columns, or one phase 'all' for a table loaded without them."""
-    if "phase" in kernels.columns:
-        return kernels
-    return kernels.assign(phase=pd.Categorical([ALL] * len(kernels), categories=list(PHASES)), step=NO_STEP,
-                          phase_source=pd.Categorical([SOURCE_NONE] * len(kernels), categories=list(SOURCES)))
-
-
-def phases_of(trace: Trace) -> list[str]:
-    """The phases a trace has kernels in, in PHASES order."""
-    return list(phase_table(trace.kernels).index)
-
-
 def phase_view(trace: Trace, phase: str) -> Trace:
     """The trace restricted to one phase's kernels (renumbered), with a note; 'all' is the trace itself."""
     if phase not in PHASES:
         raise ValueError(f"unknown phase {phase!r}; one of {', '.join(PHASES)}")
     if phase == ALL:
         return trace
-    kernels = _with_phases(trace.kernels)
+    kernels = trace.kernels
     keep = (kernels["phase"] == phase).to_numpy()
     if keep.all():
         return trace

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
+
+from .ops import unlaunched_note
 from .phases import describe
 from .trace import Trace
 
@@ -11,26 +14,32 @@ UNCLASSIFIED_TYPE = "Other"
 
 
 def summarize(trace: Trace, top_unclassified: int = 20) -> dict[str, Any]:
-    """The `summary` CLI's JSON: per-type count and time, and unclassified names by total time."""
+    """The `summary` CLI's JSON: per-type count and time, launches, and unclassified names by total time."""
     kernels = trace.kernels
-    per_type = kernels.groupby("type", observed=True)["dur"].agg(count="size", time_us="sum")
-    per_type = per_type.sort_values("time_us", ascending=False)
     other = trace.names[trace.names["kernel_type"] == UNCLASSIFIED_TYPE].head(top_unclassified)
+    with_op = kernels[(kernels["op"] != "").to_numpy()]
     return {
         "platform": trace.platform,
         "gpu": trace.gpu,
         "kernels": trace.kernel_count,
         "kernel_time_us": round(trace.kernel_time_us, 3),
-        "types": {
-            str(kernel_type): {"count": int(row["count"]), "time_us": round(float(row["time_us"]), 3)}
-            for kernel_type, row in per_type.iterrows()
-        },
+        "types": _breakdown(kernels, "type"),
+        "launches": _breakdown(kernels, "launch"),
+        "with_op": {"count": len(with_op), "time_us": round(float(with_op["dur"].sum()), 3)},
+        "unlaunched": unlaunched_note(kernels),
         "phases": describe(kernels),
         "unclassified": [
             {"name": str(name), "count": int(row["count"]), "time_us": round(float(row["time_us"]), 3)}
             for name, row in other.iterrows()
         ],
     }
+
+
+def _breakdown(kernels: pd.DataFrame, column: str) -> dict[str, dict[str, float]]:
+    """Kernel count and time per value of `column`, largest time first; values without kernels left out."""
+    table = kernels.groupby(column, observed=True)["dur"].agg(count="size", time_us="sum")
+    table = table.sort_values("time_us", ascending=False, kind="stable")
+    return {str(value): {"count": int(row["count"]), "time_us": round(float(row["time_us"]), 3)} for value, row in table.iterrows()}
 
 
 def summary_text(trace: Trace, summary: dict[str, Any]) -> str:
@@ -49,6 +58,11 @@ def summary_text(trace: Trace, summary: dict[str, Any]) -> str:
     for kernel_type, row in summary["types"].items():
         share = 100 * row["time_us"] / total
         lines.append(f"{kernel_type:<20}{row['count']:>10,}{row['time_us'] / 1e3:>14,.3f}{share:>7.1f}%")
+    lines += ["", _shares("launch", summary["launches"], total)]
+    with_op = summary["with_op"]
+    lines.append(f"with op    {with_op['count']:,} kernels, {100 * with_op['time_us'] / total:.1f}% of kernel time")
+    if summary["unlaunched"]:
+        lines.append(f"no launch  {summary['unlaunched']}")
     if summary["unclassified"]:
         lines += ["", "unclassified kernel names by total time (add a rule for them, see FUSION_RULES):"]
         for entry in summary["unclassified"]:
@@ -64,3 +78,9 @@ def phase_text(phases: dict[str, Any]) -> list[str]:
         sources = ", ".join(f"{source} ({count:,})" for source, count in row["sources"].items())
         lines.append(f"{phase:<11}{row['steps']:>7,}{row['kernels']:>10,}{row['time_us'] / 1e3:>14,.3f}  {sources}")
     return lines + [f"phase note: {note}" for note in phases["notes"]]
+
+
+def _shares(title: str, breakdown: dict[str, dict[str, float]], total: float) -> str:
+    """'launch     kernel 1,053 (69.1% of time), none 463 (30.9%)' on one line."""
+    parts = [f"{value} {row['count']:,} ({100 * row['time_us'] / total:.1f}%)" for value, row in breakdown.items()]
+    return f"{title:<11}" + ", ".join(parts) + "  [kernels (share of kernel time)]"

@@ -2,6 +2,8 @@
 
 This is the only module that reads trace files. It keeps the kernel fields the analysis needs
 (name, ts, dur, correlation, stream, device), interns names, and classifies each distinct name once.
+The CPU side (runtime launches, ops, annotations, module frames) is collected as compact columns
+while the file is read, resolved into the launching-op columns (fusion/ops.py), then dropped.
 """
 
 from __future__ import annotations
@@ -9,23 +11,31 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import msgspec
 import numpy as np
 import pandas as pd
 
 from .classify import KERNEL_TYPES, classify_names
+from .columns import MISSING_ID, decode_args, id_column, numbers
+from .cpu_events import RANGE_CATEGORIES, RUNTIME_CATEGORIES, CpuCollector, RangeKind
 from .errors import TraceError
 from .events import Event, read_events
+from .ops import OP_COLUMNS, launch_columns
+from .phases import ENGINE_FRAME_SUFFIXES, PHASE_COLUMNS, phase_columns
 from .reader import DEFAULT_MAX_BYTES, Progress, TraceSource, open_input
 
 KERNEL_CATEGORIES = frozenset({"kernel", "Kernel"})
-RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "runtime"})
-KERNEL_COLUMNS = ("name", "type", "ts", "dur", "correlation", "stream", "device")
-MISSING_ID = -1
-"""Stored in correlation, stream or device when the event does not carry that field."""
-_INT64_MAX = 2**63 - 1
+KERNEL_COLUMNS = ("name", "type", "ts", "dur", "correlation", "stream", "device", *OP_COLUMNS, *PHASE_COLUMNS)
+_KERNEL, _RUNTIME = range(2)
+_BUCKET = {
+    **dict.fromkeys(KERNEL_CATEGORIES, _KERNEL),
+    **dict.fromkeys(RUNTIME_CATEGORIES, _RUNTIME),
+    **{category: 2 + kind for category, kind in RANGE_CATEGORIES.items()},
+}
+"""Which list a piece's events are sorted into, by category (ranges: 2 + their RangeKind); others are dropped."""
+_ID_FIELDS = ("correlation", "stream", "device")
 MAX_KERNEL_NAMES = 200_000
 RUNTIME_SCAN_EVENTS = 300_000
 """Events searched for hip*/cuda* runtime calls; the start of a trace tells the platform."""
@@ -57,18 +67,6 @@ class Trace:
         return float(self.kernels["dur"].sum())
 
 
-class _KernelArgs(msgspec.Struct):
-    correlation: Any = None
-    stream: Any = None
-    device: Any = None
-
-
-_args_decoder = msgspec.json.Decoder(_KernelArgs)
-_args_list_decoder = msgspec.json.Decoder(list[Optional[_KernelArgs]])
-_ID_FIELDS = ("correlation", "stream", "device")
-_NO_NUMBER = np.nan
-
-
 @dataclass
 class _Collector:
     """Kernel columns, built piece by piece: Python touches each kernel a few times, numpy does the rest."""
@@ -78,25 +76,32 @@ class _Collector:
     skipped: Counter = field(default_factory=Counter)
     missing: Counter = field(default_factory=Counter)
     runtime_prefixes: Counter = field(default_factory=Counter)
+    cpu: CpuCollector = field(default_factory=lambda: CpuCollector(frame_suffixes=ENGINE_FRAME_SUFFIXES))
     events: int = 0
 
     def add_piece(self, events: list[Event], source: str) -> None:
+        buckets: list[list[Event]] = [[] for _ in range(2 + len(RangeKind))]
+        for event in events:
+            if type(event.cat) is str:
+                bucket = _BUCKET.get(event.cat)
+                if bucket is not None:
+                    buckets[bucket].append(event)
+        kernels, runtime = buckets[_KERNEL], buckets[_RUNTIME]
         if self.events < RUNTIME_SCAN_EVENTS:
-            self._count_runtime(events)
+            self.runtime_prefixes.update(e.name[:3] for e in runtime if isinstance(e.name, str))
         self.events += len(events)
-        kernels = [e for e in events if isinstance(e.cat, str) and e.cat in KERNEL_CATEGORIES]
         if kernels:
             self._add_kernels(kernels, source)
-
-    def _count_runtime(self, events: list[Event]) -> None:
-        for event in events:
-            if isinstance(event.cat, str) and event.cat in RUNTIME_CATEGORIES and isinstance(event.name, str):
-                self.runtime_prefixes[event.name[:3]] += 1
+        if runtime:
+            self.cpu.add_runtime(runtime)
+        for kind in RangeKind:
+            if buckets[2 + kind]:
+                self.cpu.add_ranges(buckets[2 + kind], kind)
 
     def _add_kernels(self, kernels: list[Event], source: str) -> None:
         names = [e.name for e in kernels]
-        ts = _numbers([e.ts for e in kernels])
-        dur = _numbers([e.dur for e in kernels])
+        ts = numbers([e.ts for e in kernels])
+        dur = numbers([e.dur for e in kernels])
         named = np.fromiter((type(n) is str for n in names), dtype=bool, count=len(names))
         keep = self._keep(named, ts, dur)
         rows = np.flatnonzero(keep)
@@ -128,13 +133,13 @@ class _Collector:
 
     def _ids(self, raws: list[msgspec.Raw]) -> list[np.ndarray]:
         """correlation, stream and device columns; MISSING_ID where an event lacks a usable value."""
-        args = _decode_args(raws)
+        args = decode_args(raws)
         absent = sum(a is None for a in args)
         if absent:
             self.missing["args"] += absent
         columns = []
         for what in _ID_FIELDS:
-            column, unusable = _id_column([getattr(a, what) if a is not None else None for a in args])
+            column, unusable = id_column([getattr(a, what) if a is not None else None for a in args])
             if unusable - absent:
                 self.missing[what] += unusable - absent
             columns.append(column)
@@ -157,56 +162,6 @@ class _Collector:
 
 def _empty_columns() -> list[np.ndarray]:
     return [np.zeros(0, np.int32), np.zeros(0), np.zeros(0), *(np.zeros(0, np.int64) for _ in _ID_FIELDS)]
-
-
-def _is_plain_number(value: Any) -> bool:
-    return (type(value) is float or type(value) is int) and abs(value) < 1e300
-
-
-def _numbers(values: list[Any]) -> np.ndarray:
-    """A float64 column; NaN where a value is not a plain finite number (bools, strings, None, huge)."""
-    if all(type(v) is float or type(v) is int for v in values):
-        try:
-            column = np.array(values, dtype=np.float64)
-        except OverflowError:
-            pass
-        else:
-            column[~(np.abs(column) < 1e300)] = _NO_NUMBER
-            return column
-    return np.array([v if _is_plain_number(v) else _NO_NUMBER for v in values], dtype=np.float64)
-
-
-def _id_column(values: list[Any]) -> tuple[np.ndarray, int]:
-    """An int64 id column with MISSING_ID where a value is not a non-negative int64; and how many were not."""
-    if all(type(v) is int for v in values):
-        try:
-            column = np.array(values, dtype=np.int64)
-        except OverflowError:
-            pass
-        else:
-            negative = column < 0
-            column[negative] = MISSING_ID
-            return column, int(negative.sum())
-    column = np.array(
-        [v if type(v) is int and 0 <= v <= _INT64_MAX else MISSING_ID for v in values], dtype=np.int64
-    )
-    bad = sum(not (type(v) is int and 0 <= v <= _INT64_MAX) for v in values)
-    return column, bad
-
-
-def _decode_args(raws: list[msgspec.Raw]) -> list[_KernelArgs | None]:
-    """All args of a piece's kernels in one decode; one by one only when some are not objects."""
-    try:
-        return _args_list_decoder.decode(b"[" + b",".join(r if len(r) else b"null" for r in raws) + b"]")
-    except (msgspec.DecodeError, RecursionError):
-        return [_decode_one_args(r) for r in raws]
-
-
-def _decode_one_args(raw: msgspec.Raw) -> _KernelArgs | None:
-    try:
-        return _args_decoder.decode(raw) if len(raw) else None
-    except (msgspec.DecodeError, RecursionError):
-        return None
 
 
 def load(
@@ -232,6 +187,9 @@ def load(
     platform, evidence = detect_platform(top, props, collector.runtime_prefixes)
     gpu, recorded = gpu_name(platform, props)
     kernels, warnings = _kernel_table(collector, raw.source)
+    cpu = collector.cpu.events()
+    kernels = kernels.assign(**launch_columns(kernels, cpu))
+    kernels = kernels.assign(**phase_columns(kernels, cpu))
     names = _name_table(kernels, platform)
     kernels.insert(1, "type", _types_for(kernels["name"], names))
     return Trace(

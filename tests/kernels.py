@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from fusion.classify import KERNEL_TYPES, fused_components
+from fusion.ops import unrecorded_columns
 from fusion.trace import Trace
 
 Kernel = tuple[str, str, float, int]
@@ -27,6 +28,7 @@ def make_trace(kernels: list[Kernel], label: str = "T", platform: str = "AMD") -
         "correlation": np.array([k[3] for k in kernels], dtype=np.int64),
         "stream": np.full(len(kernels), 7, dtype=np.int64),
         "device": np.zeros(len(kernels), dtype=np.int64),
+        **unrecorded_columns(len(kernels)),
     })
     name_types = dict(zip(names, (k[1] for k in kernels)))
     info = pd.DataFrame(

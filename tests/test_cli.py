@@ -15,7 +15,8 @@ from fusion.__main__ import main
 from fusion.classify import classify
 from fusion.trace import load
 
-SUMMARY_KEYS = ["platform", "gpu", "kernels", "kernel_time_us", "types", "phases", "unclassified"]
+SUMMARY_KEYS = ["platform", "gpu", "kernels", "kernel_time_us", "types", "launches", "with_op", "unlaunched", "phases",
+                "unclassified"]
 
 
 def _refuse_constant(name: str) -> None:

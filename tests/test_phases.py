@@ -1,13 +1,21 @@
 """Kernel -> phase and step: the evidence order on plain range tables, views, and the real traces."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from builders import kineto_trace
+from builders import kineto_trace, shared_trace
+from fusion.__main__ import main
+from fusion.compare import analyze_fusion_differences
 from fusion.phases import (
     ALL, BACKWARD, DECODE, FORWARD, MIXED, OPTIMIZER, PHASES, PREFILL, SOURCE_GRAPH, SOURCE_NONE,
     SOURCE_TRAINING_FORWARD, assign_phases, describe, phase_notes, phase_table, phase_view,
+)
+from fusion.cpu_events import Ranges
+from fusion.synthetic_phases import (
+    ServingSpec, serving_truth, training_trace, training_truth, write, write_serving_pair,
 )
 from fusion.trace import load
 
@@ -15,9 +23,14 @@ MAIN, AUTOGRAD = 11, 12
 
 
 def ranges(*rows):
-    """(name, ts, dur[, tid]) rows; tid defaults to the main thread."""
-    return pd.DataFrame([(r[0], float(r[1]), float(r[2]), r[3] if len(r) > 3 else MAIN) for r in rows],
-                        columns=["name", "ts", "dur", "tid"])
+    """(name, ts, dur[, thread]) rows as the loader's Ranges and name list; the thread defaults to the main one."""
+    names = sorted({r[0] for r in rows})
+    column = [np.array(values) for values in zip(*rows)] if rows else [np.zeros(0)] * 3
+    threads = np.array([r[3] if len(r) > 3 else MAIN for r in rows], dtype=np.int32)
+    start = column[1].astype(np.float64)
+    table = Ranges(np.zeros(len(rows), np.int8), start, start + column[2].astype(np.float64), threads,
+                   np.array([names.index(r[0]) for r in rows], dtype=np.int32))
+    return table, names
 
 
 def kernels(*launches):
@@ -31,7 +44,7 @@ def kernels(*launches):
 
 
 def phased(table, cpu):
-    return table.join(assign_phases(table, cpu))
+    return table.join(assign_phases(table, *cpu))
 
 
 def test_vllm_annotations_give_prefill_decode_mixed_and_number_the_steps():
@@ -73,7 +86,7 @@ def test_vllm_annotation_outranks_an_sglang_span_inside_it():
     assert result["phase"].tolist() == [PREFILL] and result["phase_source"].tolist() == ["vLLM execute annotation"]
 
 
-def training_trace():
+def training_tables():
     """Two ProfilerSteps: forward on the main thread, backward frames on the autograd thread, the optimizer."""
     rows = []
     for n, t0 in ((7, 0), (8, 1000)):
@@ -91,7 +104,7 @@ def training_trace():
 
 
 def test_training_frames_give_forward_backward_optimizer_per_profiler_step():
-    result = phased(*training_trace())
+    result = phased(*training_tables())
     per_step = [FORWARD, BACKWARD, FORWARD, OPTIMIZER]
     assert result["phase"].tolist() == per_step * 2 + [ALL]
     assert result["step"].tolist() == [7] * 4 + [8] * 4 + [-1]
@@ -150,3 +163,115 @@ def test_phase_view_keeps_one_phase_renumbered_with_its_own_name_counts():
     assert phase_view(trace, OPTIMIZER).kernel_count == 0
     with pytest.raises(ValueError, match="unknown phase"):
         phase_view(trace, "warmup")
+
+
+# --- on loaded traces: the loader calls assign_phases ---
+
+REAL_PHASES = {
+    # execute_8192_context_9(sq8155..)_generation_37(sq37..): 9 prompt and 37 generation requests
+    "tl_vllm_pd_piecewise_exec": {MIXED: 1},
+    # execute_32_context_0(sq0..)_generation_32(sq32..)
+    "tl_vllm_decode_full_exec": {DECODE: 1},
+    # execute_15360_context_15(..)_generation_0(..) around step[EXTEND bs=15 toks=15360]
+    "tl_sglang_qwen3_8b_prefilldecode": {PREFILL: 1},
+    # execute_context_1(888_788544)_generation_0(0): the older vLLM format
+    "tl_b200_eager": {PREFILL: 1},
+    # ProfilerStep#1 with autograd::engine frames and Optimizer.step#SGD.step
+    "hta_mi250_minitoy": {FORWARD: 1, BACKWARD: 1, OPTIMIZER: 1},
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL_PHASES))
+def test_real_traces_phases_and_steps_match_their_annotations(name):
+    trace = load(shared_trace(name))
+    table = phase_table(trace.kernels)
+    assert table["steps"].to_dict() == REAL_PHASES[name]
+    assert table["kernels"].sum() == trace.kernel_count
+
+
+def test_real_training_trace_has_forward_backward_optimizer_in_every_profiler_step():
+    trace = load(shared_trace("hta_trace_diff_control"))
+    kernels = trace.kernels
+    steps = set(kernels["step"]) - {-1}
+    assert len(steps) > 1
+    for phase in (FORWARD, BACKWARD, OPTIMIZER):
+        assert set(kernels.loc[kernels["phase"] == phase, "step"]) == steps
+
+
+def test_a_trace_without_phase_signal_is_all(tmp_path):
+    trace = load(kineto_trace("NVIDIA"))
+    assert set(trace.kernels["phase"]) == {ALL}
+    assert describe(trace.kernels)["notes"][0].startswith("no phase signal")
+
+
+@pytest.fixture(scope="module")
+def serving_pair(tmp_path_factory):
+    spec = ServingSpec()
+    paths = write_serving_pair(tmp_path_factory.mktemp("serving"), spec)
+    return spec, paths, [load(p) for p in paths]
+
+
+def test_generated_serving_traces_have_the_scheduled_phases_and_steps(serving_pair):
+    spec, _, traces = serving_pair
+    truth = serving_truth(spec)["traces"]
+    for side, trace in enumerate(traces, start=1):
+        table = phase_table(trace.kernels)
+        assert table[["steps", "kernels"]].to_dict(orient="index") == truth[f"trace{side}"]
+
+
+def mapping_keys(mappings):
+    return {(m["fused_trace"], m["fused_kernel_type"], tuple(m["unfused_sequence"])) for m in mappings}
+
+
+def truth_key(fusion):
+    return {(fusion["fused_trace"], fusion["fused_kernel_type"], tuple(fusion["unfused_sequence"]))}
+
+
+@pytest.mark.parametrize("phase", [DECODE, PREFILL])
+def test_compare_one_phase_reports_exactly_that_phases_fusion(serving_pair, phase, capsys):
+    spec, paths, _ = serving_pair
+    assert main(["compare", str(paths[0]), str(paths[1]), "--phase", phase, "--format", "json", "--no-cache"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert mapping_keys(result["fusion_mappings"]) == truth_key(serving_truth(spec)["fusions"][phase])
+    assert result["phases"]["selected"] == phase and list(result["phases"]["per_phase"]) == [phase]
+
+
+def test_comparing_all_phases_gives_each_phase_its_own_findings_and_notes(serving_pair):
+    spec, _, traces = serving_pair
+    truth = serving_truth(spec)
+    result = analyze_fusion_differences(*traces)
+    per_phase = result["phases"]["per_phase"]
+    assert list(per_phase) == [PREFILL, DECODE]
+    for phase in (PREFILL, DECODE):
+        assert mapping_keys(per_phase[phase]["fusion_mappings"]) == truth_key(truth["fusions"][phase])
+        for side in (1, 2):
+            assert per_phase[phase][f"trace{side}"]["steps"] == truth["traces"][f"trace{side}"][phase]["steps"]
+    attention = next(r for r in per_phase[DECODE]["type_stats"] if r["kernel_type"] == "Attention")
+    assert attention["trace1_count"] == 3 * attention["trace2_count"] and attention["per_step_ratio"] == 1.0
+    assert "trace 1 has 6 decode steps, trace 2 has 2" in " ".join(result["phases"]["notes"])
+
+
+def test_compare_a_phase_one_trace_lacks_is_bad_input(tmp_path, capsys):
+    paths = write_serving_pair(tmp_path, ServingSpec(schedule1="PD", schedule2="D"))
+    assert main(["compare", str(paths[0]), str(paths[1]), "--phase", "prefill", "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {paths[1]}: no prefill kernels; its phases: decode (1 steps)")
+
+
+def test_mixed_steps_are_flagged_in_the_comparison(tmp_path):
+    paths = write_serving_pair(tmp_path, ServingSpec(schedule1="PMD", schedule2="PD"))
+    result = analyze_fusion_differences(*paths)
+    assert any("1 mixed steps" in note and note.startswith("trace 1") for note in result["phases"]["notes"])
+
+
+def test_generated_training_trace_has_forward_backward_optimizer_per_step(tmp_path):
+    trace = load(write(tmp_path / "train.json", training_trace(steps=3)))
+    table = phase_table(trace.kernels)
+    assert table[["steps", "kernels"]].to_dict(orient="index") == training_truth(steps=3)
+
+
+def test_summary_says_where_phases_came_from(serving_pair, capsys):
+    _, paths, _ = serving_pair
+    assert main(["summary", str(paths[1])]) == 0
+    out = capsys.readouterr().out
+    assert "decode           2       " in out and "vLLM execute annotation" in out

@@ -1,0 +1,79 @@
+"""Event fields to numpy columns: numbers, ids and the args fields the loader reads.
+
+Shared by the kernel table (trace.py) and the CPU-side events (cpu_events.py), so both treat odd
+values (bools, strings, huge numbers, missing args) the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import msgspec
+import numpy as np
+
+MISSING_ID = -1
+"""Stored in an id column when the event does not carry that field."""
+_INT64_MAX = 2**63 - 1
+_NO_NUMBER = np.nan
+
+
+class IdArgs(msgspec.Struct):
+    """The id fields of an event's `args`."""
+
+    correlation: Any = None
+    stream: Any = None
+    device: Any = None
+
+
+_args_decoder = msgspec.json.Decoder(IdArgs)
+_args_list_decoder = msgspec.json.Decoder(list[Optional[IdArgs]])
+
+
+def _is_plain_number(value: Any) -> bool:
+    return (type(value) is float or type(value) is int) and abs(value) < 1e300
+
+
+def numbers(values: list[Any]) -> np.ndarray:
+    """A float64 column; NaN where a value is not a plain finite number (bools, strings, None, huge)."""
+    if all(type(v) is float or type(v) is int for v in values):
+        try:
+            column = np.array(values, dtype=np.float64)
+        except OverflowError:
+            pass
+        else:
+            column[~(np.abs(column) < 1e300)] = _NO_NUMBER
+            return column
+    return np.array([v if _is_plain_number(v) else _NO_NUMBER for v in values], dtype=np.float64)
+
+
+def id_column(values: list[Any]) -> tuple[np.ndarray, int]:
+    """An int64 id column with MISSING_ID where a value is not a non-negative int64; and how many were not."""
+    if all(type(v) is int for v in values):
+        try:
+            column = np.array(values, dtype=np.int64)
+        except OverflowError:
+            pass
+        else:
+            negative = column < 0
+            column[negative] = MISSING_ID
+            return column, int(negative.sum())
+    column = np.array(
+        [v if type(v) is int and 0 <= v <= _INT64_MAX else MISSING_ID for v in values], dtype=np.int64
+    )
+    bad = sum(not (type(v) is int and 0 <= v <= _INT64_MAX) for v in values)
+    return column, bad
+
+
+def decode_args(raws: list[msgspec.Raw]) -> list[IdArgs | None]:
+    """All args of a piece's events in one decode; one by one only when some are not objects."""
+    try:
+        return _args_list_decoder.decode(b"[" + b",".join(r if len(r) else b"null" for r in raws) + b"]")
+    except (msgspec.DecodeError, RecursionError):
+        return [_decode_one_args(r) for r in raws]
+
+
+def _decode_one_args(raw: msgspec.Raw) -> IdArgs | None:
+    try:
+        return _args_decoder.decode(raw) if len(raw) else None
+    except (msgspec.DecodeError, RecursionError):
+        return None
