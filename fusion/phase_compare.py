@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from .phases import ALL, MIXED, PHASES, phase_notes, phase_table, phase_view
+from .phases import ALL, MIXED, PHASES, phase_notes, phase_table, phase_view, step_count
 from .result import Comparison, plain
 from .errors import TraceError
 from .trace import Trace
@@ -86,18 +86,14 @@ def pair_notes(traces: tuple[Trace, Trace], tables: list[pd.DataFrame]) -> list[
         if have == [True, False] or have == [False, True]:
             side = have.index(True) + 1
             row = tables[side - 1].loc[phase]
-            notes.append(f"{phase} only in trace {side} ({_steps(int(row['steps']), phase)}, "
+            notes.append(f"{phase} only in trace {side} ({step_count(int(row['steps']), phase)}, "
                          f"{int(row['kernels']):,} kernels): nothing to compare it with")
         elif all(have):
             steps = [int(table.loc[phase, "steps"]) for table in tables]
             if steps[0] != steps[1]:
-                notes.append(f"trace 1 has {_steps(steps[0], phase)}, trace 2 has {steps[1]}: "
+                notes.append(f"trace 1 has {step_count(steps[0], phase)}, trace 2 has {steps[1]}: "
                              "compare its counts per step (phases.per_phase.*.type_stats)")
     return notes
-
-
-def _steps(count: int, phase: str) -> str:
-    return f"{count} {phase} step" + ("" if count == 1 else "s")
 
 
 def phase_lines(summary: dict[str, Any]) -> list[str]:
@@ -109,6 +105,11 @@ def phase_lines(summary: dict[str, Any]) -> list[str]:
         one, two = section["trace1"], section["trace2"]
         lines.append(f"{phase:<11}{one['steps']:>9}{two['steps']:>9}{one['kernels']:>11,}{two['kernels']:>11,}"
                      f"{one['time_us'] / 1e3:>11,.3f}{two['time_us'] / 1e3:>11,.3f}")
+    for phase, section in summary["per_phase"].items():
+        if "fusion_mappings" in section:
+            found = [f"trace {m['fused_trace']} fuses {' + '.join(m['unfused_sequence'])} -> {m['fused_kernel_type']}"
+                     f" x{m['pattern_count']}" for m in section["fusion_mappings"]]
+            lines.append(f"{phase} alone: " + ("; ".join(found) or "no fusion"))
     return lines + [f"note: {note}" for note in summary["notes"]]
 
 

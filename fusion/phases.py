@@ -40,7 +40,7 @@ NO_STEP = -1
 PHASE_COLUMNS = ("phase", "step", "phase_source")
 
 SOURCE_TRAINING_FORWARD = "training trace, outside backward and optimizer frames"
-SOURCE_GRAPH = "graph replay, assumed decode (nothing else in the trace says)"
+SOURCE_GRAPH = "graph replay, assumed decode"
 SOURCE_NONE = "no phase signal"
 
 SGLANG_MODES = {
@@ -250,7 +250,7 @@ def phase_notes(kernels: pd.DataFrame) -> list[str]:
     elif ALL in table.index:
         notes.append(f"{table.loc[ALL, 'kernels']:,} kernels have no phase signal (phase 'all')")
     if MIXED in table.index:
-        notes.append(f"{table.loc[MIXED, 'steps']} mixed steps (prefill and decode requests in one batch): "
+        notes.append(f"{step_count(table.loc[MIXED, 'steps'], MIXED)} (prefill and decode requests in one batch): "
                      "their kernels are in neither prefill nor decode")
     if DECODE in table.index and SOURCE_GRAPH in table.loc[DECODE, "sources"]:
         notes.append("decode is assumed from graph replays: the trace has no serving annotation or training frame")
@@ -291,3 +291,8 @@ def describe(kernels: pd.DataFrame) -> dict[str, Any]:
                    for p, r in table.iterrows()},
         "notes": phase_notes(kernels),
     }
+
+
+def step_count(count: int, phase: str) -> str:
+    """'1 prefill step', '4 decode steps'."""
+    return f"{count} {phase} step" + ("" if count == 1 else "s")

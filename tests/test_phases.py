@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from builders import kineto_trace, shared_trace
+from builders import kernel_event, kineto_trace, shared_trace, write_trace
 from fusion.__main__ import main
 from fusion.compare import analyze_fusion_differences
 from fusion.phases import (
@@ -146,7 +146,7 @@ def test_empty_inputs():
 
 def test_mixed_steps_are_flagged():
     result = phased(kernels((5, MAIN)), ranges(("execute_context_1(10)_generation_3(3)", 0, 10)))
-    assert any("mixed steps" in note for note in phase_notes(result))
+    assert any(note.startswith("1 mixed step (") for note in phase_notes(result))
 
 
 def test_phase_view_keeps_one_phase_renumbered_with_its_own_name_counts():
@@ -261,7 +261,7 @@ def test_compare_a_phase_one_trace_lacks_is_bad_input(tmp_path, capsys):
 def test_mixed_steps_are_flagged_in_the_comparison(tmp_path):
     paths = write_serving_pair(tmp_path, ServingSpec(schedule1="PMD", schedule2="PD"))
     result = analyze_fusion_differences(*paths)
-    assert any("1 mixed steps" in note and note.startswith("trace 1") for note in result["phases"]["notes"])
+    assert any(note.startswith("trace 1: 1 mixed step (") for note in result["phases"]["notes"])
 
 
 def test_generated_training_trace_has_forward_backward_optimizer_per_step(tmp_path):
@@ -275,3 +275,19 @@ def test_summary_says_where_phases_came_from(serving_pair, capsys):
     assert main(["summary", str(paths[1])]) == 0
     out = capsys.readouterr().out
     assert "decode           2       " in out and "vLLM execute annotation" in out
+
+
+def test_the_loader_keeps_sglang_forward_frames_for_the_phase(tmp_path):
+    frame = {"ph": "X", "cat": "python_function", "pid": 1, "tid": 2, "dur": 50.0, "args": {}}
+    launch = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "dur": 2.0}
+    events = [
+        {**frame, "name": "sglang/srt/model_executor/model_runner.py(3003): forward_decode", "ts": 0.0},
+        {**frame, "name": "sglang/srt/model_executor/model_runner.py(2968): forward_extend", "ts": 100.0},
+        {**launch, "ts": 10.0, "args": {"correlation": 1}},
+        {**launch, "ts": 110.0, "args": {"correlation": 2}},
+        kernel_event("flash_fwd_splitkv_kernel", 20.0, 5.0, 1),
+        kernel_event("flash_fwd_kernel", 120.0, 5.0, 2),
+    ]
+    trace = load(write_trace(tmp_path / "sglang.json", events))
+    assert trace.kernels["phase"].tolist() == [DECODE, PREFILL]
+    assert set(trace.kernels["phase_source"]) == {"SGLang forward function"}
