@@ -135,8 +135,9 @@ def assign_phases(kernels: pd.DataFrame, ranges: Ranges, names: list[str]) -> pd
     source = np.full(len(kernels), -1, dtype=np.int8)
     step = np.full(len(kernels), NO_STEP, dtype=np.int64)
     found: set[str] = set()
+    per_range = _per_name(names, ranges.name)
     for number, marker in enumerate(MARKERS):
-        codes = _per_name(names, ranges.name, lambda name: PHASES.index(p) if (p := marker.phase(name)) else -1)
+        codes = per_range(lambda name: PHASES.index(p) if (p := marker.phase(name)) else -1)
         hits = ranges.where(codes >= 0)
         if not len(hits.start):
             continue
@@ -149,7 +150,7 @@ def assign_phases(kernels: pd.DataFrame, ranges: Ranges, names: list[str]) -> pd
             step[new] = ordinal[new]
     _fallbacks(phase, source, found, launch_ts, kernels["launch"].astype(str).to_numpy())
     unnumbered = step == NO_STEP
-    step[unnumbered] = profiler_steps(ranges, names, launch_ts[unnumbered])
+    step[unnumbered] = profiler_steps(ranges, per_range(_step_number), launch_ts[unnumbered])
     return pd.DataFrame({
         "phase": pd.Categorical.from_codes(phase, categories=list(PHASES)),
         "step": step,
@@ -157,19 +158,18 @@ def assign_phases(kernels: pd.DataFrame, ranges: Ranges, names: list[str]) -> pd
     }, index=kernels.index)
 
 
-def _per_name(names: list[str], codes: np.ndarray, value_of: Callable[[str], int]) -> np.ndarray:
-    """value_of(name) per range (int64, -1 for none), computed once per distinct name."""
+def _per_name(names: list[str], codes: np.ndarray) -> Callable[[Callable[[str], int]], np.ndarray]:
+    """A function giving value_of(name) per range (int64), calling value_of once per distinct name."""
     used, index = np.unique(codes, return_inverse=True)
-    values = np.array([value_of(names[c]) for c in used], dtype=np.int64)
-    return values[index.reshape(-1)] if len(used) else np.zeros(0, np.int64)
+    distinct = [names[c] for c in used]
+    return lambda value_of: np.array([value_of(n) for n in distinct], dtype=np.int64)[index.reshape(-1)]
 
 
 def _fallbacks(phase: np.ndarray, source: np.ndarray, found: set[str], launch_ts: np.ndarray,
                launch: np.ndarray) -> None:
     """Training forward, graph replays as decode, and 'all' for kernels no range placed."""
     open_ = phase < 0
-    training = found & {m.source for m in TRAINING_FRAMES}
-    if training:
+    if found & {m.source for m in TRAINING_FRAMES}:
         forward = open_ & ~np.isnan(launch_ts)
         phase[forward], source[forward] = PHASES.index(FORWARD), SOURCES.index(SOURCE_TRAINING_FORWARD)
     elif not found:
@@ -214,9 +214,9 @@ def _outermost(start: np.ndarray, end: np.ndarray, points: np.ndarray) -> tuple[
     return np.where(inside, order[holder[safe]], none), np.where(inside, rank[holder[safe]], none)
 
 
-def profiler_steps(ranges: Ranges, names: list[str], points: np.ndarray) -> np.ndarray:
-    """N of the `ProfilerStep#N` range around each point (any thread), -1 outside every step."""
-    numbers = _per_name(names, ranges.name, _step_number)
+def profiler_steps(ranges: Ranges, numbers: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """N of the `ProfilerStep#N` range around each point (any thread; `numbers`: N per range, -1 for
+    other ranges), -1 outside every step."""
     index, _ = enclosing(ranges.where(numbers >= 0), points)
     return np.append(numbers[numbers >= 0], NO_STEP)[index]  # index -1 picks the appended NO_STEP
 
@@ -269,8 +269,9 @@ def phase_view(trace: Trace, phase: str) -> Trace:
         return trace
     part = kernels[keep].reset_index(drop=True)
     part["name"] = part["name"].cat.remove_unused_categories()
-    note = (f"phase {phase} only: {len(part):,} of {len(kernels):,} kernels in "
-            f"{phase_table(part)['steps'].sum() if len(part) else 0} steps; kernel indices refer to this view")
+    steps = int(phase_table(part)["steps"].sum())
+    note = (f"phase {phase} only: {len(part):,} of {len(kernels):,} kernels in {step_count(steps, phase)};"
+            " kernel indices refer to this view")
     return replace(trace, kernels=part, names=_name_stats(trace.names, part), warnings=[*trace.warnings, note])
 
 

@@ -159,7 +159,7 @@ def test_phase_view_keeps_one_phase_renumbered_with_its_own_name_counts():
     assert view.kernel_count == 6 and list(view.kernels.index) == list(range(6))
     assert view.kernels["name"].tolist() == trace.kernels["name"].tolist()[:6]
     assert view.names["count"].sum() == 6 and view.names["time_us"].sum() == pytest.approx(view.kernel_time_us)
-    assert "phase decode only: 6 of 12 kernels in 2 steps" in view.warnings[-1]
+    assert "phase decode only: 6 of 12 kernels in 2 decode steps" in view.warnings[-1]
     assert phase_view(trace, OPTIMIZER).kernel_count == 0
     with pytest.raises(ValueError, match="unknown phase"):
         phase_view(trace, "warmup")
