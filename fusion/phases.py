@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .cpu_events import CpuEvents, Ranges
-from .ops import launch_of
+from .ops import Nesting, launch_rows
 
 if TYPE_CHECKING:
     from .trace import Trace
@@ -112,7 +112,7 @@ def phase_columns(kernels: pd.DataFrame, cpu: CpuEvents) -> dict[str, np.ndarray
     """PHASE_COLUMNS of loaded kernels (with `correlation` and `launch`), from `cpu`'s launches and ranges."""
     launches = cpu.launches
     correlation = kernels["correlation"].to_numpy()
-    row = launch_of(correlation, launches.correlation) if len(launches.correlation) else np.full(len(correlation), -1)
+    row = launch_rows(correlation, launches.correlation) if len(launches.correlation) else np.full(len(correlation), -1)
     launched = row >= 0
     launch_ts = np.full(len(row), np.nan)
     launch_ts[launched] = launches.ts[row[launched]]
@@ -135,22 +135,22 @@ def assign_phases(kernels: pd.DataFrame, ranges: Ranges, names: list[str]) -> pd
     source = np.full(len(kernels), -1, dtype=np.int8)
     step = np.full(len(kernels), NO_STEP, dtype=np.int64)
     found: set[str] = set()
-    per_range = _per_name(names, ranges.name)
+    by_name = _per_name(names, ranges.name)
     for number, marker in enumerate(MARKERS):
-        codes = per_range(lambda name: PHASES.index(p) if (p := marker.phase(name)) else -1)
-        hits = ranges.where(codes >= 0)
+        phase_of = by_name(lambda name: PHASES.index(p) if (p := marker.phase(name)) else -1)
+        hits = ranges.where(phase_of[ranges.name] >= 0)
         if not len(hits.start):
             continue
         found.add(marker.source)
-        index, ordinal = enclosing(hits, launch_ts, thread if marker.by_thread else None)
-        new = (index >= 0) & (phase < 0)
-        phase[new] = codes[codes >= 0][index[new]]
+        name, ordinal = outermost(hits, launch_ts, thread if marker.by_thread else None)
+        new = (name >= 0) & (phase < 0)
+        phase[new] = phase_of[name[new]]
         source[new] = number
         if marker.numbers_steps:
             step[new] = ordinal[new]
     _fallbacks(phase, source, found, launch_ts, kernels["launch"].astype(str).to_numpy())
     unnumbered = step == NO_STEP
-    step[unnumbered] = profiler_steps(ranges, per_range(_step_number), launch_ts[unnumbered])
+    step[unnumbered] = profiler_steps(ranges, by_name(_step_number), launch_ts[unnumbered])
     return pd.DataFrame({
         "phase": pd.Categorical.from_codes(phase, categories=list(PHASES)),
         "step": step,
@@ -159,10 +159,16 @@ def assign_phases(kernels: pd.DataFrame, ranges: Ranges, names: list[str]) -> pd
 
 
 def _per_name(names: list[str], codes: np.ndarray) -> Callable[[Callable[[str], int]], np.ndarray]:
-    """A function giving value_of(name) per range (int64), calling value_of once per distinct name."""
-    used, index = np.unique(codes, return_inverse=True)
-    distinct = [names[c] for c in used]
-    return lambda value_of: np.array([value_of(n) for n in distinct], dtype=np.int64)[index.reshape(-1)]
+    """A function giving value_of(name) per name code (int64, -1 for names no range has), calling
+    value_of only for the names the ranges use."""
+    used = np.unique(codes)
+
+    def by_name(value_of: Callable[[str], int]) -> np.ndarray:
+        values = np.full(len(names), -1, dtype=np.int64)
+        values[used] = [value_of(names[c]) for c in used]
+        return values
+
+    return by_name
 
 
 def _fallbacks(phase: np.ndarray, source: np.ndarray, found: set[str], launch_ts: np.ndarray,
@@ -179,46 +185,28 @@ def _fallbacks(phase: np.ndarray, source: np.ndarray, found: set[str], launch_ts
     phase[rest], source[rest] = PHASES.index(ALL), SOURCES.index(SOURCE_NONE)
 
 
-def enclosing(ranges: Ranges, points: np.ndarray, threads: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """For each point, the outermost range around it (row in `ranges`, -1 if none) and that range's
-    ordinal among the outermost ranges; with `threads`, only ranges of the point's thread count."""
-    index = np.full(len(points), -1, dtype=np.int64)
-    ordinal = np.full(len(points), -1, dtype=np.int64)
+def outermost(ranges: Ranges, points: np.ndarray, threads: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """For each point, the name code of the outermost range around it and that range's ordinal among
+    all outermost ranges in start order (-1, -1 where none); with `threads`, only ranges on the point's
+    thread count, else ranges of every thread."""
+    if not len(ranges.start):
+        return np.full(len(points), -1, dtype=np.int64), np.full(len(points), -1, dtype=np.int64)
     if threads is None:
-        index[:], ordinal[:] = _outermost(ranges.start, ranges.end, points)
-        return index, ordinal
-    for code in np.unique(ranges.thread):
-        rows = np.flatnonzero(ranges.thread == code)
-        mine = threads == code
-        found, rank = _outermost(ranges.start[rows], ranges.end[rows], points[mine])
-        index[mine] = np.where(found >= 0, rows[np.maximum(found, 0)], -1)
-        ordinal[mine] = rank
-    return index, ordinal
-
-
-def _outermost(start: np.ndarray, end: np.ndarray, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted by start, a range that reaches further than every earlier one is outermost; the last such
-    range that started before a point holds it if it reaches the point."""
-    none = np.full(len(points), -1, dtype=np.int64)
-    if not len(start):
-        return none, none
-    order = np.argsort(start, kind="stable")
-    start, end = start[order], end[order]
-    reach = np.maximum.accumulate(end)
-    outer = end > np.concatenate(([-np.inf], reach[:-1]))
-    holder = np.maximum.accumulate(np.where(outer, np.arange(len(end)), 0))
-    rank = np.cumsum(outer) - 1
-    last = np.searchsorted(start, points, side="right") - 1
-    safe = np.maximum(last, 0)
-    inside = (last >= 0) & (reach[safe] >= points)
-    return np.where(inside, order[holder[safe]], none), np.where(inside, rank[holder[safe]], none)
+        ranges = replace(ranges, thread=np.zeros_like(ranges.thread))
+        threads = np.zeros(len(points), dtype=np.int64)
+    nesting = Nesting.of(ranges)
+    row = nesting.innermost(threads, np.nan_to_num(points, nan=-np.inf))
+    top = nesting.top()[row]
+    inside = row >= 0
+    return np.where(inside, nesting.name[top], -1), np.where(inside, nesting.call_ids()[top], -1)
 
 
 def profiler_steps(ranges: Ranges, numbers: np.ndarray, points: np.ndarray) -> np.ndarray:
-    """N of the `ProfilerStep#N` range around each point (any thread; `numbers`: N per range, -1 for
-    other ranges), -1 outside every step."""
-    index, _ = enclosing(ranges.where(numbers >= 0), points)
-    return np.append(numbers[numbers >= 0], NO_STEP)[index]  # index -1 picks the appended NO_STEP
+    """N of the `ProfilerStep#N` range around each point (any thread; `numbers`: N per name code, -1 for
+    other names), -1 outside every step."""
+    steps = ranges.where(numbers[ranges.name] >= 0)
+    name, _ = outermost(steps, points)
+    return np.append(numbers, NO_STEP)[name]  # name -1 picks the appended NO_STEP
 
 
 def _step_number(name: str) -> int:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import gzip
 import struct
 import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import orjson
 import pytest
@@ -74,6 +75,103 @@ def kineto_trace(platform: str = "AMD", steps: int = 3) -> bytes:
             events.append({**launch_event, "args": {"correlation": correlation}})
             events.append(kernel_event(name, ts + 3, 4.0 + i, correlation, grid=[1, 2, 1], block=[256, 1, 1]))
     return trace_json(events, deviceProperties=props, traceName="built", displayTimeUnit="ms")
+
+
+@dataclass
+class Launch:
+    """A runtime launch of one kernel (eager)."""
+
+    kernel: str
+    dur: float = 4.0
+
+
+@dataclass
+class Graph:
+    """A graph launch: one runtime call, every kernel sharing its correlation id."""
+
+    kernels: list[str]
+
+
+@dataclass
+class Op:
+    """A cpu_op range around its body."""
+
+    name: str
+    body: list[Item] = field(default_factory=list)
+
+
+@dataclass
+class Module:
+    """An nn.Module frame (python_function `nn.Module: NAME`) around its body."""
+
+    name: str
+    body: list[Item] = field(default_factory=list)
+
+
+@dataclass
+class Annotation:
+    """A user_annotation range (record_function, ProfilerStep#N) around its body."""
+
+    name: str
+    body: list[Item] = field(default_factory=list)
+
+
+Item = Union[Launch, Graph, Op, Module, Annotation]
+_RANGE_CATEGORY = {Op: "cpu_op", Module: "python_function", Annotation: "user_annotation"}
+
+
+class EagerTrace:
+    """Builds a Kineto-shaped trace from nested CPU items: ops, module frames, annotations, launches, graphs.
+
+    Items on one thread run back to back from `start`; a range spans its body plus 1 µs on each side, a
+    launch's runtime call takes 1 µs. Kernels run on one GPU stream in launch order, each after its launch.
+    """
+
+    def __init__(self, platform: str = "NVIDIA", first_correlation: int = 100) -> None:
+        amd = platform == "AMD"
+        self.launch_name = "hipLaunchKernel" if amd else "cudaLaunchKernel"
+        self.graph_name = "hipGraphLaunch" if amd else "cudaGraphLaunch"
+        self.props = [{"id": 0, "name": "AMD Instinct MI300X" if amd else "NVIDIA H100", "warpSize": 64 if amd else 32}]
+        self.events: list[dict] = []
+        self.correlation = first_correlation
+        self.gpu_clock = 0.0
+
+    def run(self, *items: Item, tid: int = 1, pid: int = 1, start: float = 0.0) -> float:
+        """Lay out `items` on thread (pid, tid) from `start`; returns where they end."""
+        now = start
+        for item in items:
+            now = self._item(item, now, pid, tid)
+        return now
+
+    def unlaunched(self, kernel: str, correlation: int, dur: float = 3.0) -> None:
+        """A kernel whose launch is not in the trace (launched before the profiled window)."""
+        self._kernel(kernel, correlation, self.gpu_clock, dur)
+
+    def data(self) -> bytes:
+        return trace_json(self.events, deviceProperties=self.props)
+
+    def _item(self, item: Item, now: float, pid: int, tid: int) -> float:
+        if isinstance(item, (Launch, Graph)):
+            return self._launch(item, now, pid, tid)
+        end = self.run(*item.body, tid=tid, pid=pid, start=now + 1.0) + 1.0
+        name = f"nn.Module: {item.name}" if isinstance(item, Module) else item.name
+        self.events.append({"ph": "X", "cat": _RANGE_CATEGORY[type(item)], "name": name, "pid": pid, "tid": tid,
+                            "ts": now, "dur": end - now, "args": {}})
+        return end
+
+    def _launch(self, item: Launch | Graph, now: float, pid: int, tid: int) -> float:
+        self.correlation += 1
+        name = self.launch_name if isinstance(item, Launch) else self.graph_name
+        self.events.append({"ph": "X", "cat": "cuda_runtime", "name": name, "pid": pid, "tid": tid, "ts": now,
+                            "dur": 1.0, "args": {"correlation": self.correlation}})
+        kernels = [(item.kernel, item.dur)] if isinstance(item, Launch) else [(k, 2.0) for k in item.kernels]
+        for kernel, dur in kernels:
+            self._kernel(kernel, self.correlation, max(self.gpu_clock, now + 0.5), dur)
+        return now + 1.0
+
+    def _kernel(self, name: str, correlation: int, ts: float, dur: float) -> None:
+        self.events.append(kernel_event(name, ts, dur, correlation))
+        self.gpu_clock = ts + dur + 0.25
 
 
 GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"

@@ -65,6 +65,9 @@ def test_kernel_table_columns_and_dtypes() -> None:
     assert table["ts"].is_monotonic_increasing
     assert (table["correlation"] >= 0).all()
     assert trace.names["count"].sum() == len(table)
+    for column in ("op", "op_top", "module", "launch"):
+        assert isinstance(table[column].dtype, pd.CategoricalDtype)
+    assert table["op_call"].dtype == table["thread"].dtype == "int64"
 
 
 @pytest.mark.parametrize("name", shared_trace_names())
