@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .cpu_events import CpuEvents, Ranges
-from .ops import Nesting, launch_rows
+from .ops import LAUNCH_KINDS, Nesting, launch_rows
 
 if TYPE_CHECKING:
     from .trace import Trace
@@ -38,6 +38,8 @@ ALL = "all"
 PHASES = (PREFILL, DECODE, MIXED, FORWARD, BACKWARD, OPTIMIZER, ALL)
 NO_STEP = -1
 PHASE_COLUMNS = ("phase", "step", "phase_source")
+UNLAUNCHED = LAUNCH_KINDS[2:]
+"""'none' and 'unrecorded': kernels whose launch time is not known, so no range can place them."""
 
 SOURCE_TRAINING_FORWARD = "training trace, outside backward and optimizer frames"
 SOURCE_GRAPH = "graph replay, assumed decode"
@@ -236,7 +238,9 @@ def phase_notes(kernels: pd.DataFrame) -> list[str]:
         notes.append("no phase signal (serving step annotations, engine or training frames, graph replays): "
                      "one phase 'all'")
     elif ALL in table.index:
-        notes.append(f"{table.loc[ALL, 'kernels']:,} kernels have no phase signal (phase 'all')")
+        unlaunched = int(((kernels["phase"] == ALL) & kernels["launch"].isin(UNLAUNCHED)).sum())
+        notes.append(f"{table.loc[ALL, 'kernels']:,} kernels have no phase signal (phase 'all'), "
+                     f"{unlaunched:,} of them without a recorded launch")
     if MIXED in table.index:
         notes.append(f"{step_count(table.loc[MIXED, 'steps'], MIXED)} (prefill and decode requests in one batch): "
                      "their kernels are in neither prefill nor decode")
