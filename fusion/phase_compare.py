@@ -10,9 +10,9 @@ from typing import Any
 
 import pandas as pd
 
+from .errors import TraceError
 from .phases import ALL, MIXED, PHASES, phase_notes, phase_table, phase_view, step_count
 from .result import Comparison, plain
-from .errors import TraceError
 from .trace import Trace
 
 Compare = Callable[..., Comparison]
