@@ -118,6 +118,6 @@ def require_phase(traces: tuple[Trace, Trace], phase: str) -> tuple[Trace, Trace
     views = (phase_view(traces[0], phase), phase_view(traces[1], phase))
     for trace, view in zip(traces, views):
         if trace.kernel_count and not view.kernel_count:
-            found = ", ".join(f"{p} ({r['steps']} steps)" for p, r in phase_table(trace.kernels).iterrows())
+            found = ", ".join(step_count(int(r["steps"]), p) for p, r in phase_table(trace.kernels).iterrows())
             raise TraceError(trace.source, f"no {phase} kernels; its phases: {found}")
     return views

@@ -255,7 +255,7 @@ def test_compare_a_phase_one_trace_lacks_is_bad_input(tmp_path, capsys):
     paths = write_serving_pair(tmp_path, ServingSpec(schedule1="PD", schedule2="D"))
     assert main(["compare", str(paths[0]), str(paths[1]), "--phase", "prefill", "--no-cache"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: {paths[1]}: no prefill kernels; its phases: decode (1 steps)")
+    assert err.startswith(f"error: {paths[1]}: no prefill kernels; its phases: 1 decode step")
 
 
 def test_mixed_steps_are_flagged_in_the_comparison(tmp_path):
