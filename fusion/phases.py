@@ -279,9 +279,9 @@ def describe(kernels: pd.DataFrame) -> dict[str, Any]:
     """JSON-ready phases of one trace: per phase steps, kernels, time and sources, and the notes."""
     table = phase_table(kernels)
     return {
-        "phases": {str(p): {"steps": int(r["steps"]), "kernels": int(r["kernels"]),
-                            "time_us": round(float(r["time_us"]), 3), "sources": r["sources"]}
-                   for p, r in table.iterrows()},
+        "per_phase": {str(p): {"steps": int(r["steps"]), "kernels": int(r["kernels"]),
+                               "time_us": round(float(r["time_us"]), 3), "sources": r["sources"]}
+                      for p, r in table.iterrows()},
         "notes": phase_notes(kernels),
     }
 

@@ -78,7 +78,7 @@ def summary_text(trace: Trace, summary: dict[str, Any]) -> str:
 def phase_text(phases: dict[str, Any]) -> list[str]:
     """One line per phase: steps, kernels, time and where the phase came from; then the notes."""
     lines = [f"{'phase':<11}{'steps':>7}{'kernels':>10}{'time ms':>14}  from"]
-    for phase, row in phases["phases"].items():
+    for phase, row in phases["per_phase"].items():
         sources = ", ".join(f"{source} ({count:,})" for source, count in row["sources"].items())
         lines.append(f"{phase:<11}{row['steps']:>7,}{row['kernels']:>10,}{row['time_us'] / 1e3:>14,.3f}  {sources}")
     return lines + [f"phase note: {note}" for note in phases["notes"]]
