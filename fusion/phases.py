@@ -12,8 +12,10 @@ launching thread where the range is thread-bound):
 4. graph replays are decode, but only in a trace with none of the above;
 5. anything else is phase 'all' (no signal).
 
-The step is the ordinal of the serving annotation, else the N of the enclosing `ProfilerStep#N`,
-else -1. `phase_source` names the evidence of each kernel, so a summary can say where phases came from.
+Of nested ranges of one kind the outermost counts (ops.Nesting). The step is the ordinal of the
+serving annotation, else the N of the enclosing `ProfilerStep#N`, else -1. `phase_source` names the
+evidence of each kernel, so a summary can say where phases came from. The loader calls phase_columns
+after op resolution; assign_phases works on plain columns.
 """
 
 from __future__ import annotations
