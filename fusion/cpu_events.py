@@ -101,7 +101,8 @@ class CpuCollector:
             self.launch_parts.append((correlation[keep], ts[keep], dur, self._threads(kept), names))
 
     def add_ranges(self, events: list[Event], kind: RangeKind) -> None:
-        """Events of one range category; python_function events count only where they are nn.Module frames."""
+        """Events of one range category; python_function events count only where they are nn.Module frames
+        (MODULE) or end with one of `frame_suffixes` (FRAME)."""
         if kind == RangeKind.MODULE:
             if self.frame_suffixes:
                 frames = [e for e in events if type(e.name) is str and e.name.endswith(self.frame_suffixes)]
