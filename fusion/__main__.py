@@ -14,8 +14,10 @@ from pathlib import Path
 import orjson
 
 from .errors import TraceError
+from .phases import PHASES
 
 EXIT_BAD_INPUT = 2
+PHASE_CHOICES = (PHASES[-1], *PHASES[:-1])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -59,6 +61,8 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("trace2")
     compare.add_argument("--min-group-size", type=_positive_int, default=50, metavar="N")
     compare.add_argument("--format", choices=("text", "json", "csv"), default="text")
+    compare.add_argument("--phase", choices=PHASE_CHOICES, default="all",
+                         help="compare only the kernels of one phase (see `summary` for a trace's phases)")
     compare.add_argument("-o", "--output", metavar="FILE", help="write here (csv: FILE_<table>.csv)")
     compare.add_argument(
         "--no-cache", action="store_true", help="parse both files even if they were loaded before (see FUSION_CACHE_DIR)"
@@ -114,11 +118,14 @@ def _classify(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from . import report
     from .compare import compare
+    from .phase_compare import phase_summary, require_phase
     from .parallel import load_pair
     from .tablecache import TableCache
 
     trace1, trace2 = load_pair(args.trace1, args.trace2, cache=None if args.no_cache else TableCache())
-    comparison = compare(trace1, trace2, min_group_size=args.min_group_size, keep_unlaunched=args.keep_unlaunched)
+    views = require_phase((trace1, trace2), args.phase)
+    comparison = compare(*views, min_group_size=args.min_group_size, keep_unlaunched=args.keep_unlaunched)
+    comparison.phases = phase_summary(comparison, args.phase, compare)
     if args.format == "csv":
         _write_csv(report.to_csv(comparison), args.output)
     else:

@@ -32,6 +32,8 @@ from .detect import (
 from .groups import Groups, correlation_groups, type_codes
 from .match import Matching, candidate_size, match_across_threshold, similarity
 from .ops import launched_only
+from .phase_compare import phase_summary
+from .phases import ALL, phase_view
 from .result import Comparison, EvidenceRef
 from .trace import Trace, load
 
@@ -81,12 +83,14 @@ def _unit_codes(side: Side, rows: np.ndarray, types: list[str]) -> np.ndarray:
 
 
 def compare(trace1: Trace, trace2: Trace, *, min_group_size: int = 50, progress: Progress | None = None,
-            keep_unlaunched: bool = False, **thresholds: Any) -> Comparison:
+            keep_unlaunched: bool = False, phase: str = ALL, **thresholds: Any) -> Comparison:
     """Compare two loaded traces; `thresholds` are detect.Thresholds fields (reference defaults).
 
-    Kernels without a launch event (launch 'none') are left out, with a warning, unless `keep_unlaunched`."""
+    Kernels without a launch event (launch 'none') are left out, with a warning, unless `keep_unlaunched`;
+    only the kernels of `phase` are compared (phases.PHASES; 'all': every kernel)."""
     if not keep_unlaunched:
         trace1, trace2 = launched_only(trace1), launched_only(trace2)
+    trace1, trace2 = phase_view(trace1, phase), phase_view(trace2, phase)
     limits = Thresholds(**thresholds)
     report = progress or (lambda stage, fraction: None)
     types = _types(trace1, trace2)
@@ -108,11 +112,13 @@ def compare(trace1: Trace, trace2: Trace, *, min_group_size: int = 50, progress:
 
 
 def analyze_fusion_differences(trace1: Trace | str | Path | bytes, trace2: Trace | str | Path | bytes,
-                               min_group_size: int = 50) -> dict[str, Any]:
+                               min_group_size: int = 50, phase: str = ALL) -> dict[str, Any]:
     """The reference analyzer's entry point: Traces or paths/bytes in, its result dict (plus ours) out."""
     first = trace1 if isinstance(trace1, Trace) else load(trace1)
     second = trace2 if isinstance(trace2, Trace) else load(trace2)
-    return compare(first, second, min_group_size=min_group_size).to_dict()
+    comparison = compare(first, second, min_group_size=min_group_size, phase=phase)
+    comparison.phases = phase_summary(comparison, phase, compare)
+    return comparison.to_dict()
 
 
 def _types(trace1: Trace, trace2: Trace) -> list[str]:

@@ -27,6 +27,8 @@ class RangeKind(IntEnum):
     OP = 0
     ANNOTATION = 1
     MODULE = 2
+    FRAME = 3
+    """Another python_function frame, kept when its name ends with one of CpuCollector.frame_suffixes."""
 
 
 RANGE_CATEGORIES = {"cpu_op": RangeKind.OP, "user_annotation": RangeKind.ANNOTATION, "python_function": RangeKind.MODULE}
@@ -55,7 +57,9 @@ class Ranges:
     name: np.ndarray
 
     def of_kind(self, kind: RangeKind) -> Ranges:
-        rows = self.kind == kind
+        return self.where(self.kind == kind)
+
+    def where(self, rows: np.ndarray) -> Ranges:
         return Ranges(*(column[rows] for column in (self.kind, self.start, self.end, self.thread, self.name)))
 
 
@@ -81,6 +85,8 @@ class CpuCollector:
     range_parts: list[tuple[np.ndarray, ...]] = field(default_factory=list)
     name_code: dict[str, int] = field(default_factory=dict)
     thread_code: dict[tuple[Any, Any], int] = field(default_factory=dict)
+    frame_suffixes: tuple[str, ...] = ()
+    """python_function frames whose names end with one of these are kept as FRAME ranges."""
 
     def add_runtime(self, events: list[Event]) -> None:
         events = [e for e in events if type(e.name) is str]
@@ -95,8 +101,12 @@ class CpuCollector:
             self.launch_parts.append((correlation[keep], ts[keep], dur, self._threads(kept), names))
 
     def add_ranges(self, events: list[Event], kind: RangeKind) -> None:
-        """Events of one range category; python_function events count only where they are nn.Module frames."""
+        """Events of one range category; python_function events count only where they are nn.Module frames
+        (MODULE) or end with one of `frame_suffixes` (FRAME)."""
         if kind == RangeKind.MODULE:
+            if self.frame_suffixes:
+                frames = [e for e in events if type(e.name) is str and e.name.endswith(self.frame_suffixes)]
+                self.add_ranges(frames, RangeKind.FRAME)
             events = [e for e in events if type(e.name) is str and e.name.startswith(MODULE_FRAME_PREFIX)]
             names = [e.name[len(MODULE_FRAME_PREFIX) :] for e in events]
         else:

@@ -10,6 +10,7 @@ import orjson
 import pandas as pd
 
 from .detect.mappings import SPLIT_DETECTOR
+from .phase_compare import phase_lines
 from .result import Comparison, FusionMapping, Opportunity, field_names, plain
 
 TOP_OPPORTUNITIES = 10
@@ -26,7 +27,7 @@ def to_json(comparison: Comparison) -> str:
 
 def to_text(comparison: Comparison) -> str:
     """A report for a person: traces, comparability, type table, top opportunities, mappings."""
-    sections = [_header(comparison), _comparability(comparison), _type_table(comparison),
+    sections = [_header(comparison), _comparability(comparison), _phases(comparison), _type_table(comparison),
                 _opportunities(comparison.opportunities), _mappings(comparison.mappings), _notes(comparison)]
     return "\n\n".join(s for s in sections if s) + "\n"
 
@@ -128,3 +129,9 @@ def _notes(c: Comparison) -> str:
         return ""
     return "\n".join(["One-sided kernels (not fusions)"] +
                      [f"  trace {n.side}: {n.count} x {n.kernel_type} - {n.reason}" for n in c.one_sided])
+
+
+def _phases(c: Comparison) -> str:
+    lines = phase_lines(c.phases)
+    selected = c.phases.get("selected", "all") if c.phases else "all"
+    return "\n".join([f"Phases (compared: {selected})", *(f"  {line}" for line in lines)]) if lines else ""

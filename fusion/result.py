@@ -145,6 +145,8 @@ class Comparison:
     comparability: Comparability
     warnings: list[str]
     metadata: dict[str, Any]
+    phases: dict[str, Any] = field(default_factory=dict)
+    """The per-phase section (phase_compare.phase_summary); empty until it is computed."""
     pair_kernels: PairKernels | None = field(default=None, repr=False)
     _alignments: dict[int, pd.DataFrame] = field(default_factory=dict, repr=False)
 
@@ -186,6 +188,7 @@ class Comparison:
                 "unmatched_groups": {"trace1": self.unmatched1, "trace2": self.unmatched2},
                 "params": self.params,
                 "warnings": self.warnings,
+                "phases": self.phases,
             }
         )
 

@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 
 from .ops import unlaunched_note
+from .phases import describe
 from .trace import Trace
 
 UNCLASSIFIED_TYPE = "Other"
@@ -27,6 +28,7 @@ def summarize(trace: Trace, top_unclassified: int = 20) -> dict[str, Any]:
         "launches": _breakdown(kernels, "launch"),
         "with_op": {"count": len(with_op), "time_us": round(float(with_op["dur"].sum()), 3)},
         "unlaunched": unlaunched_note(kernels),
+        "phases": describe(kernels),
         "unclassified": [
             {"name": str(name), "count": int(row["count"]), "time_us": round(float(row["time_us"]), 3)}
             for name, row in other.iterrows()
@@ -53,6 +55,8 @@ def summary_text(trace: Trace, summary: dict[str, Any]) -> str:
         f"gpu       {summary['gpu']}",
         f"kernels   {summary['kernels']:,}   kernel time {summary['kernel_time_us'] / 1e3:,.3f} ms",
         "",
+        *phase_text(summary["phases"]),
+        "",
         f"{'type':<20}{'count':>10}{'time ms':>14}{'share':>8}",
     ]
     for kernel_type, row in summary["types"].items():
@@ -69,6 +73,15 @@ def summary_text(trace: Trace, summary: dict[str, Any]) -> str:
             lines.append(f"  {entry['time_us'] / 1e3:>10,.3f} ms  {entry['count']:>7,}x  {entry['name'][:160]}")
     lines += [f"warning: {warning}" for warning in trace.warnings]
     return "\n".join(lines)
+
+
+def phase_text(phases: dict[str, Any]) -> list[str]:
+    """One line per phase: steps, kernels, time and where the phase came from; then the notes."""
+    lines = [f"{'phase':<11}{'steps':>7}{'kernels':>10}{'time ms':>14}  from"]
+    for phase, row in phases["per_phase"].items():
+        sources = ", ".join(f"{source} ({count:,})" for source, count in row["sources"].items())
+        lines.append(f"{phase:<11}{row['steps']:>7,}{row['kernels']:>10,}{row['time_us'] / 1e3:>14,.3f}  {sources}")
+    return lines + [f"phase note: {note}" for note in phases["notes"]]
 
 
 def _shares(title: str, breakdown: dict[str, dict[str, float]], total: float) -> str:

@@ -24,7 +24,7 @@ from .classify import BUILTIN_OP_RULES, BUILTIN_RULES, KERNEL_TYPES, RULES_ENV
 from .store import atomic_file, evict_least_recent
 from .trace import Trace
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 """Bump when the kernel table, the name table or the Trace fields change shape or meaning."""
 DEFAULT_MAX_MB = 4096
 _META_KEY = b"fusion-explorer"

@@ -23,10 +23,12 @@ from .cpu_events import RANGE_CATEGORIES, RUNTIME_CATEGORIES, CpuCollector, Rang
 from .errors import TraceError
 from .events import Event, read_events
 from .ops import OP_COLUMNS, launch_columns
+from .phases import ENGINE_FRAME_SUFFIXES, PHASE_COLUMNS, phase_columns
 from .reader import DEFAULT_MAX_BYTES, Progress, TraceSource, open_input
 
 KERNEL_CATEGORIES = frozenset({"kernel", "Kernel"})
-KERNEL_COLUMNS = ("name", "type", "type_route", "ts", "dur", "correlation", "stream", "device", *OP_COLUMNS)
+KERNEL_COLUMNS = ("name", "type", "type_route", "ts", "dur", "correlation", "stream", "device", *OP_COLUMNS,
+                  *PHASE_COLUMNS)
 TYPE_ROUTES = ("name", "op", "unknown")
 """What typed a kernel: its name's rule, its launching op, or nothing (type Other)."""
 _KERNEL, _RUNTIME = range(2)
@@ -77,7 +79,7 @@ class _Collector:
     skipped: Counter = field(default_factory=Counter)
     missing: Counter = field(default_factory=Counter)
     runtime_prefixes: Counter = field(default_factory=Counter)
-    cpu: CpuCollector = field(default_factory=CpuCollector)
+    cpu: CpuCollector = field(default_factory=lambda: CpuCollector(frame_suffixes=ENGINE_FRAME_SUFFIXES))
     events: int = 0
 
     def add_piece(self, events: list[Event], source: str) -> None:
@@ -188,7 +190,9 @@ def load(
     platform, evidence = detect_platform(top, props, collector.runtime_prefixes)
     gpu, recorded = gpu_name(platform, props)
     kernels, warnings = _kernel_table(collector, raw.source)
-    kernels = kernels.assign(**launch_columns(kernels, collector.cpu.events()))
+    cpu = collector.cpu.events()
+    kernels = kernels.assign(**launch_columns(kernels, cpu))
+    kernels = kernels.assign(**phase_columns(kernels, cpu))
     names = _name_table(kernels, platform)
     types, routes = _kernel_types(kernels, names)
     kernels.insert(1, "type", types)

@@ -1,0 +1,123 @@
+"""The per-phase section of a comparison: steps, kernels and time per side, type counts per step, each
+phase's own findings, and notes on what makes the phases hard to compare (missing phases, different
+step counts, mixed batches, assumed phases)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+import pandas as pd
+
+from .errors import TraceError
+from .phases import ALL, MIXED, PHASES, phase_notes, phase_table, phase_view, step_count
+from .result import Comparison, plain
+from .trace import Trace
+
+Compare = Callable[..., Comparison]
+"""compare.compare: called as compare(trace1, trace2, **comparison.params)."""
+
+
+def phase_summary(comparison: Comparison, phase: str = ALL, compare: Compare | None = None) -> dict[str, Any]:
+    """The `phases` section. With `compare`, a comparison of all phases also runs one comparison per phase
+    present (when there is more than one) for that phase's findings."""
+    traces = (comparison.trace1, comparison.trace2)
+    tables = [phase_table(t.kernels) for t in traces]
+    present = [p for p in PHASES if any(p in table.index for table in tables)]
+    split = compare if phase == ALL and len(present) > 1 else None
+    return plain({
+        "selected": phase,
+        "notes": pair_notes(traces, tables),
+        "per_phase": {p: _section(p, traces, tables, comparison.params, split) for p in present},
+    })
+
+
+def _section(phase: str, traces: tuple[Trace, Trace], tables: list[pd.DataFrame], params: dict[str, Any],
+             compare: Compare | None) -> dict[str, Any]:
+    steps = [int(t.loc[phase, "steps"]) if phase in t.index else 0 for t in tables]
+    section: dict[str, Any] = {f"trace{s}": _side(table, phase) for s, table in enumerate(tables, start=1)}
+    section["type_stats"] = _type_stats(traces, phase, steps)
+    if compare is not None and all(phase in t.index for t in tables):
+        result = compare(phase_view(traces[0], phase), phase_view(traces[1], phase), **params)
+        section["fusion_mappings"] = [asdict(m) for m in result.mappings]
+        section["fusion_opportunities"] = [asdict(o) for o in result.opportunities]
+        section["comparability"] = {"level": result.comparability.level, "warnings": result.comparability.warnings}
+    return section
+
+
+def _side(table: pd.DataFrame, phase: str) -> dict[str, Any]:
+    if phase not in table.index:
+        return {"steps": 0, "kernels": 0, "time_us": 0.0, "time_us_per_step": None, "sources": {}}
+    row = table.loc[phase]
+    steps = int(row["steps"])
+    return {"steps": steps, "kernels": int(row["kernels"]), "time_us": round(float(row["time_us"]), 3),
+            "time_us_per_step": round(float(row["time_us"]) / steps, 3) if steps else None,
+            "sources": row["sources"]}
+
+
+def _type_stats(traces: tuple[Trace, Trace], phase: str, steps: list[int]) -> list[dict[str, Any]]:
+    """Per kernel type: count on each side and per step (None without steps), and the per-step ratio."""
+    counts = pd.DataFrame({
+        f"trace{s}_count": _phase_kernels(trace, phase).groupby("type", observed=True).size()
+        for s, trace in enumerate(traces, start=1)
+    }).fillna(0).astype(int)
+    rows = []
+    for kernel_type, row in counts.iterrows():
+        per_step = [row[f"trace{s}_count"] / n if n else None for s, n in enumerate(steps, start=1)]
+        ratio = per_step[0] / per_step[1] if None not in per_step and per_step[1] else None
+        rows.append({"kernel_type": str(kernel_type), "trace1_count": int(row["trace1_count"]),
+                     "trace2_count": int(row["trace2_count"]), "trace1_per_step": per_step[0],
+                     "trace2_per_step": per_step[1], "per_step_ratio": ratio})
+    return rows
+
+
+def _phase_kernels(trace: Trace, phase: str) -> pd.DataFrame:
+    return trace.kernels[(trace.kernels["phase"] == phase).to_numpy()]
+
+
+def pair_notes(traces: tuple[Trace, Trace], tables: list[pd.DataFrame]) -> list[str]:
+    """Each trace's own phase notes, then phases found on one side only and step counts that differ."""
+    notes = [f"trace {s}: {note}" for s, trace in enumerate(traces, start=1) for note in phase_notes(trace.kernels)]
+    for phase in PHASES:
+        if phase in (ALL, MIXED):
+            continue
+        have = [phase in table.index for table in tables]
+        if have == [True, False] or have == [False, True]:
+            side = have.index(True) + 1
+            row = tables[side - 1].loc[phase]
+            notes.append(f"{phase} only in trace {side} ({step_count(int(row['steps']), phase)}, "
+                         f"{int(row['kernels']):,} kernels): nothing to compare it with")
+        elif all(have):
+            steps = [int(table.loc[phase, "steps"]) for table in tables]
+            if steps[0] != steps[1]:
+                notes.append(f"trace 1 has {step_count(steps[0], phase)}, trace 2 has {steps[1]}: "
+                             "compare its counts per step (phases.per_phase.*.type_stats)")
+    return notes
+
+
+def phase_lines(summary: dict[str, Any]) -> list[str]:
+    """The section as text: one line per phase (steps, kernels, ms on each side), then the notes."""
+    if not summary or list(summary["per_phase"]) == [ALL]:
+        return [f"note: {note}" for note in summary.get("notes", [])] if summary else []
+    lines = [f"{'phase':<11}{'steps 1':>9}{'steps 2':>9}{'kernels 1':>11}{'kernels 2':>11}{'ms 1':>11}{'ms 2':>11}"]
+    for phase, section in summary["per_phase"].items():
+        one, two = section["trace1"], section["trace2"]
+        lines.append(f"{phase:<11}{one['steps']:>9}{two['steps']:>9}{one['kernels']:>11,}{two['kernels']:>11,}"
+                     f"{one['time_us'] / 1e3:>11,.3f}{two['time_us'] / 1e3:>11,.3f}")
+    for phase, section in summary["per_phase"].items():
+        if "fusion_mappings" in section:
+            found = [f"trace {m['fused_trace']} fuses {' + '.join(m['unfused_sequence'])} -> {m['fused_kernel_type']}"
+                     f" x{m['pattern_count']}" for m in section["fusion_mappings"]]
+            lines.append(f"{phase} alone: " + ("; ".join(found) or "no fusion"))
+    return lines + [f"note: {note}" for note in summary["notes"]]
+
+
+def require_phase(traces: tuple[Trace, Trace], phase: str) -> tuple[Trace, Trace]:
+    """Both traces' views of `phase`; a TraceError naming the file when one has kernels but none in it."""
+    views = (phase_view(traces[0], phase), phase_view(traces[1], phase))
+    for trace, view in zip(traces, views):
+        if trace.kernel_count and not view.kernel_count:
+            found = ", ".join(step_count(int(r["steps"]), p) for p, r in phase_table(trace.kernels).iterrows())
+            raise TraceError(trace.source, f"no {phase} kernels; its phases: {found}")
+    return views

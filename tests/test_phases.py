@@ -1,0 +1,293 @@
+"""Kernel -> phase and step: the evidence order on plain range tables, views, and the real traces."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from builders import kernel_event, kineto_trace, shared_trace, write_trace
+from fusion.__main__ import main
+from fusion.compare import analyze_fusion_differences
+from fusion.phases import (
+    ALL, BACKWARD, DECODE, FORWARD, MIXED, OPTIMIZER, PHASES, PREFILL, SOURCE_GRAPH, SOURCE_NONE,
+    SOURCE_TRAINING_FORWARD, assign_phases, describe, phase_notes, phase_table, phase_view,
+)
+from fusion.cpu_events import Ranges
+from fusion.synthetic_phases import (
+    ServingSpec, serving_truth, training_trace, training_truth, write, write_serving_pair,
+)
+from fusion.trace import load
+
+MAIN, AUTOGRAD = 11, 12
+
+
+def ranges(*rows):
+    """(name, ts, dur[, thread]) rows as the loader's Ranges and name list; the thread defaults to the main one."""
+    names = sorted({r[0] for r in rows})
+    column = [np.array(values) for values in zip(*rows)] if rows else [np.zeros(0)] * 3
+    threads = np.array([r[3] if len(r) > 3 else MAIN for r in rows], dtype=np.int32)
+    start = column[1].astype(np.float64)
+    table = Ranges(np.zeros(len(rows), np.int8), start, start + column[2].astype(np.float64), threads,
+                   np.array([names.index(r[0]) for r in rows], dtype=np.int32))
+    return table, names
+
+
+def kernels(*launches):
+    """(launch ts or None, thread[, launch kind]) per kernel."""
+    return pd.DataFrame({
+        "launch_ts": [np.nan if ts is None else float(ts) for ts, *_ in launches],
+        "thread": [rest[0] if rest else MAIN for _, *rest in launches],
+        "launch": [rest[1] if len(rest) > 1 else ("none" if ts is None else "kernel") for ts, *rest in launches],
+        "dur": 1.0,
+    })
+
+
+def phased(table, cpu):
+    return table.join(assign_phases(table, *cpu))
+
+
+def test_vllm_annotations_give_prefill_decode_mixed_and_number_the_steps():
+    cpu = ranges(
+        ("execute_2048_context_2(sq2048sk2048sqsq2097152sqsk2097152)_generation_0(sq0sk0sqsq0sqsk0)", 0, 100),
+        ("execute_32_context_0(sq0sk0sqsq0sqsk0)_generation_32(sq32sk5000sqsq32sqsk5000)", 200, 100),
+        ("execute_context_1(888)_generation_3(3)", 400, 100),
+        ("aten::mm", 10, 5),
+    )
+    result = phased(kernels((11, MAIN), (250, 99), (450, MAIN), (350, MAIN), (None,)), cpu)
+    assert result["phase"].tolist() == [PREFILL, DECODE, MIXED, ALL, ALL]
+    assert result["step"].tolist() == [0, 1, 2, -1, -1]
+    assert result["phase_source"].tolist()[:3] == ["vLLM execute annotation"] * 3
+    assert result["phase_source"].tolist()[3:] == [SOURCE_NONE] * 2
+
+
+def test_an_idle_vllm_step_is_no_phase_signal():
+    result = phased(kernels((5, MAIN)), ranges(("execute_context_0(0)_generation_0(0)", 0, 10)))
+    assert result["phase"].tolist() == [ALL]
+
+
+def test_sglang_step_spans_then_engine_functions_on_the_launching_thread():
+    cpu = ranges(
+        ("step[EXTEND bs=15 toks=15360]", 0, 100),
+        ("step[DECODE bs=32]", 200, 100),
+        ("step[IDLE bs=0]", 400, 100),
+        ("sglang/srt/model_executor/model_runner.py(3003): forward_decode", 600, 100, 5),
+        ("sglang/srt/layers/attention/aiter_backend.py(2039): forward_extend", 800, 100, 5),
+    )
+    result = phased(kernels((50, MAIN), (250, MAIN), (450, MAIN), (650, 5), (650, MAIN), (850, 5)), cpu)
+    assert result["phase"].tolist() == [PREFILL, DECODE, ALL, DECODE, ALL, PREFILL]
+    assert result["phase_source"].tolist()[3] == "SGLang forward function"
+    assert result["step"].tolist() == [0, 1, -1, -1, -1, -1]
+
+
+def test_vllm_annotation_outranks_an_sglang_span_inside_it():
+    cpu = ranges(("execute_context_3(300)_generation_0(0)", 0, 100), ("step[DECODE bs=3]", 10, 50))
+    result = phased(kernels((20, MAIN)), cpu)
+    assert result["phase"].tolist() == [PREFILL] and result["phase_source"].tolist() == ["vLLM execute annotation"]
+
+
+def training_tables():
+    """Two ProfilerSteps: forward on the main thread, backward frames on the autograd thread, the optimizer."""
+    rows = []
+    for n, t0 in ((7, 0), (8, 1000)):
+        rows += [
+            (f"ProfilerStep#{n}", t0, 900),
+            ("aten::linear", t0 + 10, 100),
+            ("autograd::engine::evaluate_function: AddmmBackward0", t0 + 300, 200, AUTOGRAD),
+            ("AddmmBackward0", t0 + 301, 150, AUTOGRAD),
+            ("Optimizer.step#AdamW.step", t0 + 600, 200),
+        ]
+    launches = []
+    for t0 in (0, 1000):
+        launches += [(t0 + 20, MAIN), (t0 + 350, AUTOGRAD), (t0 + 360, MAIN), (t0 + 700, MAIN)]
+    return kernels(*launches, (None,)), ranges(*rows)
+
+
+def test_training_frames_give_forward_backward_optimizer_per_profiler_step():
+    result = phased(*training_tables())
+    per_step = [FORWARD, BACKWARD, FORWARD, OPTIMIZER]
+    assert result["phase"].tolist() == per_step * 2 + [ALL]
+    assert result["step"].tolist() == [7] * 4 + [8] * 4 + [-1]
+    assert result["phase_source"].tolist()[0] == SOURCE_TRAINING_FORWARD
+    table = phase_table(result)
+    assert table.loc[FORWARD, "steps"] == 2 and table.loc[FORWARD, "kernels"] == 4
+    assert table.loc[BACKWARD, "kernels"] == 2 and table.loc[OPTIMIZER, "steps"] == 2
+
+
+def test_graph_replays_are_decode_only_when_nothing_else_says():
+    table = kernels((5, MAIN, "graph"), (5, MAIN, "graph"), (50, MAIN, "kernel"))
+    alone = phased(table, ranges(("aten::mm", 0, 100)))
+    assert alone["phase"].tolist() == [DECODE, DECODE, ALL]
+    assert alone["phase_source"].tolist()[0] == SOURCE_GRAPH
+    assert any("assumed from graph replays" in n for n in phase_notes(alone))
+    annotated = phased(table, ranges(("execute_context_1(10)_generation_0(0)", 40, 20)))
+    assert annotated["phase"].tolist() == [ALL, ALL, PREFILL]
+
+
+def test_nested_and_overlapping_ranges_take_the_outermost_and_count_it_once():
+    cpu = ranges(("step[DECODE bs=1]", 0, 100), ("step[EXTEND bs=1 toks=4]", 10, 20), ("step[DECODE bs=2]", 200, 10))
+    result = phased(kernels((15, MAIN), (90, MAIN), (205, MAIN), (150, MAIN)), cpu)
+    assert result["phase"].tolist() == [DECODE, DECODE, DECODE, ALL]
+    assert result["step"].tolist() == [0, 0, 1, -1]
+
+
+def test_a_trace_without_signal_is_one_phase_all_with_a_note():
+    result = phased(kernels((5, MAIN), (None,)), ranges(("aten::mm", 0, 10)))
+    assert list(phase_table(result).index) == [ALL]
+    assert describe(result)["notes"][0].startswith("no phase signal")
+
+
+def test_empty_inputs():
+    empty = phased(kernels(), ranges())
+    assert empty.empty and list(phase_table(empty).index) == []
+    no_ranges = phased(kernels((5, MAIN)), ranges())
+    assert no_ranges["phase"].tolist() == [ALL]
+
+
+def test_mixed_steps_are_flagged():
+    result = phased(kernels((5, MAIN)), ranges(("execute_context_1(10)_generation_3(3)", 0, 10)))
+    assert any(note.startswith("1 mixed step (") for note in phase_notes(result))
+
+
+def test_phase_view_keeps_one_phase_renumbered_with_its_own_name_counts():
+    trace = load(kineto_trace("AMD", steps=4))
+    phases = [DECODE] * 6 + [PREFILL] * 6
+    trace.kernels = trace.kernels.assign(phase=pd.Categorical(phases, categories=list(PHASES)),
+                                         step=[0] * 3 + [1] * 3 + [2] * 3 + [3] * 3, phase_source=SOURCE_NONE)
+    assert phase_view(trace, ALL) is trace
+    view = phase_view(trace, DECODE)
+    assert view.kernel_count == 6 and list(view.kernels.index) == list(range(6))
+    assert view.kernels["name"].tolist() == trace.kernels["name"].tolist()[:6]
+    assert view.names["count"].sum() == 6 and view.names["time_us"].sum() == pytest.approx(view.kernel_time_us)
+    assert "phase decode only: 6 of 12 kernels in 2 decode steps" in view.warnings[-1]
+    assert phase_view(trace, OPTIMIZER).kernel_count == 0
+    with pytest.raises(ValueError, match="unknown phase"):
+        phase_view(trace, "warmup")
+
+
+# --- on loaded traces: the loader calls assign_phases ---
+
+REAL_PHASES = {
+    # execute_8192_context_9(sq8155..)_generation_37(sq37..): 9 prompt and 37 generation requests
+    "tl_vllm_pd_piecewise_exec": {MIXED: 1},
+    # execute_32_context_0(sq0..)_generation_32(sq32..)
+    "tl_vllm_decode_full_exec": {DECODE: 1},
+    # execute_15360_context_15(..)_generation_0(..) around step[EXTEND bs=15 toks=15360]
+    "tl_sglang_qwen3_8b_prefilldecode": {PREFILL: 1},
+    # execute_context_1(888_788544)_generation_0(0): the older vLLM format
+    "tl_b200_eager": {PREFILL: 1},
+    # ProfilerStep#1 with autograd::engine frames and Optimizer.step#SGD.step
+    "hta_mi250_minitoy": {FORWARD: 1, BACKWARD: 1, OPTIMIZER: 1},
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL_PHASES))
+def test_real_traces_phases_and_steps_match_their_annotations(name):
+    trace = load(shared_trace(name))
+    table = phase_table(trace.kernels)
+    assert table["steps"].to_dict() == REAL_PHASES[name]
+    assert table["kernels"].sum() == trace.kernel_count
+
+
+def test_real_training_trace_has_forward_backward_optimizer_in_every_profiler_step():
+    trace = load(shared_trace("hta_trace_diff_control"))
+    kernels = trace.kernels
+    steps = set(kernels["step"]) - {-1}
+    assert len(steps) > 1
+    for phase in (FORWARD, BACKWARD, OPTIMIZER):
+        assert set(kernels.loc[kernels["phase"] == phase, "step"]) == steps
+
+
+def test_a_trace_without_phase_signal_is_all(tmp_path):
+    trace = load(kineto_trace("NVIDIA"))
+    assert set(trace.kernels["phase"]) == {ALL}
+    assert describe(trace.kernels)["notes"][0].startswith("no phase signal")
+
+
+@pytest.fixture(scope="module")
+def serving_pair(tmp_path_factory):
+    spec = ServingSpec()
+    paths = write_serving_pair(tmp_path_factory.mktemp("serving"), spec)
+    return spec, paths, [load(p) for p in paths]
+
+
+def test_generated_serving_traces_have_the_scheduled_phases_and_steps(serving_pair):
+    spec, _, traces = serving_pair
+    truth = serving_truth(spec)["traces"]
+    for side, trace in enumerate(traces, start=1):
+        table = phase_table(trace.kernels)
+        assert table[["steps", "kernels"]].to_dict(orient="index") == truth[f"trace{side}"]
+
+
+def mapping_keys(mappings):
+    return {(m["fused_trace"], m["fused_kernel_type"], tuple(m["unfused_sequence"])) for m in mappings}
+
+
+def truth_key(fusion):
+    return {(fusion["fused_trace"], fusion["fused_kernel_type"], tuple(fusion["unfused_sequence"]))}
+
+
+@pytest.mark.parametrize("phase", [DECODE, PREFILL])
+def test_compare_one_phase_reports_exactly_that_phases_fusion(serving_pair, phase, capsys):
+    spec, paths, _ = serving_pair
+    assert main(["compare", str(paths[0]), str(paths[1]), "--phase", phase, "--format", "json", "--no-cache"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert mapping_keys(result["fusion_mappings"]) == truth_key(serving_truth(spec)["fusions"][phase])
+    assert result["phases"]["selected"] == phase and list(result["phases"]["per_phase"]) == [phase]
+
+
+def test_comparing_all_phases_gives_each_phase_its_own_findings_and_notes(serving_pair):
+    spec, _, traces = serving_pair
+    truth = serving_truth(spec)
+    result = analyze_fusion_differences(*traces)
+    per_phase = result["phases"]["per_phase"]
+    assert list(per_phase) == [PREFILL, DECODE]
+    for phase in (PREFILL, DECODE):
+        assert mapping_keys(per_phase[phase]["fusion_mappings"]) == truth_key(truth["fusions"][phase])
+        for side in (1, 2):
+            assert per_phase[phase][f"trace{side}"]["steps"] == truth["traces"][f"trace{side}"][phase]["steps"]
+    attention = next(r for r in per_phase[DECODE]["type_stats"] if r["kernel_type"] == "Attention")
+    assert attention["trace1_count"] == 3 * attention["trace2_count"] and attention["per_step_ratio"] == 1.0
+    assert "trace 1 has 6 decode steps, trace 2 has 2" in " ".join(result["phases"]["notes"])
+
+
+def test_compare_a_phase_one_trace_lacks_is_bad_input(tmp_path, capsys):
+    paths = write_serving_pair(tmp_path, ServingSpec(schedule1="PD", schedule2="D"))
+    assert main(["compare", str(paths[0]), str(paths[1]), "--phase", "prefill", "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {paths[1]}: no prefill kernels; its phases: 1 decode step")
+
+
+def test_mixed_steps_are_flagged_in_the_comparison(tmp_path):
+    paths = write_serving_pair(tmp_path, ServingSpec(schedule1="PMD", schedule2="PD"))
+    result = analyze_fusion_differences(*paths)
+    assert any(note.startswith("trace 1: 1 mixed step (") for note in result["phases"]["notes"])
+
+
+def test_generated_training_trace_has_forward_backward_optimizer_per_step(tmp_path):
+    trace = load(write(tmp_path / "train.json", training_trace(steps=3)))
+    table = phase_table(trace.kernels)
+    assert table[["steps", "kernels"]].to_dict(orient="index") == training_truth(steps=3)
+
+
+def test_summary_says_where_phases_came_from(serving_pair, capsys):
+    _, paths, _ = serving_pair
+    assert main(["summary", str(paths[1])]) == 0
+    out = capsys.readouterr().out
+    assert "decode           2       " in out and "vLLM execute annotation" in out
+
+
+def test_the_loader_keeps_sglang_forward_frames_for_the_phase(tmp_path):
+    frame = {"ph": "X", "cat": "python_function", "pid": 1, "tid": 2, "dur": 50.0, "args": {}}
+    launch = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "dur": 2.0}
+    events = [
+        {**frame, "name": "sglang/srt/model_executor/model_runner.py(3003): forward_decode", "ts": 0.0},
+        {**frame, "name": "sglang/srt/model_executor/model_runner.py(2968): forward_extend", "ts": 100.0},
+        {**launch, "ts": 10.0, "args": {"correlation": 1}},
+        {**launch, "ts": 110.0, "args": {"correlation": 2}},
+        kernel_event("flash_fwd_splitkv_kernel", 20.0, 5.0, 1),
+        kernel_event("flash_fwd_kernel", 120.0, 5.0, 2),
+    ]
+    trace = load(write_trace(tmp_path / "sglang.json", events))
+    assert trace.kernels["phase"].tolist() == [DECODE, PREFILL]
+    assert set(trace.kernels["phase_source"]) == {"SGLang forward function"}
