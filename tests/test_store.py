@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fusion.store import TraceStore, is_digest
+from fusion.store import StoreError, TraceStore, is_digest
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def test_a_failed_write_leaves_nothing_behind(
         raise OSError("disk full")
 
     monkeypatch.setattr(Path, "write_bytes", half_written)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(StoreError, match="cannot be written"):
         store.put(b"whole trace")
     assert os.listdir(tmp_path / "traces") == []
 

@@ -66,7 +66,7 @@ def test_a_corrupt_entry_counts_as_absent(tmp_path) -> None:
     path = _sample_pair()[0]
     trace = load(path)
     cache.store(path, trace)
-    for entry in (tmp_path / "cache").glob("*.parquet"):
+    for entry in (tmp_path / "cache").glob("*.fxt"):
         entry.write_bytes(b"not parquet")
     assert cache.lookup(path) is None
 
