@@ -83,7 +83,7 @@ class TraceStore:
         target = self._root / digest
         try:
             if target.is_file() and self._matches(digest, target):
-                touch(target)
+                self._touch(digest, target)
                 return digest
             write_with_room(self._root, target, lambda temp: temp.write_bytes(data), len(data), is_digest)
         except OSError as exc:
@@ -105,11 +105,22 @@ class TraceStore:
         if not self._matches(digest, target):
             log.warning("stored trace %s does not match its digest; not served", digest[:12])
             raise TraceUnavailable(digest)
-        touch(target)
+        self._touch(digest, target)
         return target
 
     def __contains__(self, digest: object) -> bool:
         return is_digest(digest) and (self._root / str(digest)).is_file()
+
+    def _touch(self, digest: str, target: Path) -> None:
+        """Mark a verified file as used; it stays verified unless its size or inode changed meanwhile."""
+        before = self._verified.get(digest)
+        touch(target)
+        try:
+            after = _identity(target.stat())
+        except OSError:
+            return
+        if before is not None and (before[0], before[2]) == (after[0], after[2]):
+            self._verified[digest] = after
 
     def _matches(self, digest: str, target: Path) -> bool:
         """Whether the file's bytes hash to `digest`; remembered while the file is unchanged."""

@@ -12,7 +12,8 @@ Finding the digest of a 1 GB file takes about 0.5 s, so the digests of files see
 remembered in digests.json by (path, size, mtime, inode), as git's index does. Each entry also
 holds a fingerprint of sampled bytes of its file, and a remembered digest is used only when the
 file at that path has that fingerprint: a digests.json that points a path at another trace's entry
-is a miss, not that trace.
+is a miss, not that trace. A file named by its sha256 (the trace store's) needs no remembered
+digest: its name is checked the same way, so touching it (LRU) does not make it a miss.
 
 A directory that cannot be created or written (read-only, full, no permission) disables writing
 for this object, with one warning (`problem` keeps it for a UI); reading valid entries goes on.
@@ -35,7 +36,7 @@ import pyarrow as pa
 
 from . import settings
 from .sealed import Damaged, frame_bytes, frame_from, read_sealed, seal, write_sealed
-from .store import UNWRITABLE, ensure_dir, evict_least_recent, place, touch, write_with_room
+from .store import UNWRITABLE, ensure_dir, is_digest, evict_least_recent, place, touch, write_with_room
 from .trace import Trace
 
 log = logging.getLogger(__name__)
@@ -149,7 +150,7 @@ class TableCache(CacheDir):
 
         `name` is what messages call the trace (else the path), as for fusion.trace.load."""
         file = Path(path)
-        digest = self._stamps().get(stamp(file))
+        digest = self._stamps().get(stamp(file)) or (file.name if is_digest(file.name) else None)
         if not isinstance(digest, str):
             return None
         sample = file_sample(file)
