@@ -21,8 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import settings
 from .errors import TraceError
-from .reader import DEFAULT_MAX_BYTES, GZIP_MAGIC, TraceSource
+from .reader import GZIP_MAGIC, TraceSource
 from .tablecache import TableCache, stamp
 from .trace import Trace, load
 
@@ -51,7 +52,7 @@ def load_pair(
     *,
     labels: tuple[str | None, str | None] = (None, None),
     progress: SideProgress | None = None,
-    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_bytes: int | None = None,
     parallel: bool | None = None,
     cache: TableCache | None = None,
 ) -> tuple[Trace, Trace]:
@@ -68,7 +69,7 @@ def load_traces(
     requests: list[Request],
     *,
     progress: SideProgress | None = None,
-    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_bytes: int | None = None,
     parallel: bool | None = None,
     cache: TableCache | None = None,
 ) -> list[Trace | TraceError]:
@@ -77,6 +78,7 @@ def load_traces(
     Files loaded before come from `cache`; the rest are parsed, each in its own process when two or
     more need parsing and together are large enough; newly parsed files enter the cache.
     """
+    max_bytes = settings.max_trace_bytes() if max_bytes is None else max_bytes
     results: list[Trace | TraceError | None] = [_lookup(cache, request) for request in requests]
     todo = [i for i, result in enumerate(results) if result is None]
     seen = {i: stamp(Path(requests[i].source)) for i in todo if _is_path(requests[i].source)}  # type: ignore[arg-type]

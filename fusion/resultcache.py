@@ -55,12 +55,14 @@ class ResultCache(CacheDir):
             return None
         try:
             return decode(found[1][_FIELDS_PART], trace1, trace2)
-        except (Damaged, KeyError, TypeError, ValueError, msgspec.MsgspecError) as exc:
+        except (Damaged, AttributeError, KeyError, TypeError, ValueError, msgspec.MsgspecError) as exc:
             log.warning("%s: %s: ignored and rebuilt", self._name(entry), exc)
             return None
 
     def put(self, comparison: Comparison, params: dict[str, Any]) -> bool:
         """Write the comparison's entry; False when it cannot be cached exactly or the cache cannot take it."""
+        if self.problem is not None:
+            return False
         key = result_key(comparison.trace1, comparison.trace2, params)
         try:
             data = encode(comparison)

@@ -190,6 +190,8 @@ class TableCache(CacheDir):
 
     def put(self, trace: Trace, *, sample: str = "") -> bool:
         """Write the trace's entry; False when the cache cannot take it (it says why once)."""
+        if self.problem is not None:
+            return False
         chunks = _sealed_trace(trace, sample)
         if chunks is None:
             return False
