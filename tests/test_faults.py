@@ -371,3 +371,27 @@ def test_loader_children_die_with_their_parent_and_leftovers_go(tmp_path) -> Non
     assert workdirs and all(path.is_dir() for path in workdirs)
     remove_leftovers()
     assert not any(path.exists() for path in workdirs)
+
+
+def test_the_dashboard_serves_the_sample_with_a_read_only_cache_and_store(tmp_path, monkeypatch) -> None:
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from fusion.trace import load
+
+    with tmpfs(tmp_path / "ro", "1m") as disk:
+        remount_read_only(disk)
+        monkeypatch.setenv("FUSION_CACHE_DIR", str(disk / "tables"))
+        monkeypatch.setenv("FUSION_STORE_DIR", str(disk / "traces"))
+        monkeypatch.setenv("FUSION_HOSTED", "1")
+        st.cache_resource.clear()
+        try:
+            at = AppTest.from_file(str(PROJECT / "app.py"), default_timeout=60)
+            at.query_params["sample"] = "vllm_moe_full_graph"
+            at.run()
+        finally:
+            st.cache_resource.clear()
+        assert not at.exception, [e.value for e in at.exception]
+        assert not at.error, [e.value for e in at.error]
+        kernels = [metric.value for metric in at.metric if metric.label == "Kernels"]
+        assert kernels == [f"{load(path).kernel_count:,}" for path in PAIR]
