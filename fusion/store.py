@@ -109,7 +109,11 @@ class TraceStore:
         return target
 
     def __contains__(self, digest: object) -> bool:
-        return is_digest(digest) and (self._root / str(digest)).is_file()
+        """Whether path(digest) would serve a trace: stored, and its bytes still match the digest."""
+        if not is_digest(digest):
+            return False
+        target = self._root / str(digest)
+        return target.is_file() and self._matches(str(digest), target)
 
     def _touch(self, digest: str, target: Path) -> None:
         """Mark a verified file as used; it stays verified unless its size or inode changed meanwhile."""

@@ -36,7 +36,7 @@ import pyarrow as pa
 
 from . import settings
 from .sealed import Damaged, frame_bytes, frame_from, read_sealed, seal, write_sealed
-from .store import UNWRITABLE, ensure_dir, is_digest, evict_least_recent, place, touch, write_with_room
+from .store import UNWRITABLE, ensure_dir, evict_least_recent, is_digest, place, touch, write_with_room
 from .trace import Trace
 
 log = logging.getLogger(__name__)
@@ -174,7 +174,7 @@ class TableCache(CacheDir):
         """The cached trace of that content digest, or None; anything that does not verify is a miss.
 
         With `sample` (file_sample of the file it should come from), an entry of other bytes is a miss too."""
-        expected = {"format": FORMAT_VERSION, "digest": digest, "rules": analysis_fingerprint()}
+        expected = {"format": FORMAT_VERSION, "digest": digest, "analysis": analysis_fingerprint()}
         if sample is not None:
             expected["sample"] = sample
         found = self.read(self._entry(digest), expected)
@@ -249,7 +249,7 @@ def file_sample(path: Path) -> str:
 
 def _sealed_trace(trace: Trace, sample: str) -> list[bytes] | None:
     """The entry's chunks; None (with a warning) when a field would not come back as it is."""
-    header: dict[str, Any] = {"format": FORMAT_VERSION, "digest": trace.digest, "rules": analysis_fingerprint(), "sample": sample}
+    header: dict[str, Any] = {"format": FORMAT_VERSION, "digest": trace.digest, "analysis": analysis_fingerprint(), "sample": sample}
     fields: dict[str, Any] = {}
     parts: dict[str, bytes] = {}
     try:

@@ -136,6 +136,7 @@ def test_a_blob_replaced_under_its_digest_is_no_longer_available(tmp_path: Path)
     (tmp_path / "traces" / digest).write_bytes((tmp_path / "traces" / other).read_bytes())
     restarted = TraceStore(tmp_path / "traces")
     for server in (store, restarted):
+        assert digest not in server
         with pytest.raises(TraceUnavailable) as caught:
             server.path(digest)
         assert str(caught.value).startswith("this trace is no longer available")
