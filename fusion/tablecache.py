@@ -46,6 +46,8 @@ FORMAT_VERSION = 2
 ENTRY_SUFFIX = ".fxt"
 RESULT_SUFFIX = ".fxr"
 """Result cache entries (fusion.resultcache) share the directory and its cap."""
+LEGACY_SUFFIXES = (".parquet",)
+"""Entries of older formats: never read, counted in the cap and evicted first (they are the oldest)."""
 _STAMPS_FILE = "digests.json"
 _MAX_STAMPS = 2000
 _SAMPLE_BLOCKS = 16
@@ -139,7 +141,7 @@ _REPORTED: set[Path] = set()
 
 
 def _is_entry(name: str) -> bool:
-    return name.endswith((ENTRY_SUFFIX, RESULT_SUFFIX))
+    return name.endswith((ENTRY_SUFFIX, RESULT_SUFFIX, *LEGACY_SUFFIXES))
 
 
 class TableCache(CacheDir):

@@ -177,3 +177,15 @@ def test_an_unwritable_cache_still_serves_its_entries_and_says_why_once(tmp_path
     assert cache.problem is not None and "Read-only file system" in cache.problem
     assert cache.lookup(second) is None
     assert caplog.text.count("without caching") == 1
+
+
+def test_entries_of_the_old_format_count_in_the_cap_and_go_first(tmp_path) -> None:
+    root = tmp_path / "cache"
+    root.mkdir()
+    legacy = root / ("0" * 64 + ".parquet")
+    legacy.write_bytes(b"PAR1" + b"\0" * 400_000)
+    os.utime(legacy, (1000, 1000))
+    cache = TableCache(root, max_bytes=400_000)
+    path = _sample_pair()[1]
+    cache.store(path, load(path))
+    assert not legacy.exists() and cache.lookup(path) is not None
