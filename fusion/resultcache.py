@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 FORMAT_VERSION = 1
 """Bump when the entry layout changes; code changes are covered by the analysis fingerprint."""
 _FIELDS_PART = "fields"
-_FRAME, _ARRAY = 1, 2
+_FRAME, _ARRAY, _STRINGS, _TRACE = 1, 2, 3, 4
 _SKIPPED = ("trace1", "trace2")
 _ALLOWED_PACKAGE = "fusion."
 
@@ -104,24 +104,61 @@ def result_key(trace1: Trace, trace2: Trace, params: dict[str, Any]) -> str:
 
 def encode(comparison: Comparison) -> bytes:
     """The comparison's fields but the traces (and private caches) as MessagePack."""
+    traces = (comparison.trace1, comparison.trace2)
     fields = {}
     for field in dataclasses.fields(comparison):
         if field.name in _SKIPPED or field.name.startswith("_"):
             continue
         value = getattr(comparison, field.name)
-        fields[field.name] = {"class": _class_name(value), "value": value}
-    return msgspec.msgpack.encode(fields, enc_hook=_encode_value)
+        fields[field.name] = {"class": _class_name(value), "value": _plain(value, traces)}
+    return msgspec.msgpack.encode(fields)
 
 
 def decode(data: memoryview, trace1: Trace, trace2: Trace) -> Comparison:
     """The Comparison of `encode`, with the given traces attached."""
-    raw = msgspec.msgpack.decode(data, ext_hook=_decode_ext)
+    traces = (trace1, trace2)
+    raw = msgspec.msgpack.decode(data, ext_hook=lambda code, payload: _from_ext(code, payload, traces))
     hints = typing.get_type_hints(Comparison, globalns=vars(result_module), localns={"Trace": Trace})
     values: dict[str, Any] = {}
     for name, stored in raw.items():
         cls = _class_named(stored["class"]) if stored["class"] else hints[name]
         values[name] = msgspec.convert(stored["value"], cls, dec_hook=_decode_custom, strict=False)
     return Comparison(trace1=trace1, trace2=trace2, **values)
+
+
+def _plain(value: Any, traces: tuple[Trace, Trace]) -> Any:
+    """Plain data for MessagePack: dataclasses by field, frames, arrays and the compared traces as extensions."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, Trace):
+        side = next((i for i, trace in enumerate(traces) if trace is value), None)
+        if side is None:
+            raise TypeError("a trace other than the two compared cannot be cached")
+        return msgspec.msgpack.Ext(_TRACE, bytes([side]))
+    if isinstance(value, pd.DataFrame):
+        return msgspec.msgpack.Ext(_FRAME, frame_bytes(value))
+    if isinstance(value, np.ndarray):
+        return _array_ext(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name), traces) for f in dataclasses.fields(value) if not f.name.startswith("_")}
+    if isinstance(value, dict):
+        return {key: _plain(item, traces) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item, traces) for item in value]
+    raise TypeError(f"a {type(value).__name__} cannot be cached")
+
+
+def _array_ext(array: np.ndarray) -> msgspec.msgpack.Ext:
+    """Numbers as dtype, shape and bytes; object arrays only when they hold strings."""
+    if not array.dtype.hasobject:
+        array = np.ascontiguousarray(array)
+        return msgspec.msgpack.Ext(_ARRAY, msgspec.msgpack.encode([array.dtype.str, array.shape, array.tobytes()]))
+    items = array.ravel().tolist()
+    if not all(isinstance(item, str) for item in items):
+        raise TypeError("an array of Python objects other than strings cannot be cached")
+    return msgspec.msgpack.Ext(_STRINGS, msgspec.msgpack.encode([array.shape, items]))
 
 
 def _class_name(value: Any) -> str | None:
@@ -143,25 +180,19 @@ def _class_named(name: str) -> type:
     return cls
 
 
-def _encode_value(value: Any) -> Any:
-    if isinstance(value, pd.DataFrame):
-        return msgspec.msgpack.Ext(_FRAME, frame_bytes(value))
-    if isinstance(value, np.ndarray):
-        if value.dtype.hasobject:
-            raise TypeError("an array of Python objects cannot be cached")
-        array = np.ascontiguousarray(value)
-        return msgspec.msgpack.Ext(_ARRAY, msgspec.msgpack.encode([array.dtype.str, array.shape, array.tobytes()]))
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"a {type(value).__name__} cannot be cached")
-
-
-def _decode_ext(code: int, data: memoryview) -> Any:
+def _from_ext(code: int, data: memoryview, traces: tuple[Trace, Trace]) -> Any:
     if code == _FRAME:
         return frame_from(data)
     if code == _ARRAY:
         dtype, shape, raw = msgspec.msgpack.decode(data)
         return np.frombuffer(raw, dtype=np.dtype(dtype)).reshape(shape).copy()
+    if code == _STRINGS:
+        shape, items = msgspec.msgpack.decode(data)
+        array = np.empty(len(items), dtype=object)
+        array[:] = items
+        return array.reshape(shape)
+    if code == _TRACE:
+        return traces[data[0]]
     raise Damaged(f"unknown extension {code}")
 
 

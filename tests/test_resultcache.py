@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import msgspec
 import numpy as np
 import pandas as pd
 import pytest
@@ -81,3 +82,15 @@ def test_only_our_dataclasses_are_rebuilt_from_an_entry() -> None:
         with pytest.raises(ValueError):
             resultcache._class_named(name)
     assert resultcache._class_named("fusion.result:EvidenceRef").__name__ == "EvidenceRef"
+
+
+def test_references_to_the_compared_traces_and_string_arrays_come_back(traces) -> None:
+    value = {"who": [traces[1], traces[0]], "names": np.array([["a", "b"]], dtype=object), "n": np.int64(3)}
+    data = msgspec.msgpack.encode(resultcache._plain(value, traces))
+    back = msgspec.msgpack.decode(data, ext_hook=lambda code, raw: resultcache._from_ext(code, raw, traces))
+    assert back["who"][0] is traces[1] and back["who"][1] is traces[0]
+    assert back["names"].shape == (1, 2) and back["names"].tolist() == [["a", "b"]] and back["n"] == 3
+    with pytest.raises(TypeError):
+        resultcache._plain(dataclasses.replace(traces[0]), traces)
+    with pytest.raises(TypeError):
+        resultcache._plain(np.array([object()]), traces)
