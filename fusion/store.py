@@ -36,8 +36,10 @@ UNWRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM}) | NO_ROOM
 _HASH_BLOCK = 8 << 20
 
 
-class StoreError(Exception):
-    """An upload that cannot be stored; the message is fit to show to the user (no server path when hosted)."""
+class StoreError(OSError):
+    """An upload that cannot be stored; the message is fit to show to the user (no server path when hosted).
+
+    An OSError, so callers that catch disk errors around put() keep working."""
 
 
 class TraceUnavailable(KeyError):

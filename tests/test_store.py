@@ -229,3 +229,11 @@ def test_unfinished_writes_count_in_the_cap_and_stale_ones_are_removed(store: Tr
     second = store.put(b"b" * 200)
     assert not stale.exists() and fresh.exists()
     assert first not in store and second in store, "700 + 200 + 200 bytes exceed the cap of 1000"
+
+
+def test_a_store_error_reads_as_its_message(store: TraceStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Path, "write_bytes", _refuse(errno.ENOSPC))
+    with pytest.raises(OSError) as caught:
+        store.put(b"upload")
+    assert isinstance(caught.value, StoreError)
+    assert str(caught.value).startswith("The upload could not be stored: the trace store ")
