@@ -49,6 +49,8 @@ class ResultCache(CacheDir):
     def get(self, trace1: Trace, trace2: Trace, params: dict[str, Any]) -> Comparison | None:
         """The cached comparison of these traces with these parameters, or None."""
         key = result_key(trace1, trace2, params)
+        if key is None:
+            return None
         entry = self.root / f"{key}{RESULT_SUFFIX}"
         found = self.read(entry, {"format": FORMAT_VERSION, "key": key})
         if found is None:
@@ -64,6 +66,8 @@ class ResultCache(CacheDir):
         if self.problem is not None:
             return False
         key = result_key(comparison.trace1, comparison.trace2, params)
+        if key is None:
+            return False
         try:
             data = encode(comparison)
             _check_round_trip(data, comparison, decode(memoryview(data), comparison.trace1, comparison.trace2))
@@ -95,10 +99,15 @@ def cached_compare(
     return comparison
 
 
-def result_key(trace1: Trace, trace2: Trace, params: dict[str, Any]) -> str:
-    """What a comparison depends on: both traces' contents and names, the parameters and the analysis."""
+def result_key(trace1: Trace, trace2: Trace, params: dict[str, Any]) -> str | None:
+    """What a comparison depends on: both traces' contents and names, the parameters and the analysis.
+
+    None when a parameter is not plain JSON data: such a comparison is not cached."""
     sides = [[t.digest, t.label, t.source] for t in (trace1, trace2)]
-    text = orjson.dumps([FORMAT_VERSION, analysis_fingerprint(), sides, params], option=orjson.OPT_SORT_KEYS)
+    try:
+        text = orjson.dumps([FORMAT_VERSION, analysis_fingerprint(), sides, params], option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return None
     return hashlib.sha256(text).hexdigest()
 
 

@@ -94,3 +94,10 @@ def test_references_to_the_compared_traces_and_string_arrays_come_back(traces) -
         resultcache._plain(dataclasses.replace(traces[0]), traces)
     with pytest.raises(TypeError):
         resultcache._plain(np.array([object()]), traces)
+
+
+def test_parameters_that_are_not_plain_data_are_computed_not_cached(traces, tmp_path) -> None:
+    cache = ResultCache(tmp_path)
+    first = cached_compare(*traces, cache=cache, min_group_size=np.int64(20))
+    assert _entries(cache) == []
+    assert first.to_dict() == compare(*traces, min_group_size=20).to_dict()
