@@ -115,7 +115,8 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--format", choices=("text", "json", "csv"), default="text")
     compare.add_argument("-o", "--output", metavar="FILE", help="write here (csv: FILE_<table>.csv)")
     compare.add_argument(
-        "--no-cache", action="store_true", help="parse both files even if they were loaded before (see FUSION_CACHE_DIR)"
+        "--no-cache", action="store_true",
+        help="parse and compare even if these files were compared before (see FUSION_CACHE_DIR)",
     )
     compare.set_defaults(run=_compare)
     return parser

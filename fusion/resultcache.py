@@ -74,7 +74,8 @@ class ResultCache(CacheDir):
         except (TypeError, ValueError, msgspec.MsgspecError, pa.ArrowException) as exc:
             log.warning("comparison not cached: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
             return False
-        return self.write(self.root / f"{key}{RESULT_SUFFIX}", seal({"format": FORMAT_VERSION, "key": key}, {_FIELDS_PART: data}))
+        chunks = seal({"format": FORMAT_VERSION, "key": key}, {_FIELDS_PART: data})
+        return self.write(self.root / f"{key}{RESULT_SUFFIX}", chunks)
 
 
 _default: dict[tuple[Path, int], ResultCache] = {}
@@ -151,7 +152,8 @@ def _plain(value: Any, traces: tuple[Trace, Trace]) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name), traces) for f in dataclasses.fields(value) if not f.name.startswith("_")}
+        public = (f.name for f in dataclasses.fields(value) if not f.name.startswith("_"))
+        return {name: _plain(getattr(value, name), traces) for name in public}
     if isinstance(value, dict):
         return {key: _plain(item, traces) for key, item in value.items()}
     if isinstance(value, (list, tuple)):

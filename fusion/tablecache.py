@@ -130,7 +130,8 @@ class CacheDir:
         return f"{place(self.root, self.what)}: entry {entry.name}"
 
     def _disable(self, exc: OSError) -> None:
-        self.problem = f"{place(self.root, self.what)} cannot be written ({exc.strerror or exc}); carrying on without caching"
+        why = exc.strerror or exc
+        self.problem = f"{place(self.root, self.what)} cannot be written ({why}); carrying on without caching"
         if self.root not in _REPORTED:
             _REPORTED.add(self.root)
             log.warning(self.problem)
@@ -251,7 +252,7 @@ def file_sample(path: Path) -> str:
 
 def _sealed_trace(trace: Trace, sample: str) -> list[bytes] | None:
     """The entry's chunks; None (with a warning) when a field would not come back as it is."""
-    header: dict[str, Any] = {"format": FORMAT_VERSION, "digest": trace.digest, "analysis": analysis_fingerprint(), "sample": sample}
+    header = {"format": FORMAT_VERSION, "digest": trace.digest, "analysis": analysis_fingerprint(), "sample": sample}
     fields: dict[str, Any] = {}
     parts: dict[str, bytes] = {}
     try:
