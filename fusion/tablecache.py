@@ -3,10 +3,9 @@
 A cache is an optimisation, never a source of truth. An entry is one sealed file (fusion.sealed)
 holding every DataFrame field of the Trace (the kernel table and the name table, whatever columns
 they have) as Arrow IPC and the other fields in its header, with the trace's content digest, the
-FORMAT_VERSION and the analysis fingerprint (this package's code and rules, the user's rules file). It
-is used only when its checksum verifies and those three
-match what was asked for; anything else is a miss: the file is parsed again, the entry rewritten and
-one warning logged.
+FORMAT_VERSION and the analysis fingerprint (this package's code and rules, the user's rules file).
+It is used only when its checksum verifies and those three match what was asked for; anything else
+is a miss: the file is parsed again, the entry rewritten and one warning logged.
 
 Finding the digest of a 1 GB file takes about 0.5 s, so the digests of files seen before are
 remembered in digests.json by (path, size, mtime, inode), as git's index does. Each entry also
