@@ -1,6 +1,9 @@
 """Command line: `python -m fusion summary|classify|compare ...`.
 
-Bad input prints one line naming the file and the problem and exits with status 2.
+Bad input (or a bad FUSION_* setting or rules file) prints one line naming the file and the problem
+and exits with status 2. Everything written to the terminal passes through terminal_text, so text
+from traces never carries escape sequences to it. The caches are used unless --no-cache; their
+problems are warnings on stderr, never a reason to stop.
 """
 
 from __future__ import annotations
