@@ -3,8 +3,9 @@
 An entry is a sealed file (fusion.sealed) beside the table cache's, keyed by both traces' content
 digests, labels and sources, the parameters, the analysis fingerprint (the fusion package's code
 and rules, the user's rules file) and FORMAT_VERSION. The Comparison's fields are written as
-MessagePack plain data: DataFrames as Arrow IPC, arrays as dtype, shape and bytes, dataclasses as
-their fields; never pickle. The traces themselves are not in the entry: the caller's are attached.
+MessagePack plain data: DataFrames as Arrow IPC, arrays as dtype, shape and bytes (or a list of
+strings), dataclasses as their fields; never pickle. The traces themselves are not in the entry:
+the caller's are attached, also where a field refers to one of them.
 
 A result is cached only when it reads back equal to itself, and an entry is used only when its
 checksum and header verify; anything else is a miss (the analysis runs, one warning is logged).
@@ -185,7 +186,10 @@ def _class_named(name: str) -> type:
     module, _, qualname = name.partition(":")
     if not module.startswith(_ALLOWED_PACKAGE) or not qualname.isidentifier():
         raise ValueError(f"class {name!r} is not one of ours")
-    cls = getattr(importlib.import_module(module), qualname)
+    try:
+        cls = getattr(importlib.import_module(module), qualname)
+    except (ImportError, AttributeError):
+        raise ValueError(f"there is no class {name!r}") from None
     if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
         raise ValueError(f"{name!r} is not a dataclass")
     return cls

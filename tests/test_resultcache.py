@@ -78,7 +78,7 @@ def test_a_result_that_would_not_read_back_equal_is_not_cached(traces, tmp_path,
 
 
 def test_only_our_dataclasses_are_rebuilt_from_an_entry() -> None:
-    for name in ("os:system", "subprocess:Popen", "fusion.result:plain", "fusion.trace:np"):
+    for name in ("os:system", "subprocess:Popen", "fusion.result:plain", "fusion.trace:np", "fusion.nothing:X"):
         with pytest.raises(ValueError):
             resultcache._class_named(name)
     assert resultcache._class_named("fusion.result:EvidenceRef").__name__ == "EvidenceRef"
