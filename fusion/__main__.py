@@ -1,19 +1,25 @@
 """Command line: `python -m fusion summary|classify|compare ...`.
 
-Bad input prints one line naming the file and the problem and exits with status 2.
+Bad input (or a bad FUSION_* setting or rules file) prints one line naming the file and the problem
+and exits with status 2. Everything written to the terminal passes through terminal_text, so text
+from traces never carries escape sequences to it. The caches are used unless --no-cache; their
+problems are warnings on stderr, never a reason to stop.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import logging
+import re
 import sys
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
 import orjson
 
-from .errors import TraceError
+from . import settings
+from .errors import ConfigError, TraceError
 from .phases import PHASES
 
 EXIT_BAD_INPUT = 2
@@ -22,24 +28,75 @@ PHASE_CHOICES = (PHASES[-1], *PHASES[:-1])
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    handler = _log_to_stderr()
     try:
         return args.run(args)
-    except TraceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (TraceError, ConfigError) as exc:
+        _err(f"error: {exc}")
         return EXIT_BAD_INPUT
     except MemoryError:
-        print("error: out of memory; the traces are too large for this machine", file=sys.stderr)
+        _err("error: out of memory; the traces are too large for this machine")
         return EXIT_BAD_INPUT
     except BrokenPipeError:
         return 0
     except OSError as exc:
-        print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        where = f"{exc.filename}: " if exc.filename else ""
+        _err(f"error: {where}{exc.strerror or exc}")
         return EXIT_BAD_INPUT
     except Exception as exc:
-        if os.environ.get("FUSION_DEBUG"):
+        if settings.debug():
             raise
-        print(f"internal error: {type(exc).__name__}: {exc} (set FUSION_DEBUG=1 for a traceback)", file=sys.stderr)
+        _err(f"internal error: {type(exc).__name__}: {exc} (set FUSION_DEBUG=1 for a traceback)")
         return 1
+    finally:
+        logging.getLogger("fusion").removeHandler(handler)
+
+
+def terminal_text(text: str) -> str:
+    """`text` with every control and format character (ANSI/OSC escapes, bidi overrides, C1 codes) made
+    visible as a JSON-style \\uXXXX escape, so trace text cannot drive the terminal. Newlines and tabs stay.
+
+    The escape is valid inside a JSON string and keeps its value there, so JSON output stays correct."""
+    return _UNSAFE.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    if unicodedata.category(char) not in _UNSAFE_CATEGORIES:
+        return char
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    high, low = divmod(code - 0x10000, 0x400)
+    return f"\\u{0xD800 + high:04x}\\u{0xDC00 + low:04x}"
+
+
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+_UNSAFE = re.compile(r"[^\x20-\x7e\n\t]")
+"""Candidates: everything but printable ASCII, newline and tab; _escaped keeps the printable ones."""
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(terminal_text(text if text.endswith("\n") else text + "\n"))
+
+
+def _err(line: str) -> None:
+    sys.stderr.write(terminal_text(line) + "\n")
+
+
+class _StderrWarnings(logging.Handler):
+    """The library's log warnings (a damaged cache entry, an unwritable cache) as 'warning:' lines."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        _err(f"warning: {record.getMessage()}")
+
+
+def _log_to_stderr() -> logging.Handler:
+    handler = _StderrWarnings(logging.WARNING)
+    logger = logging.getLogger("fusion")
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
+    return handler
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -65,7 +122,8 @@ def _parser() -> argparse.ArgumentParser:
                          help="compare only the kernels of one phase (see `summary` for a trace's phases)")
     compare.add_argument("-o", "--output", metavar="FILE", help="write here (csv: FILE_<table>.csv)")
     compare.add_argument(
-        "--no-cache", action="store_true", help="parse both files even if they were loaded before (see FUSION_CACHE_DIR)"
+        "--no-cache", action="store_true",
+        help="parse and compare even if these files were compared before (see FUSION_CACHE_DIR)",
     )
     compare.add_argument(
         "--keep-unlaunched", action="store_true",
@@ -93,9 +151,9 @@ def _summary(args: argparse.Namespace) -> int:
     summary = summarize(trace)
     if args.format == "json":
         _warn(trace.warnings)
-        sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
+        _out(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
     else:
-        print(summary_text(trace, summary))
+        _out(summary_text(trace, summary))
     return 0
 
 
@@ -103,29 +161,37 @@ def _classify(args: argparse.Namespace) -> int:
     from .classify import classify
 
     result = classify(args.name, args.platform)
-    print(f"{result.kernel_type}\trule: {result.rule}")
+    _out(f"{result.kernel_type}\trule: {result.rule}")
     if result.components:
-        print(f"fused aten ops: {', '.join(result.components)}")
+        _out(f"fused aten ops: {', '.join(result.components)}")
     if result.fused_components:
-        print(f"fused components: {', '.join(result.fused_components)}")
+        _out(f"fused components: {', '.join(result.fused_components)}")
     if result.helper:
-        print(f"helper of {result.kernel_type}: {result.helper}")
+        _out(f"helper of {result.kernel_type}: {result.helper}")
     if result.implementation:
-        print(f"implementation: {result.implementation}")
+        _out(f"implementation: {result.implementation}")
     return 0
 
 
 def _compare(args: argparse.Namespace) -> int:
     from . import report
     from .compare import compare
-    from .phase_compare import phase_summary, require_phase
+    from .phase_compare import require_phase
     from .parallel import load_pair
+    from .resultcache import ResultCache, cached_compare
     from .tablecache import TableCache
 
-    trace1, trace2 = load_pair(args.trace1, args.trace2, cache=None if args.no_cache else TableCache())
-    views = require_phase((trace1, trace2), args.phase)
-    comparison = compare(*views, min_group_size=args.min_group_size, keep_unlaunched=args.keep_unlaunched)
-    comparison.phases = phase_summary(comparison, args.phase, compare)
+    table_cache = None if args.no_cache else TableCache()
+    trace1, trace2 = load_pair(args.trace1, args.trace2, cache=table_cache)
+    for trace in (trace1, trace2):
+        if trace.kernel_count == 0:
+            raise TraceError(trace.source, "no kernel events to compare (cat 'kernel'); not a GPU profile?")
+    require_phase((trace1, trace2), args.phase)
+    params = {"min_group_size": args.min_group_size, "keep_unlaunched": args.keep_unlaunched, "phase": args.phase}
+    if args.no_cache:
+        comparison = compare(trace1, trace2, **params)
+    else:
+        comparison = cached_compare(trace1, trace2, cache=ResultCache(), **params)
     if args.format == "csv":
         _write_csv(report.to_csv(comparison), args.output)
     else:
@@ -137,16 +203,17 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _write(text: str, output: str | None) -> None:
+    """To the file as it is, or to the terminal through terminal_text."""
     if output:
         Path(output).write_text(text if text.endswith("\n") else text + "\n")
     else:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        _out(text)
 
 
 def _write_csv(tables: dict[str, str], output: str | None) -> None:
     if output is None:
         for stem, text in tables.items():
-            sys.stdout.write(f"# {stem}\n{text}\n")
+            _out(f"# {stem}\n{text}\n")
         return
     prefix = output.removesuffix(".csv")
     for stem, text in tables.items():
@@ -155,7 +222,7 @@ def _write_csv(tables: dict[str, str], output: str | None) -> None:
 
 def _warn(warnings: Sequence[str]) -> None:
     for warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        _err(f"warning: {warning}")
 
 
 if __name__ == "__main__":

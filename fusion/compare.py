@@ -107,6 +107,8 @@ def compare(trace1: Trace, trace2: Trace, *, min_group_size: int = 50, progress:
     evidence = collect_evidence(_segments(index, sides, types), sides, types, limits)
     report("detect", 0.7)
     result = _assemble(sides, groups, matching, index, evidence, types, limits, min_group_size)
+    result.params.update(keep_unlaunched=keep_unlaunched, phase=phase)
+    result.phases = phase_summary(result, phase, compare)
     report("detect", 1.0)
     return result
 
@@ -116,9 +118,7 @@ def analyze_fusion_differences(trace1: Trace | str | Path | bytes, trace2: Trace
     """The reference analyzer's entry point: Traces or paths/bytes in, its result dict (plus ours) out."""
     first = trace1 if isinstance(trace1, Trace) else load(trace1)
     second = trace2 if isinstance(trace2, Trace) else load(trace2)
-    comparison = compare(first, second, min_group_size=min_group_size, phase=phase)
-    comparison.phases = phase_summary(comparison, phase, compare)
-    return comparison.to_dict()
+    return compare(first, second, min_group_size=min_group_size, phase=phase).to_dict()
 
 
 def _types(trace1: Trace, trace2: Trace) -> list[str]:
