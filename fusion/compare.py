@@ -87,11 +87,25 @@ def compare(trace1: Trace, trace2: Trace, *, min_group_size: int = 50, progress:
     """Compare two loaded traces; `thresholds` are detect.Thresholds fields (reference defaults).
 
     Kernels without a launch event (launch 'none') are left out, with a warning, unless `keep_unlaunched`;
-    only the kernels of `phase` are compared (phases.PHASES; 'all': every kernel)."""
+    only the kernels of `phase` are compared (phases.PHASES; 'all': every kernel). The result's `phases`
+    section compares each phase on its own as well."""
     if not keep_unlaunched:
         trace1, trace2 = launched_only(trace1), launched_only(trace2)
     trace1, trace2 = phase_view(trace1, phase), phase_view(trace2, phase)
-    limits = Thresholds(**thresholds)
+    result = _compare_kernels(trace1, trace2, min_group_size, progress, Thresholds(**thresholds))
+    result.params.update(keep_unlaunched=keep_unlaunched, phase=phase)
+    result.phases = phase_summary(result, phase, _compare_phase)
+    return result
+
+
+def _compare_phase(trace1: Trace, trace2: Trace, *, min_group_size: int, **params: Any) -> Comparison:
+    """One phase's views compared with the parameters of the whole comparison (no nested phase split)."""
+    thresholds = {k: v for k, v in params.items() if k not in ("keep_unlaunched", "phase")}
+    return _compare_kernels(trace1, trace2, min_group_size, None, Thresholds(**thresholds))
+
+
+def _compare_kernels(trace1: Trace, trace2: Trace, min_group_size: int, progress: Progress | None,
+                     limits: Thresholds) -> Comparison:
     report = progress or (lambda stage, fraction: None)
     types = _types(trace1, trace2)
     sides = (Side.of(1, trace1, type_codes(trace1.kernels, types)), Side.of(2, trace2, type_codes(trace2.kernels, types)))
@@ -107,8 +121,6 @@ def compare(trace1: Trace, trace2: Trace, *, min_group_size: int = 50, progress:
     evidence = collect_evidence(_segments(index, sides, types), sides, types, limits)
     report("detect", 0.7)
     result = _assemble(sides, groups, matching, index, evidence, types, limits, min_group_size)
-    result.params.update(keep_unlaunched=keep_unlaunched, phase=phase)
-    result.phases = phase_summary(result, phase, compare)
     report("detect", 1.0)
     return result
 

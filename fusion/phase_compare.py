@@ -38,7 +38,7 @@ def _section(phase: str, traces: tuple[Trace, Trace], tables: list[pd.DataFrame]
     steps = [int(t.loc[phase, "steps"]) if phase in t.index else 0 for t in tables]
     section: dict[str, Any] = {f"trace{s}": _side(table, phase) for s, table in enumerate(tables, start=1)}
     section["type_stats"] = _type_stats(traces, phase, steps)
-    if compare is not None and all(phase in t.index for t in tables):
+    if compare is not None and phase != ALL and all(phase in t.index for t in tables):
         result = compare(phase_view(traces[0], phase), phase_view(traces[1], phase), **params)
         section["fusion_mappings"] = [asdict(m) for m in result.mappings]
         section["fusion_opportunities"] = [asdict(o) for o in result.opportunities]

@@ -126,6 +126,16 @@ def phase_columns(kernels: pd.DataFrame, cpu: CpuEvents) -> dict[str, np.ndarray
     return dict(assign_phases(table, cpu.ranges, cpu.names).items())
 
 
+def no_phase_columns(count: int) -> dict[str, pd.Categorical | np.ndarray]:
+    """PHASE_COLUMNS of `count` kernels of a trace with no phase signal (one phase, 'all')."""
+    return {
+        "phase": pd.Categorical.from_codes(np.full(count, PHASES.index(ALL), dtype=np.int8), categories=list(PHASES)),
+        "step": np.full(count, NO_STEP, dtype=np.int64),
+        "phase_source": pd.Categorical.from_codes(np.full(count, SOURCES.index(SOURCE_NONE), dtype=np.int8),
+                                                  categories=list(SOURCES)),
+    }
+
+
 def assign_phases(kernels: pd.DataFrame, ranges: Ranges, names: list[str]) -> pd.DataFrame:
     """Columns phase, step and phase_source for `kernels` (same rows), see the module doc.
 

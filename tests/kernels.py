@@ -9,6 +9,7 @@ import pandas as pd
 
 from fusion.classify import KERNEL_TYPES, inductor_ops
 from fusion.ops import unrecorded_columns
+from fusion.phases import no_phase_columns
 from fusion.trace import Trace
 
 Kernel = tuple[str, str, float, int]
@@ -33,6 +34,7 @@ def make_trace(kernels: list[Kernel], label: str = "T", platform: str = "AMD",
         "stream": np.full(len(kernels), 7, dtype=np.int64),
         "device": np.zeros(len(kernels), dtype=np.int64),
         **unrecorded_columns(len(kernels)),
+        **no_phase_columns(len(kernels)),
     })
     name_types = dict(zip(names, (k[1] for k in kernels)))
     fused, helpers = fused or {}, helpers or {}
