@@ -82,7 +82,7 @@ class TableCache:
         evict_least_recent(self.root, self.max_bytes, keep=entry.name, is_entry=lambda name: name.endswith(".parquet"))
 
     def _entry(self, digest: str) -> Path:
-        key = hashlib.sha256(f"{digest}:{FORMAT_VERSION}:{_rules_fingerprint()}".encode()).hexdigest()
+        key = hashlib.sha256(f"{digest}:{FORMAT_VERSION}:{rules_fingerprint()}".encode()).hexdigest()
         return self.root / f"{key}.parquet"
 
     def _stamps(self) -> dict[str, str]:
@@ -100,7 +100,7 @@ class TableCache:
             temp.write_bytes(orjson.dumps(stamps))
 
 
-def _rules_fingerprint() -> str:
+def rules_fingerprint() -> str:
     """Digest of the built-in rules and the user's FUSION_RULES file: types change when rules do."""
     digest = hashlib.sha256(BUILTIN_RULES.read_bytes())
     user_rules = os.environ.get(RULES_ENV)
