@@ -1,4 +1,4 @@
-"""Command line: `python -m fusion summary|classify|compare ...`.
+"""Command line: `python -m fusion summary|classify|compare|batch ...`.
 
 Bad input (or a bad FUSION_* setting or rules file) prints one line naming the file and the problem
 and exits with status 2. Everything written to the terminal passes through terminal_text, so text
@@ -130,6 +130,17 @@ def _parser() -> argparse.ArgumentParser:
         help="also compare kernels without a launch event in the trace (by default left out, with a warning)",
     )
     compare.set_defaults(run=_compare)
+
+    batch = commands.add_parser("batch", help="compare many pairs: a manifest CSV, or two directories of rank traces")
+    batch.add_argument("dirs", nargs="*", metavar="DIR", help="two directories whose traces pair by rank or by name")
+    batch.add_argument("--manifest", metavar="CSV", help="rows trace1,trace2,label (paths or s3:// gs:// URLs)")
+    batch.add_argument("-o", "--output", required=True, metavar="DIR", help="where the per-pair results and summary go")
+    batch.add_argument("--pair-by", choices=("rank", "name"), default="rank")
+    batch.add_argument("--engine", choices=("local", "ray"), default="local")
+    batch.add_argument("--address", metavar="ray://HOST:PORT", help="a Ray cluster (default: start a local one)")
+    batch.add_argument("--workers", type=_positive_int, metavar="N", help="local processes (default: one per core)")
+    batch.add_argument("--min-group-size", type=_positive_int, default=50, metavar="N")
+    batch.set_defaults(run=_batch)
     return parser
 
 
@@ -200,6 +211,27 @@ def _compare(args: argparse.Namespace) -> int:
     if args.format != "text":
         _warn(comparison.warnings)
     return 0
+
+
+def _batch(args: argparse.Namespace) -> int:
+    from . import batch
+
+    if bool(args.manifest) == bool(args.dirs) or (args.dirs and len(args.dirs) != 2):
+        print("error: give either --manifest CSV or two directories", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.manifest:
+        jobs = batch.jobs_from_manifest(args.manifest)
+    else:
+        jobs = batch.jobs_from_directories(*args.dirs, pair_by=args.pair_by)
+        _warn([f"{path}: no trace to pair it with; left out" for path in batch.unpaired(*args.dirs, jobs)])
+    params = batch.BatchParams(min_group_size=args.min_group_size)
+    summary = batch.run_batch(jobs, args.output, engine=args.engine, params=params, workers=args.workers,
+                              address=args.address, progress=batch.print_progress)
+    failed = summary.loc[summary["status"] == "error", ["label", "message"]].drop_duplicates()
+    for label, message in failed.itertuples(index=False):
+        print(f"error: {label}: {message}", file=sys.stderr)
+    print(f"{len(jobs)} pairs, {len(failed)} failed; summary in {Path(args.output) / batch.SUMMARY_FILE}")
+    return EXIT_BAD_INPUT if len(failed) else 0
 
 
 def _write(text: str, output: str | None) -> None:

@@ -116,12 +116,12 @@ def _worth_parallel(sources: list[TraceSource]) -> bool:
     if len(sources) < 2 or not all(_is_path(src) for src in sources):
         return False
     try:
-        return sum(_json_size(Path(src)) for src in sources) >= PARALLEL_MIN_BYTES  # type: ignore[arg-type]
+        return sum(json_size(Path(src)) for src in sources) >= PARALLEL_MIN_BYTES  # type: ignore[arg-type]
     except OSError:
         return False
 
 
-def _json_size(path: Path) -> int:
+def json_size(path: Path) -> int:
     """The file's JSON size: for gzip, the size its trailer records (modulo 4 GiB, enough to decide)."""
     size = path.stat().st_size
     with path.open("rb") as handle:
