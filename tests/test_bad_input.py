@@ -99,7 +99,7 @@ BAD_GZIP = gzip.compress(BASE)
 REJECTED = [
     # -- not JSON at all
     pytest.param(content(b""), "the file is empty", id="empty-file"),
-    pytest.param(content(b" \n\t\n"), "the file is empty", id="only-whitespace"),
+    pytest.param(content(b" \n\t\n"), "the file holds only whitespace, no JSON value", id="only-whitespace"),
     pytest.param(content(b"\xef\xbb\xbf"), "the file is empty", id="only-a-byte-order-mark"),
     pytest.param(content(b"hello, world"), "not valid JSON: invalid character (byte 0)", id="not-json-text"),
     pytest.param(content(b"\x00\x01\x02\x03" * 64), "not valid JSON: invalid character (byte 0)", id="binary-noise"),
