@@ -17,8 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import settings
 from .errors import TraceError
-from .reader import DEFAULT_MAX_BYTES, GZIP_MAGIC, TraceSource
+from .reader import GZIP_MAGIC, TraceSource
 from .tablecache import TableCache
 from .trace import Trace, load
 
@@ -43,7 +44,7 @@ def load_pair(
     *,
     labels: tuple[str | None, str | None] = (None, None),
     progress: SideProgress | None = None,
-    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_bytes: int | None = None,
     parallel: bool | None = None,
     cache: TableCache | None = None,
 ) -> tuple[Trace, Trace]:
@@ -60,7 +61,7 @@ def load_traces(
     requests: list[Request],
     *,
     progress: SideProgress | None = None,
-    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_bytes: int | None = None,
     parallel: bool | None = None,
     cache: TableCache | None = None,
 ) -> list[Trace | TraceError]:
@@ -69,6 +70,7 @@ def load_traces(
     Files loaded before come from `cache`; the rest are parsed, each in its own process when two or
     more need parsing and together are large enough; newly parsed files enter the cache.
     """
+    max_bytes = settings.max_trace_bytes() if max_bytes is None else max_bytes
     results: list[Trace | TraceError | None] = [_lookup(cache, request) for request in requests]
     todo = [i for i, result in enumerate(results) if result is None]
     if parallel is None:

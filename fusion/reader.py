@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Union
 
+from . import settings
 from .errors import TraceError
 
 TraceSource = Union[str, os.PathLike, bytes, bytearray, memoryview, BinaryIO]
@@ -23,8 +24,6 @@ Progress = Callable[[int, int], None]
 
 GZIP_MAGIC = b"\x1f\x8b"
 READ_SIZE = 8 << 20
-DEFAULT_MAX_BYTES = int(os.environ.get("FUSION_MAX_TRACE_BYTES", 8 << 30))
-"""Largest decompressed trace accepted (8 GiB unless FUSION_MAX_TRACE_BYTES says otherwise)."""
 
 
 @dataclass
@@ -57,9 +56,14 @@ def open_input(
     *,
     name: str | None = None,
     progress: Progress | None = None,
-    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_bytes: int | None = None,
 ) -> RawInput:
-    """Open `source` for chunked reading; raises TraceError for a missing or unreadable file."""
+    """Open `source` for chunked reading; raises TraceError for a missing or unreadable file.
+
+    `max_bytes` caps the decompressed size; None means the FUSION_MAX_TRACE_BYTES setting, read now.
+    """
+    if max_bytes is None:
+        max_bytes = settings.max_trace_bytes()
     label = name or source_name(source)
     stream, size = _binary_stream(source, label)
     head = stream.read(2)

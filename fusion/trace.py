@@ -18,7 +18,7 @@ import pandas as pd
 from .classify import KERNEL_TYPES, classify_names
 from .errors import TraceError
 from .events import Event, read_events
-from .reader import DEFAULT_MAX_BYTES, Progress, TraceSource, open_input
+from .reader import Progress, TraceSource, open_input
 
 KERNEL_CATEGORIES = frozenset({"kernel", "Kernel"})
 RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "runtime"})
@@ -215,7 +215,7 @@ def load(
     *,
     name: str | None = None,
     progress: Progress | None = None,
-    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_bytes: int | None = None,
 ) -> Trace:
     """Read a trace from a path, bytes or a binary file; raises TraceError naming the input and the problem.
 

@@ -313,6 +313,15 @@ def test_gzip_bomb_cli_obeys_the_environment_limit(bomb: Path) -> None:
     assert result.stderr == f"error: {bomb}: decompresses to more than the 0.10 GB limit; refused\n"
 
 
+def test_the_size_limit_is_read_from_the_environment_at_each_load(monkeypatch) -> None:
+    monkeypatch.setenv("FUSION_MAX_TRACE_BYTES", "100")
+    with pytest.raises(TraceError) as caught:
+        load(BASE, name="base.json")
+    assert str(caught.value) == "base.json: file is 0.00 GB, above the 0.00 GB limit"
+    monkeypatch.delenv("FUSION_MAX_TRACE_BYTES")
+    assert load(BASE, name="base.json").kernel_count == 2
+
+
 def test_plain_file_above_the_limit_is_refused_before_reading(tmp_path) -> None:
     path = content(BASE)(tmp_path)
     result = run_cli("summary", str(path), env={"FUSION_MAX_TRACE_BYTES": "100"})
