@@ -32,6 +32,8 @@ PIECE_SIZE = 16 << 20
 MAX_HEADER_BYTES = 256 << 20
 MAX_EVENT_BYTES = 256 << 20
 """The longest stretch of the array without a boundary: bounds the buffer, whatever the input."""
+HEADER_FIRST_SCAN = 4 << 10
+"""The key usually comes within the first kilobytes: the header is scanned in windows growing from this."""
 GUESS_WINDOW = 64 << 10
 """How far back from a piece's end a likely boundary is looked for."""
 _BOM = b"\xef\xbb\xbf"
@@ -107,14 +109,18 @@ class _Header:
     waiting: int = -1
     """Position of a top-level string whose next mark is in a block not scanned yet."""
 
-    def add(self, chunk: bytes) -> int | None:
+    def add(self, chunk: bytes | memoryview) -> int | None:
         """Append and scan a chunk; the position of the top-level `"traceEvents"` key once it is known."""
         at = self.start + len(self.data)
         self.data += chunk
-        for marks in self.scanner.marks(chunk, at):
-            found = self._key(marks)
-            if found is not None:
-                return found
+        view = memoryview(chunk)
+        start, step = 0, HEADER_FIRST_SCAN
+        while start < len(view):
+            for marks in self.scanner.marks(view[start : start + step], at + start):
+                found = self._key(marks)
+                if found is not None:
+                    return found
+            start, step = start + step, step * 8
         return None
 
     def _key(self, marks: Marks) -> int | None:
@@ -156,15 +162,15 @@ def _read_header(source: str, chunks: Iterator[bytes], stream: EventStream) -> _
     local = key - header.start
     stream.top_level.update(_decode_head(source, bytes(header.data[:local]), header.start))
     after_key = key + len(_EVENTS_KEY)
-    rest, at = _after_colon(source, bytes(header.data[local + len(_EVENTS_KEY) :]), after_key, chunks)
-    if not rest.startswith(b"["):
-        raise TraceError(source, f"traceEvents is not a list (it holds {_describe_value(rest)})")
+    rest, at = _after_colon(source, memoryview(header.data)[local + len(_EVENTS_KEY) :], after_key, chunks)
+    if rest[:1] != b"[":
+        raise TraceError(source, f"traceEvents is not a list (it holds {_describe_value(bytes(rest[:20]))})")
     pending = _Pending(start=at + 1)
     pending.add(memoryview(rest)[1:])
     return pending
 
 
-def _skip_blanks(source: str, chunks: Iterator[bytes], stream: EventStream) -> tuple[_Header, bytes]:
+def _skip_blanks(source: str, chunks: Iterator[bytes], stream: EventStream) -> tuple[_Header, memoryview]:
     """Drop a byte-order mark and leading blanks without keeping them; the first chunk with content."""
     read = b""
     while len(read) < len(_BOM) and (chunk := next(chunks, None)) is not None:
@@ -181,10 +187,10 @@ def _skip_blanks(source: str, chunks: Iterator[bytes], stream: EventStream) -> t
             problem = "the file holds only whitespace, no JSON value" if seen else "the file is empty"
             raise TraceError(source, problem)
         read, seen = chunk, seen + len(chunk)
-    return _Header(start=skipped + blank), read[blank:]
+    return _Header(start=skipped + blank), memoryview(read)[blank:]
 
 
-def _after_colon(source: str, rest: bytes, at: int, chunks: Iterator[bytes]) -> tuple[bytes, int]:
+def _after_colon(source: str, rest: memoryview, at: int, chunks: Iterator[bytes]) -> tuple[memoryview, int]:
     """The bytes from the key's value on, and the value's stream position; `rest` follows the key at `at`."""
     colon = _first_content(rest)
     if rest[colon : colon + 1] != b":":
@@ -195,7 +201,7 @@ def _after_colon(source: str, rest: bytes, at: int, chunks: Iterator[bytes]) -> 
         chunk = next(chunks, None)
         if chunk is None:
             raise TraceError(source, "truncated: the file ends right after the traceEvents key")
-        value = chunk
+        value = memoryview(chunk)
     return value[blank:], at + blank
 
 

@@ -10,7 +10,9 @@ import hashlib
 import io
 import os
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Union
@@ -24,6 +26,40 @@ Progress = Callable[[int, int], None]
 
 GZIP_MAGIC = b"\x1f\x8b"
 READ_SIZE = 8 << 20
+BACKGROUND_HASH_BYTES = 1 << 20
+"""Blocks at least this large are hashed on a worker thread, while the caller decodes the previous ones."""
+HASH_QUEUE = 4
+"""Blocks waiting to be hashed at most: bounds the memory they hold if hashing falls behind."""
+
+
+class Digest:
+    """sha256 of the stored bytes; large blocks are hashed on one worker thread, in order.
+
+    hashlib releases the GIL while it hashes, so the digest costs no time on the decoding thread.
+    """
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256()
+        self._pool: ThreadPoolExecutor | None = None
+        self._queued: deque[Future] = deque()
+
+    def update(self, block: bytes) -> None:
+        if len(block) < BACKGROUND_HASH_BYTES and not self._queued:
+            self._hash.update(block)
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="fusion-digest")
+        self._queued.append(self._pool.submit(self._hash.update, block))
+        while len(self._queued) > HASH_QUEUE:
+            self._queued.popleft().result()
+
+    def hexdigest(self) -> str:
+        while self._queued:
+            self._queued.popleft().result()
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+        return self._hash.hexdigest()
 
 
 @dataclass
@@ -34,7 +70,7 @@ class RawInput:
     size: int
     gzipped: bool
     chunks: Iterator[bytes]
-    digest: "hashlib._Hash" = field(default_factory=hashlib.sha256)
+    digest: Digest = field(default_factory=Digest)
 
     @property
     def sha256(self) -> str:
