@@ -152,9 +152,9 @@ def _fresh_compare(args: list[str], env: dict[str, str], runs: int, cache_dir: P
     return sorted(results, key=lambda r: r.wall)[len(results) // 2]
 
 
-def generate(out: Path, size_mb: int) -> dict[str, tuple[Path, Path]]:
+def generate(out: Path, size_mb: int, formats: list[str]) -> dict[str, tuple[Path, Path]]:
     pairs = {}
-    for gz in (False, True):
+    for gz in (form == "gz" for form in formats):
         folder = out / f"{size_mb}mb_{'gz' if gz else 'plain'}"
         if not folder.exists():
             started = time.perf_counter()
@@ -196,6 +196,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000], help="MB of JSON per trace")
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--formats", nargs="+", choices=["plain", "gz"], default=["plain", "gz"])
     parser.add_argument("--workdir", type=Path, default=PROJECT / "bench" / "out")
     parser.add_argument("--before", type=Path, help="another source tree (e.g. `git archive main | tar -x -C DIR`) "
                         "whose load is measured beside ours, as 'load was'")
@@ -203,7 +204,7 @@ def main() -> None:
     args.workdir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as cache_dir:
         for size in args.sizes:
-            for name, files in generate(args.workdir, size).items():
+            for name, files in generate(args.workdir, size, args.formats).items():
                 report(name, files, bench_pair(files, args.runs, Path(cache_dir), args.before))
 
 
