@@ -384,14 +384,11 @@ CRAFTED = [
 
 
 def best_load_time(data: bytes) -> float:
-    """The fastest of three loads (the machine is shared); a refusal counts as well as a load."""
+    """The fastest of three loads (the machine is shared); every crafted input is valid JSON and loads."""
     times = []
     for _ in range(3):
         started = time.perf_counter()
-        try:
-            load(data, name="crafted.json")
-        except TraceError as exc:
-            assert "\n" not in str(exc)
+        load(data, name="crafted.json")
         times.append(time.perf_counter() - started)
     return min(times)
 
