@@ -32,6 +32,8 @@ PIECE_SIZE = 16 << 20
 MAX_HEADER_BYTES = 256 << 20
 MAX_EVENT_BYTES = 256 << 20
 """The longest stretch of the array without a boundary: bounds the buffer, whatever the input."""
+NOT_AN_OBJECT_BYTES = 1 << 20
+"""A file that does not start with `{` is read this far only: a small one is decoded to say exactly what it is."""
 HEADER_FIRST_SCAN = 4 << 10
 """The key usually comes within the first kilobytes: the header is scanned in windows growing from this."""
 GUESS_WINDOW = 64 << 10
@@ -152,7 +154,7 @@ def _read_header(source: str, chunks: Iterator[bytes], stream: EventStream) -> _
     """Read up to the `[` of the top-level `traceEvents` key; the bytes after it begin the array."""
     header, read = _skip_blanks(source, chunks, stream)
     key = header.add(read) if read else None
-    while key is None and len(header.data) <= MAX_HEADER_BYTES:
+    while key is None and len(header.data) <= _header_limit(header.data):
         chunk = next(chunks, None)
         if chunk is None:
             _diagnose_whole(source, bytes(header.data), header.start, True)
@@ -168,6 +170,11 @@ def _read_header(source: str, chunks: Iterator[bytes], stream: EventStream) -> _
     pending = _Pending(start=at + 1)
     pending.add(memoryview(rest)[1:])
     return pending
+
+
+def _header_limit(data: bytearray) -> int:
+    """How much is read looking for the key: a file that does not start with `{` is no trace object."""
+    return MAX_HEADER_BYTES if data[:1] == b"{" else NOT_AN_OBJECT_BYTES
 
 
 def _skip_blanks(source: str, chunks: Iterator[bytes], stream: EventStream) -> tuple[_Header, memoryview]:
@@ -209,12 +216,24 @@ def _diagnose_whole(source: str, buf: bytes, shift: int, complete: bool) -> None
     """No `traceEvents` key was found: say what the file is instead."""
     if buf.startswith(_UTF16_BOMS):
         raise TraceError(source, "UTF-16 text; a trace is UTF-8 JSON (save it as UTF-8)")
+    if not complete and not buf.startswith(b"{"):
+        raise TraceError(source, _top_level_value(buf, shift))
     if not complete:
         raise TraceError(source, f"no traceEvents list in the first {MAX_HEADER_BYTES >> 20} MB; not a trace")
     value = _decode_whole(source, buf, shift)
     if not isinstance(value, dict):
         raise TraceError(source, f"the JSON holds {_kind(value)} at the top level, not a trace object")
     raise TraceError(source, "JSON object without a traceEvents list; not a Chrome/Kineto trace")
+
+
+def _top_level_value(buf: bytes, shift: int) -> str:
+    """What a large file that does not start with `{` holds, told from its first byte."""
+    first = buf[:1]
+    kinds = {b"[": "an array", b'"': "a string", b"n": "null", b"t": "a boolean", b"f": "a boolean"}
+    kind = kinds.get(first) or ("a number" if first in b"-0123456789" else None)
+    if kind is None:
+        return f"not valid JSON: invalid character (byte {shift})"
+    return f"the JSON holds {kind} at the top level, not a trace object"
 
 
 def _decode_whole(source: str, data: bytes, shift: int) -> Any:

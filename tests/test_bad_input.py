@@ -313,6 +313,16 @@ def test_gzip_bomb_cli_obeys_the_environment_limit(bomb: Path) -> None:
     assert result.stderr == f"error: {bomb}: decompresses to more than the 0.10 GB limit; refused\n"
 
 
+def test_a_large_file_that_is_no_object_is_refused_from_its_start(tmp_path) -> None:
+    """300 MB of an array: the first byte tells it is no trace; the file is not read through."""
+    array = gzip_bomb(tmp_path / "array.json.gz", 300 << 20, prefix=b"[", suffix=b"]")
+    raw = reader.open_input(array)
+    with pytest.raises(TraceError) as caught:
+        events_module.read_events(raw)
+    assert str(caught.value) == f"{array}: the JSON holds an array at the top level, not a trace object"
+    assert sum(len(chunk) for chunk in raw.chunks) > 250 << 20
+
+
 def test_the_size_limit_is_read_from_the_environment_at_each_load(monkeypatch) -> None:
     monkeypatch.setenv("FUSION_MAX_TRACE_BYTES", "100")
     with pytest.raises(TraceError) as caught:
