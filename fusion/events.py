@@ -49,8 +49,13 @@ class _BadCut(TraceError):
     """A piece that fails only at its end: the cut fell inside a string or a nested value."""
 
 
-class Event(msgspec.Struct):
-    """The fields of one trace event that the loader looks at; `args` stays undecoded."""
+class Event(msgspec.Struct, gc=False):
+    """The fields of one trace event that the loader looks at; `args` stays undecoded.
+
+    Not tracked by the garbage collector (gc=False): an event refers only to values decoded from JSON,
+    which never refer back to it, so it cannot be in a cycle; millions of tracked events would make
+    every collection slower.
+    """
 
     cat: Any = None
     name: Any = None
