@@ -4,12 +4,13 @@
 
 For each size (MB of JSON per trace) it generates a pair with the project's generator, plain and
 gzipped, and measures in fresh subprocesses, side by side in one run:
+  read       reading the bytes of both files (gzip: decompress them), the floor
   orjson     orjson.loads of both files (gzip: decompress, then loads), the baseline
   load       our load of each trace, one after the other
   compare    our full compare: both traces loaded in parallel processes, then the analysis
   reopen     the same compare again, the traces coming from the on-disk table cache
 Wall time and peak RSS (summed over the process and its children, sampled every 20 ms) are
-printed with the ratio ours/baseline. Figures are medians over --runs.
+printed with the ratios to orjson and to the floor. Figures are medians over --runs.
 """
 
 from __future__ import annotations
@@ -31,6 +32,14 @@ from fusion.synthetic import PairSpec, write_pair  # noqa: E402
 _MB = 1_000_000
 
 SNIPPETS = {
+    "read": """
+import gzip, sys
+for path in sys.argv[1:3]:
+    data = open(path, "rb").read()
+    if data[:2] == b"\\x1f\\x8b":
+        data = gzip.decompress(data)
+    del data
+""",
     "orjson": """
 import gzip, sys, orjson
 for path in sys.argv[1:3]:
@@ -70,11 +79,12 @@ class Run:
     kernels: str = ""
 
 
-def measure(snippet: str, args: list[str], env: dict[str, str]) -> Run:
-    """Run a snippet in a fresh interpreter; wall time and peak RSS of its whole process tree."""
+def measure(snippet: str, args: list[str], env: dict[str, str], tree: Path = PROJECT) -> Run:
+    """Run a snippet in a fresh interpreter on the code of `tree`; wall time and peak RSS of its process tree."""
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-c", snippet, *args], cwd=PROJECT, env=env, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", snippet, *args], cwd=tree, env={**env, "PYTHONPATH": str(tree)},
+        stdout=subprocess.PIPE, text=True,
     )
     peak = 0
     while proc.poll() is None:
@@ -112,20 +122,24 @@ def _tree_rss(root: int) -> int:
     return total
 
 
-def median_run(snippet: str, args: list[str], env: dict[str, str], runs: int) -> Run:
-    results = [measure(snippet, args, env) for _ in range(runs)]
+def median_run(snippet: str, args: list[str], env: dict[str, str], runs: int, tree: Path = PROJECT) -> Run:
+    results = [measure(snippet, args, env, tree) for _ in range(runs)]
     return sorted(results, key=lambda r: r.wall)[len(results) // 2]
 
 
-def bench_pair(files: tuple[Path, Path], runs: int, cache_dir: Path) -> dict[str, Run]:
-    env = {"PATH": "/usr/bin:/bin", "FUSION_CACHE_DIR": str(cache_dir), "PYTHONPATH": str(PROJECT)}
+def bench_pair(files: tuple[Path, Path], runs: int, cache_dir: Path, before: Path | None) -> dict[str, Run]:
+    env = {"PATH": "/usr/bin:/bin", "FUSION_CACHE_DIR": str(cache_dir)}
     args = [str(files[0]), str(files[1])]
-    return {
+    steps = {
+        "read": median_run(SNIPPETS["read"], args, env, runs),
         "orjson": median_run(SNIPPETS["orjson"], args, env, runs),
         "load": median_run(SNIPPETS["load"], args, env, runs),
-        "compare": _fresh_compare(args, env, runs, cache_dir),
-        "reopen": median_run(SNIPPETS["compare"], args, env, runs),
     }
+    if before is not None:
+        steps["load was"] = median_run(SNIPPETS["load"], args, env, runs, before)
+    steps["compare"] = _fresh_compare(args, env, runs, cache_dir)
+    steps["reopen"] = median_run(SNIPPETS["compare"], args, env, runs)
+    return steps
 
 
 def _fresh_compare(args: list[str], env: dict[str, str], runs: int, cache_dir: Path) -> Run:
@@ -138,9 +152,9 @@ def _fresh_compare(args: list[str], env: dict[str, str], runs: int, cache_dir: P
     return sorted(results, key=lambda r: r.wall)[len(results) // 2]
 
 
-def generate(out: Path, size_mb: int) -> dict[str, tuple[Path, Path]]:
+def generate(out: Path, size_mb: int, formats: list[str]) -> dict[str, tuple[Path, Path]]:
     pairs = {}
-    for gz in (False, True):
+    for gz in (form == "gz" for form in formats):
         folder = out / f"{size_mb}mb_{'gz' if gz else 'plain'}"
         if not folder.exists():
             started = time.perf_counter()
@@ -152,14 +166,15 @@ def generate(out: Path, size_mb: int) -> dict[str, tuple[Path, Path]]:
 
 
 def report(name: str, files: tuple[Path, Path], runs: dict[str, Run]) -> None:
-    base = runs["orjson"]
+    base, floor = runs["orjson"], runs["read"]
     json_mb = max(_json_size(f) for f in files) / _MB
     print(f"\n{name}: {files[0].stat().st_size / _MB:.0f} MB + {files[1].stat().st_size / _MB:.0f} MB on disk, "
           f"larger JSON {json_mb:.0f} MB, kernels {runs['compare'].kernels}")
-    print(f"  {'step':<9}{'wall s':>9}{'x orjson':>10}{'peak RSS MB':>13}{'x orjson':>10}{'x JSON size':>13}")
+    print(f"  {'step':<9}{'wall s':>9}{'x orjson':>10}{'x read':>8}{'peak RSS MB':>13}{'x orjson':>10}"
+          f"{'x JSON size':>13}")
     for step, run in runs.items():
-        print(f"  {step:<9}{run.wall:>9.2f}{run.wall / base.wall:>10.3f}{run.rss / _MB:>13.0f}"
-              f"{run.rss / base.rss:>10.3f}{run.rss / _MB / json_mb:>13.3f}")
+        print(f"  {step:<9}{run.wall:>9.2f}{run.wall / base.wall:>10.3f}{run.wall / floor.wall:>8.2f}"
+              f"{run.rss / _MB:>13.0f}{run.rss / base.rss:>10.3f}{run.rss / _MB / json_mb:>13.3f}")
     fresh = runs["compare"]
     print(f"  analysis after loading: {fresh.analysis_s:.3f} s = {100 * fresh.analysis_s / fresh.load_s:.1f}% "
           f"of the {fresh.load_s:.2f} s load (reopen: load {runs['reopen'].load_s:.3f} s, "
@@ -181,13 +196,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000], help="MB of JSON per trace")
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--formats", nargs="+", choices=["plain", "gz"], default=["plain", "gz"])
     parser.add_argument("--workdir", type=Path, default=PROJECT / "bench" / "out")
+    parser.add_argument("--before", type=Path, help="another source tree (e.g. `git archive main | tar -x -C DIR`) "
+                        "whose load is measured beside ours, as 'load was'")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as cache_dir:
         for size in args.sizes:
-            for name, files in generate(args.workdir, size).items():
-                report(name, files, bench_pair(files, args.runs, Path(cache_dir)))
+            for name, files in generate(args.workdir, size, args.formats).items():
+                report(name, files, bench_pair(files, args.runs, Path(cache_dir), args.before))
 
 
 if __name__ == "__main__":

@@ -1,45 +1,61 @@
 """Decode a Chrome-trace JSON stream piece by piece, keeping only the fields the analysis reads.
 
 A trace is one object whose `traceEvents` array holds millions of events. Decoding it whole
-needs several times the file size in memory, so the array is cut into pieces at element
-boundaries and each piece is decoded on its own with a typed msgspec schema. A cut is only
-trusted when the piece decodes: a cut that fell inside a string or a nested object never
-yields valid JSON, so it is rejected and an earlier boundary is tried.
+needs several times the file size in memory, so the array is cut into pieces at its top-level
+element boundaries and each piece is decoded on its own with a typed msgspec schema.
+
+Cutting costs a bounded amount of work per byte, whatever the content:
+- a piece is first tried at a likely boundary (the last `}` followed by a comma near its end); the
+  decoder accepts it only if the cut is a true boundary, since the piece starts at one and a cut
+  inside a string or a nested value never closes into a valid array;
+- the first time a try fails, the grammar-aware scan of `scan.py` takes over for the rest of the
+  file: it finds the boundaries and the end of the array in one forward pass, so a crafted input
+  (strings full of `},`, huge events) costs one failed decode, a scan and the decode itself.
+The top-level `traceEvents` key and the end of the array are found by the same scan.
 """
 
 from __future__ import annotations
 
 import re
-import string
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from .errors import TraceError
 from .reader import RawInput
+from .scan import CLOSE_ARRAY, CLOSE_OBJECT, COLON, COMMA, OBJECT_MARKS, OPEN_OBJECT, QUOTE, Marks, Scanner
 
 PIECE_SIZE = 16 << 20
 MAX_HEADER_BYTES = 256 << 20
 MAX_EVENT_BYTES = 256 << 20
-"""The longest stretch of the array without a usable cut: bounds the buffer, whatever the input."""
-CUT_ATTEMPTS = 4
+"""The longest stretch of the array without a boundary: bounds the buffer, whatever the input."""
+NOT_AN_OBJECT_BYTES = 1 << 20
+"""A file that does not start with `{` is read this far only: a small one is decoded to say exactly what it is."""
+HEADER_FIRST_SCAN = 4 << 10
+"""The key usually comes within the first kilobytes: the header is scanned in windows growing from this."""
+GUESS_WINDOW = 64 << 10
+"""How far back from a piece's end a likely boundary is looked for."""
 _BOM = b"\xef\xbb\xbf"
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
-_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*')
+_EVENTS_KEY = b'"traceEvents"'
 _WHITESPACE = b" \t\r\n"
 _TAIL_PREFIX = b'{"_":0'
-_TOKEN_CHARS = (string.ascii_letters + string.digits + "+-.").encode()
-"""What a number or literal is made of: a buffer ending inside one is stripped of it before a trial decode."""
 
 
 class _BadCut(TraceError):
     """A piece that fails only at its end: the cut fell inside a string or a nested value."""
 
 
-class Event(msgspec.Struct):
-    """The fields of one trace event that the loader looks at; `args` stays undecoded."""
+class Event(msgspec.Struct, gc=False):
+    """The fields of one trace event that the loader looks at; `args` stays undecoded.
+
+    Not tracked by the garbage collector (gc=False): an event refers only to values decoded from JSON,
+    which never refer back to it, so it cannot be in a cycle; millions of tracked events would make
+    every collection slower.
+    """
 
     cat: Any = None
     name: Any = None
@@ -67,234 +83,474 @@ def read_events(raw: RawInput) -> EventStream:
     """Find `traceEvents` and return the stream of its pieces; top-level keys fill in as it runs."""
     stream = EventStream()
     chunks = iter(raw.chunks)
-    buf, offset, at_eof = _read_until_events_key(raw, chunks, stream)
-    stream.pieces = _pieces(raw, chunks, _Cursor(buf, offset, at_eof), stream)
+    pending = _read_header(raw.source, chunks, stream)
+    stream.pieces = _Pieces(raw.source, chunks, pending, stream).run()
     return stream
 
 
-def _read_until_events_key(
-    raw: RawInput, chunks: Iterator[bytes], stream: EventStream
-) -> tuple[bytes, int, bool]:
-    buf = b""
-    at_eof = False
-    while True:
-        match = _EVENTS_KEY.search(buf)
-        if (match and match.end() < len(buf)) or at_eof or len(buf) > MAX_HEADER_BYTES:
-            break
-        chunk = next(chunks, None)
-        at_eof = chunk is None
-        buf += chunk or b""
-    skipped = 0
-    if buf.startswith(_BOM):
-        stream.warnings.append("the file starts with a UTF-8 byte-order mark; it was skipped")
-        buf = buf[len(_BOM) :]
-        skipped = len(_BOM)
-        match = _EVENTS_KEY.search(buf)
-    if not match:
-        _diagnose_whole(raw.source, buf, at_eof)
-    match, head = _top_level_key(raw.source, buf, match)
-    stream.top_level.update(head)
-    rest = buf[match.end() :]
-    if not rest:
-        raise TraceError(raw.source, "truncated: the file ends right after the traceEvents key")
-    if not rest.startswith(b"["):
-        found = _describe_value(rest)
-        raise TraceError(raw.source, f"traceEvents is not a list (it holds {found})")
-    return rest[1:], skipped + match.end() + 1, at_eof
+def _first_content(data: bytes | memoryview) -> int:
+    """Index of the first byte that is not JSON whitespace; len(data) when there is none.
 
-
-def _top_level_key(source: str, buf: bytes, first: re.Match[bytes]) -> tuple[re.Match[bytes], dict[str, Any]]:
-    """The `traceEvents` key of the top-level object, and the keys before it.
-
-    An earlier match can sit inside a nested object (`{"meta": {"traceEvents": 1}, ...}`); then the
-    keys before it do not close into an object, and the next match is tried.
+    Windows of growing size are checked with bytes.translate, the fastest blank test in the standard
+    library (about ten times a regex), so a file of blanks is refused at about the speed of reading it.
     """
-    error: TraceError | None = None
-    for match in _EVENTS_KEY.finditer(buf, first.start()):
-        try:
-            return match, _decode_head(source, buf[: match.start()])
-        except TraceError as exc:
-            error = error or exc
-    raise error or TraceError(source, "no top-level traceEvents key")
+    view = memoryview(data)
+    start, step = 0, 1 << 10
+    while start < len(view):
+        window = bytes(view[start : start + step])
+        if window.translate(None, _WHITESPACE):
+            return start + len(window) - len(window.lstrip(_WHITESPACE))
+        start, step = start + len(window), min(step * 8, 1 << 20)
+    return len(view)
 
 
-def _diagnose_whole(source: str, buf: bytes, complete: bool) -> None:
+# -- the keys before the array
+
+
+@dataclass
+class _Header:
+    """The bytes read so far from the first non-blank byte on, and the scan that looks for the key."""
+
+    data: bytearray = field(default_factory=bytearray)
+    start: int = 0
+    """Stream position of data[0] (past a byte-order mark and leading blanks)."""
+    scanner: Scanner = field(default_factory=lambda: Scanner(OBJECT_MARKS))
+    waiting: int = -1
+    """Position of a top-level string whose next mark is in a block not scanned yet."""
+
+    def add(self, chunk: bytes | memoryview) -> int | None:
+        """Append and scan a chunk; the position of the top-level `"traceEvents"` key once it is known."""
+        at = self.start + len(self.data)
+        self.data += chunk
+        view = memoryview(chunk)
+        start, step = 0, HEADER_FIRST_SCAN
+        while start < len(view):
+            for marks in self.scanner.marks(view[start : start + step], at + start):
+                found = self._key(marks)
+                if found is not None:
+                    return found
+            start, step = start + step, step * 8
+        return None
+
+    def _key(self, marks: Marks) -> int | None:
+        pos, byte, depth = marks
+        if self.waiting >= 0 and len(pos):
+            if byte[0] == COLON and self._spells_key(np.array([self.waiting])).any():
+                return self.waiting
+            self.waiting = -1
+        strings = np.flatnonzero((byte == QUOTE) & (depth == 1))
+        if len(strings) and strings[-1] == len(pos) - 1:
+            self.waiting = int(pos[strings[-1]])
+            strings = strings[:-1]
+        keys = pos[strings[byte[strings + 1] == COLON]]
+        matches = keys[self._spells_key(keys)]
+        return int(matches[0]) if len(matches) else None
+
+    def _spells_key(self, positions: np.ndarray) -> np.ndarray:
+        """Which of these string starts (stream positions) spell `"traceEvents"`."""
+        local = positions - self.start
+        fits = local + len(_EVENTS_KEY) <= len(self.data)
+        text = np.frombuffer(self.data, dtype=np.uint8)
+        window = local[fits, None] + np.arange(len(_EVENTS_KEY))
+        spelled = np.zeros(len(positions), dtype=bool)
+        spelled[fits] = (text[window] == np.frombuffer(_EVENTS_KEY, dtype=np.uint8)).all(axis=1)
+        return spelled
+
+
+def _read_header(source: str, chunks: Iterator[bytes], stream: EventStream) -> _Pending:
+    """Read up to the `[` of the top-level `traceEvents` key; the bytes after it begin the array."""
+    header, read = _skip_blanks(source, chunks, stream)
+    key = header.add(read) if read else None
+    while key is None and len(header.data) <= _header_limit(header.data):
+        chunk = next(chunks, None)
+        if chunk is None:
+            _diagnose_whole(source, bytes(header.data), header.start, True)
+        key = header.add(chunk)
+    if key is None:
+        _diagnose_whole(source, bytes(header.data), header.start, False)
+    local = key - header.start
+    stream.top_level.update(_decode_head(source, bytes(header.data[:local]), header.start))
+    after_key = key + len(_EVENTS_KEY)
+    rest, at = _after_colon(source, memoryview(header.data)[local + len(_EVENTS_KEY) :], after_key, chunks)
+    if rest[:1] != b"[":
+        raise TraceError(source, f"traceEvents is not a list (it holds {_describe_value(bytes(rest[:20]))})")
+    pending = _Pending(start=at + 1)
+    pending.add(memoryview(rest)[1:])
+    return pending
+
+
+def _header_limit(data: bytearray) -> int:
+    """How much is read looking for the key: a file that does not start with `{` is no trace object."""
+    return MAX_HEADER_BYTES if data[:1] == b"{" else NOT_AN_OBJECT_BYTES
+
+
+def _skip_blanks(source: str, chunks: Iterator[bytes], stream: EventStream) -> tuple[_Header, memoryview]:
+    """Drop a byte-order mark and leading blanks without keeping them; the first chunk with content."""
+    read = b""
+    while len(read) < len(_BOM) and (chunk := next(chunks, None)) is not None:
+        read += chunk
+    skipped = 0
+    if read.startswith(_BOM):
+        stream.warnings.append("the file starts with a UTF-8 byte-order mark; it was skipped")
+        read, skipped = read[len(_BOM) :], len(_BOM)
+    seen = len(read)
+    while (blank := _first_content(read)) == len(read):
+        skipped += len(read)
+        chunk = next(chunks, None)
+        if chunk is None:
+            problem = "the file holds only whitespace, no JSON value" if seen else "the file is empty"
+            raise TraceError(source, problem)
+        read, seen = chunk, seen + len(chunk)
+    return _Header(start=skipped + blank), memoryview(read)[blank:]
+
+
+def _after_colon(source: str, rest: memoryview, at: int, chunks: Iterator[bytes]) -> tuple[memoryview, int]:
+    """The bytes from the key's value on, and the value's stream position; `rest` follows the key at `at`."""
+    colon = _first_content(rest)
+    if rest[colon : colon + 1] != b":":
+        raise TraceError(source, f"not valid JSON: expected ':' after the traceEvents key (byte {at + colon})")
+    value, at = rest[colon + 1 :], at + colon + 1
+    while (blank := _first_content(value)) == len(value):
+        at += len(value)
+        chunk = next(chunks, None)
+        if chunk is None:
+            raise TraceError(source, "truncated: the file ends right after the traceEvents key")
+        value = memoryview(chunk)
+    return value[blank:], at + blank
+
+
+def _diagnose_whole(source: str, buf: bytes, shift: int, complete: bool) -> None:
     """No `traceEvents` key was found: say what the file is instead."""
-    if not buf.strip():
-        raise TraceError(source, "the file is empty")
     if buf.startswith(_UTF16_BOMS):
         raise TraceError(source, "UTF-16 text; a trace is UTF-8 JSON (save it as UTF-8)")
+    if not complete and not buf.startswith(b"{"):
+        raise TraceError(source, _top_level_value(buf, shift))
     if not complete:
         raise TraceError(source, f"no traceEvents list in the first {MAX_HEADER_BYTES >> 20} MB; not a trace")
-    value = _decode_whole(source, buf)
+    value = _decode_whole(source, buf, shift)
     if not isinstance(value, dict):
         raise TraceError(source, f"the JSON holds {_kind(value)} at the top level, not a trace object")
     raise TraceError(source, "JSON object without a traceEvents list; not a Chrome/Kineto trace")
 
 
-def _decode_whole(source: str, data: bytes) -> Any:
+def _top_level_value(buf: bytes, shift: int) -> str:
+    """What a large file that does not start with `{` holds, told from its first byte."""
+    first = buf[:1]
+    kinds = {b"[": "an array", b'"': "a string", b"n": "null", b"t": "a boolean", b"f": "a boolean"}
+    kind = kinds.get(first) or ("a number" if first in b"-0123456789" else None)
+    if kind is None:
+        return f"not valid JSON: invalid character (byte {shift})"
+    return f"the JSON holds {kind} at the top level, not a trace object"
+
+
+def _decode_whole(source: str, data: bytes, shift: int) -> Any:
     try:
         return _any_decoder.decode(data)
     except msgspec.DecodeError as exc:
-        raise TraceError(source, _json_problem(exc, data, 0)) from None
+        raise TraceError(source, _json_problem(exc, data, shift)) from None
     except UnicodeDecodeError:
-        raise TraceError(source, f"not UTF-8 text (bad byte at {_utf8_error_at(data)})") from None
+        raise TraceError(source, f"not UTF-8 text (bad byte at {shift + _utf8_error_at(data)})") from None
     except RecursionError:
         raise TraceError(source, _TOO_DEEP) from None
 
 
-def _decode_head(source: str, head: bytes) -> dict[str, Any]:
+def _decode_head(source: str, head: bytes, shift: int) -> dict[str, Any]:
     """The keys before `traceEvents`: close the object after them and decode it."""
-    value = _decode_whole(source, head.rstrip(_WHITESPACE) + b'"traceEvents":null}')
+    value = _decode_whole(source, head.rstrip(_WHITESPACE) + b'"traceEvents":null}', shift)
     if not isinstance(value, dict):
         raise TraceError(source, "the JSON top level is not a trace object")
     value.pop("traceEvents", None)
     return value
 
 
+# -- the array, piece by piece
+
+
 @dataclass
-class _Cursor:
-    """Undecoded bytes of the array, where they start in the file, and whether input is exhausted."""
+class _Pending:
+    """Bytes of the array read but not decoded yet: blocks, and the stream position of the first byte."""
 
-    buf: bytes
-    offset: int
-    at_eof: bool
+    start: int
+    blocks: list[memoryview] = field(default_factory=list)
+    size: int = 0
 
-    def fill(self, chunks: Iterator[bytes], size: int) -> None:
-        while not self.at_eof and len(self.buf) < size:
-            chunk = next(chunks, None)
-            self.at_eof = chunk is None
-            self.buf += chunk or b""
+    @property
+    def end(self) -> int:
+        return self.start + self.size
 
-    def skip_whitespace(self) -> None:
-        """Drop leading whitespace, so a file padded with blanks streams instead of piling up."""
-        rest = self.buf.lstrip(_WHITESPACE)
-        self.offset += len(self.buf) - len(rest)
-        self.buf = rest
+    def add(self, block: bytes | memoryview) -> None:
+        if len(block):
+            self.blocks.append(memoryview(block))
+            self.size += len(block)
+
+    def join(self, upto: int, prefix: bytes = b"", suffix: bytes = b"") -> bytes:
+        """prefix, the bytes up to stream position `upto`, suffix: in one copy."""
+        parts, need = [prefix], upto - self.start
+        for block in self.blocks:
+            if need <= 0:
+                break
+            parts.append(block[:need])
+            need -= len(block)
+        parts.append(suffix)
+        return b"".join(parts)
+
+    def tail(self, size: int) -> tuple[bytes, int]:
+        """The last `size` bytes (all, when there are fewer) and the stream position of the first of them."""
+        at = max(self.start, self.end - size)
+        parts, skip = [], at - self.start
+        for block in self.blocks:
+            parts.append(block[skip:])
+            skip = max(0, skip - len(block))
+        return b"".join(parts), at
+
+    def drop(self, upto: int) -> None:
+        """Forget the bytes before stream position `upto`."""
+        count = upto - self.start
+        self.start, self.size = upto, self.size - count
+        while count:
+            first = self.blocks[0]
+            if len(first) <= count:
+                del self.blocks[0]
+                count -= len(first)
+            else:
+                self.blocks[0] = first[count:]
+                count = 0
+
+    def first_content(self) -> int | None:
+        """The first byte that is not blank, the blanks before it dropped; None when there is none yet."""
+        while self.blocks:
+            blank = _first_content(self.blocks[0])
+            if blank < len(self.blocks[0]):
+                self.drop(self.start + blank)
+                return self.blocks[0][0]
+            self.drop(self.start + blank)
+        return None
 
 
-def _pieces(raw: RawInput, chunks: Iterator[bytes], cur: _Cursor, stream: EventStream) -> Iterator[list[Event]]:
-    """Decode the array in pieces of about PIECE_SIZE bytes; the last piece also yields the tail keys."""
-    index = 0
-    want = PIECE_SIZE
-    while True:
-        cur.fill(chunks, want)
-        cur.skip_whitespace()
-        if cur.at_eof:
-            events, tail = _decode_last_piece(raw.source, cur.buf, cur.offset, index)
-            if "traceEvents" in tail:
-                raise TraceError(raw.source, "two traceEvents keys; which one is meant is unclear")
-            stream.top_level.update((k, v) for k, v in tail.items() if k not in stream.top_level)
+class _ArrayScan:
+    """The grammar-aware scan of the array, from an element boundary on: its last boundary and its end."""
+
+    def __init__(self) -> None:
+        self.scanner = Scanner()
+        self.boundary = -1
+        """Stream position where the complete elements seen so far end (before a comma or after a close)."""
+        self.end: int | None = None
+        """Stream position of the byte that closes the array (a `]` in valid JSON)."""
+        self.end_byte = CLOSE_ARRAY
+
+    def feed(self, data: bytes | memoryview, at: int) -> None:
+        for pos, byte, depth in self.scanner.marks(data, at):
+            if self.end is not None:
+                return
+            closed = np.flatnonzero(depth < 0)
+            if len(closed):
+                first = closed[0]
+                self.end, self.end_byte = int(pos[first]), int(byte[first])
+                pos, byte, depth = pos[:first], byte[:first], depth[:first]
+            top = depth == 0
+            commas = pos[top & (byte == COMMA)]
+            closes = pos[top & ((byte == CLOSE_OBJECT) | (byte == CLOSE_ARRAY))] + 1
+            for cuts in (commas, closes):
+                if len(cuts):
+                    self.boundary = max(self.boundary, int(cuts[-1]))
+
+
+class _Pieces:
+    """Cut the array into pieces and decode them; the last piece also yields the keys after the array."""
+
+    def __init__(self, source: str, chunks: Iterator[bytes], pending: _Pending, stream: EventStream) -> None:
+        self.source = source
+        self.chunks = chunks
+        self.pending = pending
+        self.stream = stream
+        self.at_eof = False
+        self.scan: _ArrayScan | None = None
+        self.index = 0
+        """Events decoded so far: entry numbers in messages count from here."""
+        self.separated = True
+        """False right after a cut: the next element must come after a comma."""
+
+    def run(self) -> Iterator[list[Event]]:
+        self._separate()
+        while True:
+            while not self.at_eof and self._wants_more():
+                self._read()
+            if self.at_eof or (self.scan is not None and self.scan.end is not None):
+                yield from self._finish()
+                return
+            events = self._cut()
             if events:
                 yield events
+
+    def _read(self) -> None:
+        chunk = next(self.chunks, None)
+        if chunk is None:
+            self.at_eof = True
             return
-        cut = _cut_piece(raw.source, cur.buf, cur.offset, index)
-        if cut is None:
-            want = len(cur.buf) + PIECE_SIZE
-            continue
-        want = PIECE_SIZE
-        events, end = cut
-        index += len(events)
-        yield events
-        rest = cur.buf[end:].lstrip(_WHITESPACE)
-        if not rest.startswith(b","):
-            raise TraceError(raw.source, f"not valid JSON near byte {cur.offset + end}: expected ',' between events")
-        cur.offset += len(cur.buf) - len(rest) + 1
-        cur.buf = rest[1:]
+        if self.scan is not None:
+            self.scan.feed(chunk, self.pending.end)
+        self.pending.add(chunk)
+        self._separate()
 
+    def _wants_more(self) -> bool:
+        if self.pending.size < PIECE_SIZE:
+            return self.scan is None or self.scan.end is None
+        scan = self.scan
+        if scan is None or scan.end is not None or scan.boundary > self.pending.start:
+            return False
+        return self.pending.size <= MAX_EVENT_BYTES
 
-def _cut_piece(source: str, buf: bytes, offset: int, index: int) -> tuple[list[Event], int] | None:
-    """The events before the last boundary in `buf` that decodes, and where it ends; None: read more.
+    def _separate(self) -> None:
+        """Drop blanks before the next element and, after a cut, the comma that precedes it."""
+        byte = self.pending.first_content()
+        if self.separated or byte is None or byte == CLOSE_ARRAY:
+            return
+        if byte != COMMA:
+            at = self.pending.start
+            raise TraceError(self.source, f"not valid JSON near byte {at}: expected ',' between events")
+        self.pending.drop(self.pending.start + 1)
+        self.separated = True
+        self.pending.first_content()
 
-    An error before the end of the buffer is an error in the file: it is raised at once, even where no
-    boundary was found (a trial decode of the whole buffer finds it).
-    """
-    end: int | None = len(buf)
-    for _ in range(CUT_ATTEMPTS):
-        end = _last_boundary(buf, end)
-        if end is None:
-            break
+    def _cut(self) -> list[Event]:
+        """The events of one piece of about PIECE_SIZE bytes (none when the scan only started)."""
+        if self.scan is None:
+            events = self._try_likely_boundary()
+            if events is None:
+                self._start_scan()
+            return events or []
+        if self.scan.boundary <= self.pending.start:
+            self._probe(self.pending.end)
+            limit = MAX_EVENT_BYTES >> 20
+            problem = f"no end of an event within {limit} MB after byte {self.pending.start}; too large, refused"
+            raise TraceError(self.source, problem)
+        return self._decode_to(self.scan.boundary)
+
+    def _try_likely_boundary(self) -> list[Event] | None:
+        """The events up to the last `}` followed by a comma near the end, if the decoder accepts the cut."""
+        window, at = self.pending.tail(GUESS_WINDOW)
+        found = _LIKELY_END.search(window[::-1])
+        if found is None:
+            return None
         try:
-            return _decode_events(source, buf[:end], offset, index), end
+            return self._decode_to(at + len(window) - found.end() + 1)
         except _BadCut:
-            end -= 1
-    try:
-        _decode_events(source, buf.rstrip(_TOKEN_CHARS), offset, index)
-    except _BadCut:
-        pass
-    if len(buf) > MAX_EVENT_BYTES:
-        limit = MAX_EVENT_BYTES >> 20
-        raise TraceError(source, f"no end of an event within {limit} MB after byte {offset}; too large, refused")
-    return None
+            return None
 
+    def _start_scan(self) -> None:
+        self.scan = _ArrayScan()
+        at = self.pending.start
+        for block in self.pending.blocks:
+            self.scan.feed(block, at)
+            at += len(block)
 
-def _last_boundary(buf: bytes, before: int) -> int | None:
-    """Position just after the last `}` before `before` that is followed by a comma."""
-    pos = buf.rfind(b"}", 0, before)
-    while pos >= 0:
-        nxt = pos + 1
-        while nxt < len(buf) and buf[nxt] in _WHITESPACE:
-            nxt += 1
-        if nxt < len(buf) and buf[nxt] == ord(","):
-            return pos + 1
-        pos = buf.rfind(b"}", 0, pos)
-    return None
+    def _decode_to(self, upto: int) -> list[Event]:
+        """Decode the elements before stream position `upto` and drop their bytes."""
+        data = self.pending.join(upto, b"[", b"]")
+        events = _decode_events(self.source, data, self.pending.start, self.index)
+        self.index += len(events)
+        self.pending.drop(upto)
+        self.separated = False
+        self._separate()
+        return events
 
+    def _probe(self, upto: int) -> None:
+        """Raise the first error in the file before `upto`, if there is one; a truncated end is not one."""
+        try:
+            _decode_events(self.source, self.pending.join(upto, b"[", b"]"), self.pending.start, self.index)
+        except _BadCut:
+            pass
 
-def _decode_last_piece(source: str, buf: bytes, offset: int, index: int) -> tuple[list[Event], dict[str, Any]]:
-    """The final events and the keys after the array; the closing `]` is the one whose both sides decode."""
-    end = len(buf)
-    events_error: TraceError | None = None
-    bad_tails: list[int] = []
-    while True:
-        end = buf.rfind(b"]", 0, end)
-        if end < 0 or end < len(buf) - (1 << 20):
-            raise events_error or _tail_problem(source, buf, offset, index, bad_tails[:CUT_ATTEMPTS])
-        tail = _decode_tail(buf[end + 1 :])
-        body = buf[:end].rstrip(_WHITESPACE)
+    def _finish(self) -> Iterator[list[Event]]:
+        """The last events and the keys after the array, which must be followed by the end of the object."""
+        if self.scan is None:
+            last = self._try_likely_end()
+            if last is not None:
+                yield from last
+                return
+            self._start_scan()
+        assert self.scan is not None
+        end = self.scan.end
+        if end is None:
+            self._probe(self.pending.end)
+            raise TraceError(self.source, "truncated: the file ends before the traceEvents list is closed")
+        if self.scan.end_byte != CLOSE_ARRAY:
+            self._probe(end)
+            raise TraceError(self.source, f"not valid JSON: invalid character (byte {end})")
+        data = self.pending.join(end, b"[", b"]")
+        events = _decode_events(self.source, data, self.pending.start, self.index)
+        self.pending.drop(end + 1)
+        self._take_tail_keys(_tail_keys(self.source, self._rest(), end + 1))
+        if events:
+            yield events
+
+    def _try_likely_end(self) -> list[list[Event]] | None:
+        """At the end of the file: the last events if the last `]` near it closes the array; None if not.
+
+        The decoder accepts the events before that `]` only if it is the array's own, as for any cut.
+        """
+        window, at = self.pending.tail(GUESS_WINDOW)
+        close = window.rfind(b"]")
+        if close < 0:
+            return None
+        tail = _try_tail_keys(window[close + 1 :])
         if tail is None:
-            bad_tails.append(end)
-            continue
+            return None
         try:
-            return _decode_events(source, body, offset, index), tail
-        except TraceError as exc:
-            events_error = events_error or exc
+            events = _decode_events(self.source, self.pending.join(at + close, b"[", b"]"), self.pending.start, self.index)
+        except _BadCut:
+            return None
+        self._take_tail_keys(tail)
+        return [events] if events else []
+
+    def _take_tail_keys(self, tail: dict[str, Any]) -> None:
+        if "traceEvents" in tail:
+            raise TraceError(self.source, "two traceEvents keys; which one is meant is unclear")
+        self.stream.top_level.update((k, v) for k, v in tail.items() if k not in self.stream.top_level)
+
+    def _rest(self) -> bytes:
+        """Everything after the array; a blank chunk counts as one blank, so blank padding costs no memory."""
+        parts = [bytes(block) for block in self.pending.blocks]
+        for chunk in self.chunks:
+            parts.append(chunk if _first_content(chunk) < len(chunk) else b" ")
+        return b"".join(parts)
 
 
-def _tail_problem(source: str, buf: bytes, offset: int, index: int, ends: list[int]) -> TraceError:
-    """No `]` closes the list with a valid tail: if one closes it, say what is wrong after it."""
-    for end in ends:
-        data = _TAIL_PREFIX + buf[end + 1 :]
-        try:
-            _decode_events(source, buf[:end].rstrip(_WHITESPACE), offset, index)
-            _any_decoder.decode(data)
-        except TraceError:
-            continue
-        except msgspec.DecodeError as exc:
-            if "truncated" in str(exc):
-                return TraceError(source, "truncated: the file ends after the traceEvents list, before the closing }")
-            problem = _json_problem(exc, data, offset + end + 1 - len(_TAIL_PREFIX))
-            return TraceError(source, f"after the traceEvents list: {problem}")
-        except (UnicodeDecodeError, RecursionError):
-            return TraceError(source, "after the traceEvents list: not UTF-8 text or nested too deeply")
-        return TraceError(source, "after the traceEvents list: the trace object holds something other than keys")
-    return TraceError(source, "truncated: the file ends before the traceEvents list is closed")
+_LIKELY_END = re.compile(rb",[ \t\r\n]*\}")
+"""A `}` followed by a comma, searched in reversed bytes: the last one of a window."""
 
 
-def _decode_tail(tail: bytes) -> dict[str, Any] | None:
+def _try_tail_keys(tail: bytes) -> dict[str, Any] | None:
+    """The keys after a likely end of the array, or None when they do not decode."""
     try:
         value = _any_decoder.decode(_TAIL_PREFIX + tail)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-        return None
-    if not isinstance(value, dict):
         return None
     value.pop("_", None)
     return value
 
 
-def _decode_events(source: str, body: bytes, offset: int, index: int) -> list[Event]:
-    """The events of one piece; raises _BadCut when decoding fails only at the piece's end."""
-    data = b"[" + body + b"]"
+def _tail_keys(source: str, tail: bytes, at: int) -> dict[str, Any]:
+    """The keys after the array (`tail` starts at stream position `at`); a message says what is wrong."""
+    data = _TAIL_PREFIX + tail
+    try:
+        value = _any_decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        if "truncated" in str(exc):
+            raise TraceError(source, "truncated: the file ends after the traceEvents list, before the closing }") from None
+        problem = _json_problem(exc, data, at - len(_TAIL_PREFIX))
+        raise TraceError(source, f"after the traceEvents list: {problem}") from None
+    except (UnicodeDecodeError, RecursionError):
+        raise TraceError(source, "after the traceEvents list: not UTF-8 text or nested too deeply") from None
+    value.pop("_", None)
+    return value
+
+
+def _decode_events(source: str, data: bytes, offset: int, index: int) -> list[Event]:
+    """The events of `data`, one piece in brackets whose body starts at stream position `offset`.
+
+    Raises _BadCut when decoding fails only at the piece's end.
+    """
     try:
         return _piece_decoder.decode(data)
     except msgspec.ValidationError as exc:

@@ -10,11 +10,14 @@ import hashlib
 import io
 import os
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Union
 
+from . import settings
 from .errors import TraceError
 
 TraceSource = Union[str, os.PathLike, bytes, bytearray, memoryview, BinaryIO]
@@ -23,8 +26,40 @@ Progress = Callable[[int, int], None]
 
 GZIP_MAGIC = b"\x1f\x8b"
 READ_SIZE = 8 << 20
-DEFAULT_MAX_BYTES = int(os.environ.get("FUSION_MAX_TRACE_BYTES", 8 << 30))
-"""Largest decompressed trace accepted (8 GiB unless FUSION_MAX_TRACE_BYTES says otherwise)."""
+BACKGROUND_HASH_BYTES = 1 << 20
+"""Blocks at least this large are hashed on a worker thread, while the caller decodes the previous ones."""
+HASH_QUEUE = 4
+"""Blocks waiting to be hashed at most: bounds the memory they hold if hashing falls behind."""
+
+
+class Digest:
+    """sha256 of the stored bytes; large blocks are hashed on one worker thread, in order.
+
+    hashlib releases the GIL while it hashes, so the digest costs no time on the decoding thread.
+    """
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256()
+        self._pool: ThreadPoolExecutor | None = None
+        self._queued: deque[Future] = deque()
+
+    def update(self, block: bytes) -> None:
+        if len(block) < BACKGROUND_HASH_BYTES and not self._queued:
+            self._hash.update(block)
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="fusion-digest")
+        self._queued.append(self._pool.submit(self._hash.update, block))
+        while len(self._queued) > HASH_QUEUE:
+            self._queued.popleft().result()
+
+    def hexdigest(self) -> str:
+        while self._queued:
+            self._queued.popleft().result()
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+        return self._hash.hexdigest()
 
 
 @dataclass
@@ -35,7 +70,7 @@ class RawInput:
     size: int
     gzipped: bool
     chunks: Iterator[bytes]
-    digest: "hashlib._Hash" = field(default_factory=hashlib.sha256)
+    digest: Digest = field(default_factory=Digest)
 
     @property
     def sha256(self) -> str:
@@ -57,9 +92,14 @@ def open_input(
     *,
     name: str | None = None,
     progress: Progress | None = None,
-    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_bytes: int | None = None,
 ) -> RawInput:
-    """Open `source` for chunked reading; raises TraceError for a missing or unreadable file."""
+    """Open `source` for chunked reading; raises TraceError for a missing or unreadable file.
+
+    `max_bytes` caps the decompressed size; None means the FUSION_MAX_TRACE_BYTES setting, read now.
+    """
+    if max_bytes is None:
+        max_bytes = settings.max_trace_bytes()
     label = name or source_name(source)
     stream, size = _binary_stream(source, label)
     head = stream.read(2)

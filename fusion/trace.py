@@ -24,7 +24,7 @@ from .errors import TraceError
 from .events import Event, read_events
 from .ops import OP_COLUMNS, launch_columns
 from .phases import ENGINE_FRAME_SUFFIXES, PHASE_COLUMNS, phase_columns
-from .reader import DEFAULT_MAX_BYTES, Progress, TraceSource, open_input
+from .reader import Progress, TraceSource, open_input
 
 KERNEL_CATEGORIES = frozenset({"kernel", "Kernel"})
 KERNEL_COLUMNS = ("name", "type", "type_route", "ts", "dur", "correlation", "stream", "device", *OP_COLUMNS,
@@ -173,7 +173,7 @@ def load(
     *,
     name: str | None = None,
     progress: Progress | None = None,
-    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_bytes: int | None = None,
 ) -> Trace:
     """Read a trace from a path, bytes or a binary file; raises TraceError naming the input and the problem.
 

@@ -99,7 +99,7 @@ BAD_GZIP = gzip.compress(BASE)
 REJECTED = [
     # -- not JSON at all
     pytest.param(content(b""), "the file is empty", id="empty-file"),
-    pytest.param(content(b" \n\t\n"), "the file is empty", id="only-whitespace"),
+    pytest.param(content(b" \n\t\n"), "the file holds only whitespace, no JSON value", id="only-whitespace"),
     pytest.param(content(b"\xef\xbb\xbf"), "the file is empty", id="only-a-byte-order-mark"),
     pytest.param(content(b"hello, world"), "not valid JSON: invalid character (byte 0)", id="not-json-text"),
     pytest.param(content(b"\x00\x01\x02\x03" * 64), "not valid JSON: invalid character (byte 0)", id="binary-noise"),
@@ -313,6 +313,25 @@ def test_gzip_bomb_cli_obeys_the_environment_limit(bomb: Path) -> None:
     assert result.stderr == f"error: {bomb}: decompresses to more than the 0.10 GB limit; refused\n"
 
 
+def test_a_large_file_that_is_no_object_is_refused_from_its_start(tmp_path) -> None:
+    """300 MB of an array: the first byte tells it is no trace; the file is not read through."""
+    array = gzip_bomb(tmp_path / "array.json.gz", 300 << 20, prefix=b"[", suffix=b"]")
+    raw = reader.open_input(array)
+    with pytest.raises(TraceError) as caught:
+        events_module.read_events(raw)
+    assert str(caught.value) == f"{array}: the JSON holds an array at the top level, not a trace object"
+    assert sum(len(chunk) for chunk in raw.chunks) > 250 << 20
+
+
+def test_the_size_limit_is_read_from_the_environment_at_each_load(monkeypatch) -> None:
+    monkeypatch.setenv("FUSION_MAX_TRACE_BYTES", "100")
+    with pytest.raises(TraceError) as caught:
+        load(BASE, name="base.json")
+    assert str(caught.value) == "base.json: file is 0.00 GB, above the 0.00 GB limit"
+    monkeypatch.delenv("FUSION_MAX_TRACE_BYTES")
+    assert load(BASE, name="base.json").kernel_count == 2
+
+
 def test_plain_file_above_the_limit_is_refused_before_reading(tmp_path) -> None:
     path = content(BASE)(tmp_path)
     result = run_cli("summary", str(path), env={"FUSION_MAX_TRACE_BYTES": "100"})
@@ -327,6 +346,108 @@ def test_an_event_without_end_stops_at_the_event_limit(monkeypatch) -> None:
     with pytest.raises(TraceError) as caught:
         load(data, name="huge.json")
     assert str(caught.value) == "huge.json: no end of an event within 1 MB after byte 16; too large, refused"
+
+
+CRAFTED_SIZE = 5 << 20
+SCALE_PIECE = 64 << 10
+"""Pieces and reads of 64 KB: a 5 MB input is cut as often as a 1.3 GB one with the real 16 MB pieces."""
+MAX_CRAFTED_RATIO = 10
+
+
+def crafted_kernel(i: int, name: bytes = b"k", args: bytes = b"") -> bytes:
+    return (b'{"ph":"X","cat":"kernel","name":"%s","pid":0,"tid":7,"ts":%d,"dur":2.5,'
+            b'"args":{"correlation":%d,"stream":7,"device":0%s}}' % (name, i, i, args))
+
+
+def cpu_op(i: int) -> bytes:
+    return b'{"ph":"X","cat":"cpu_op","name":"aten::mm","ts":%d,"dur":4,"args":{"Input Dims":[[8,16],[16,32]]}}' % i
+
+
+def events_of(make: Callable[[int], bytes], size: int = CRAFTED_SIZE) -> bytes:
+    """A trace of events `make(i)` filling about `size` bytes."""
+    out, total = [], 0
+    while total < size:
+        out.append(make(len(out)))
+        total += len(out[-1]) + 1
+    return doc(*out)
+
+
+def plain_trace() -> bytes:
+    return events_of(lambda i: crafted_kernel(i) if i % 2 else cpu_op(i))
+
+
+CRAFTED = [
+    pytest.param(lambda: events_of(lambda i: crafted_kernel(i, b"},{" * 300)), id="names-full-of-},"),
+    pytest.param(lambda: doc(crafted_kernel(0, b'},\\"' * (CRAFTED_SIZE // 4))), id="one-5-MB-string"),
+    pytest.param(lambda: doc(*[b"{}"] * (CRAFTED_SIZE // 3)), id="many-tiny-events"),
+    pytest.param(lambda: events_of(lambda i: crafted_kernel(i, args=b',"x":' + deep(500))), id="args-500-deep"),
+    pytest.param(lambda: events_of(lambda i: crafted_kernel(i, b'\\\\\\"},\\\\' * 100)),
+                 id="runs-of-backslashes-and-escaped-quotes"),
+    pytest.param(lambda: events_of(lambda i: crafted_kernel(i, b"]}[{" * 200)), id="brackets-in-names"),
+    pytest.param(lambda: doc(crafted_kernel(0, b"]" * CRAFTED_SIZE)), id="a-5-MB-name-of-]"),
+    pytest.param(lambda: b'{"m":{' + b",".join(b'"traceEvents":%d' % i for i in range(CRAFTED_SIZE // 20))
+                 + b'},"traceEvents":[' + KERNEL + b"]}", id="header-with-nested-traceEvents-keys"),
+    pytest.param(lambda: b'{"m":[' + b",".join([b'"traceEvents"'] * (CRAFTED_SIZE // 14))
+                 + b'],"traceEvents":[' + KERNEL + b"]}", id="header-with-traceEvents-strings"),
+    pytest.param(lambda: doc(KERNEL + b" " * CRAFTED_SIZE), id="5-MB-of-blanks-before-the-end"),
+]
+
+
+def best_load_time(data: bytes) -> float:
+    """The fastest of three loads (the machine is shared); every crafted input is valid JSON and loads."""
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        load(data, name="crafted.json")
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+@pytest.mark.parametrize("make", CRAFTED)
+def test_crafted_input_costs_at_most_ten_plain_traces_of_its_size(monkeypatch, make: Callable[[], bytes]) -> None:
+    monkeypatch.setattr(events_module, "PIECE_SIZE", SCALE_PIECE)
+    monkeypatch.setattr(reader, "READ_SIZE", SCALE_PIECE)
+    crafted, plain = make(), plain_trace()
+    assert abs(len(crafted) - len(plain)) < len(plain) // 10
+    assert best_load_time(crafted) < MAX_CRAFTED_RATIO * best_load_time(plain)
+
+
+def test_strings_of_cut_marks_longer_than_a_piece_load(monkeypatch) -> None:
+    """Three events of 600 KB strings full of `},`, with a 1 MB event limit: valid JSON, so it loads."""
+    monkeypatch.setattr(events_module, "MAX_EVENT_BYTES", 1 << 20)
+    monkeypatch.setattr(events_module, "PIECE_SIZE", SCALE_PIECE)
+    monkeypatch.setattr(reader, "READ_SIZE", SCALE_PIECE)
+    names = [b"},{" * 200_000 + b"%d" % i for i in range(3)]
+    trace = load(doc(*(crafted_kernel(i, name) for i, name in enumerate(names))), name="marks.json")
+    assert list(trace.kernels["name"].astype(str)) == [name.decode() for name in names]
+
+
+def test_an_event_of_cut_marks_above_the_limit_is_refused(monkeypatch) -> None:
+    monkeypatch.setattr(events_module, "MAX_EVENT_BYTES", 1 << 20)
+    monkeypatch.setattr(events_module, "PIECE_SIZE", SCALE_PIECE)
+    monkeypatch.setattr(reader, "READ_SIZE", SCALE_PIECE)
+    data = doc(KERNEL, crafted_kernel(1, b"},{" * 700_000))
+    with pytest.raises(TraceError) as caught:
+        load(data, name="huge.json")
+    assert str(caught.value) == f"huge.json: no end of an event within 1 MB after byte {len(doc(KERNEL)) - 1}; too large, refused"
+
+
+def test_whitespace_only_gzip_is_refused_at_the_cost_of_reading_it(tmp_path) -> None:
+    blanks = gzip_bomb(tmp_path / "blank.json.gz", 256 << 20, prefix=b"", suffix=b"")
+    started = time.perf_counter()
+    for _ in reader.open_input(blanks).chunks:
+        pass
+    reading = time.perf_counter() - started
+    tracemalloc.start()
+    started = time.perf_counter()
+    with pytest.raises(TraceError) as caught:
+        load(blanks)
+    elapsed = time.perf_counter() - started
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert str(caught.value) == f"{blanks}: the file holds only whitespace, no JSON value"
+    assert elapsed < 2 * reading + 1
+    assert peak < 64 << 20
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

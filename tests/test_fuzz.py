@@ -267,3 +267,77 @@ def test_compare_of_mutated_traces_gives_strict_json(first, second, raw: bytes) 
         json.loads(report.to_json(comparison), parse_constant=_refuse_constant)
         assert isinstance(report.to_text(comparison), str)
         assert all(isinstance(text, str) for text in report.to_csv(comparison).values())
+
+
+# -- the structural scan against a plain reading of the grammar
+
+TRICKY_TEXT = st.text(alphabet='"\\},{[]: ab\u00e9', max_size=12)
+"""Strings made of the bytes that matter to cutting: quotes, backslashes, brackets, commas."""
+TRICKY_VALUES = st.recursive(
+    st.none() | st.integers() | TRICKY_TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TRICKY_TEXT, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+def reference_cuts(body: bytes) -> tuple[list[int], int]:
+    """Top-level commas of an array body and the position of its closing bracket, byte by byte."""
+    commas, depth, inside, escaped = [], 0, False, False
+    for at, byte in enumerate(body):
+        if inside:
+            escaped, inside = (not escaped and byte == 0x5C), inside and (escaped or byte != 0x22)
+        elif byte == 0x22:
+            inside = True
+        elif byte in b"{[":
+            depth += 1
+        elif byte in b"}]":
+            depth -= 1
+            if depth < 0:
+                return commas, at
+        elif byte == 0x2C and depth == 0:
+            commas.append(at)
+    raise AssertionError("no end")
+
+
+@settings(FUZZ, max_examples=200)
+@given(values=st.lists(TRICKY_VALUES, max_size=6), splits=st.lists(st.integers(0, 400), max_size=5),
+       spaced=st.booleans())
+def test_scan_finds_the_top_level_commas_and_the_end_wherever_blocks_split(values, splits, spaced: bool) -> None:
+    text = json.dumps(values, ensure_ascii=False, indent=1 if spaced else None).encode()
+    body = text[1:]
+    commas, end = reference_cuts(body)
+    scan = events_module._ArrayScan()
+    edges = sorted({0, len(body), *(s for s in splits if s < len(body))})
+    boundaries = []
+    for start, stop in zip(edges, edges[1:]):
+        scan.feed(body[start:stop], start)
+        boundaries.append(scan.boundary)
+    assert scan.end == end
+    assert scan.boundary == max([*commas, *(at + 1 for at in _closes_at_top(body, end))], default=-1)
+    assert boundaries == sorted(boundaries)
+
+
+def _closes_at_top(body: bytes, end: int) -> list[int]:
+    """Positions of brackets that close a top-level element: where a cut after a whole element falls."""
+    closes, depth, inside, escaped = [], 0, False, False
+    for at, byte in enumerate(body[:end]):
+        if inside:
+            escaped, inside = (not escaped and byte == 0x5C), inside and (escaped or byte != 0x22)
+        elif byte == 0x22:
+            inside = True
+        elif byte in b"{[":
+            depth += 1
+        elif byte in b"}]":
+            depth -= 1
+            if depth == 0:
+                closes.append(at)
+    return closes
+
+
+@settings(FUZZ, max_examples=60)
+@given(names=st.lists(TRICKY_TEXT, min_size=1, max_size=30), piece_size=st.sampled_from([97, 256, 4096]))
+def test_names_full_of_brackets_and_escapes_load_in_any_pieces(names: list[str], piece_size: int) -> None:
+    events = [{"cat": "kernel", "name": name or "k", "ts": i, "dur": 1.0, "args": {"correlation": i}}
+              for i, name in enumerate(names)]
+    trace = load_in_pieces(json.dumps({"traceEvents": events, "n": "]}"}).encode(), piece_size)
+    assert list(trace.kernels["name"].astype(str)) == [e["name"] for e in events]
