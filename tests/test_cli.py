@@ -144,7 +144,8 @@ def test_compare_output_file_for_json_and_csv(pair, compare_module, tmp_path, ca
     strict_json(report.read_text())
     assert main(["compare", str(pair[0]), str(pair[1]), "--format", "csv", "-o", str(tmp_path / "tables.csv")]) == 0
     names = sorted(p.name for p in tmp_path.glob("tables_*.csv"))
-    assert names == ["tables_mappings.csv", "tables_opportunities.csv", "tables_type_stats.csv"]
+    assert names == ["tables_mappings.csv", "tables_matched_pairs.csv", "tables_one_sided_kernels.csv",
+                     "tables_opportunities.csv", "tables_type_stats.csv"]
 
 
 def test_compare_to_an_unwritable_output_is_one_error_line(pair, compare_module, tmp_path, capsys) -> None:
