@@ -18,11 +18,15 @@ import re
 _MARKDOWN_SYNTAX = re.compile(r"([\\`*_{}\[\]()<>#+!|~$:.@&=-])")
 """Everything markdown, Streamlit's :directives: and GFM autolinks (https://, www., a@b) are made of."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_AUTOLINK = re.compile(r"(?i)(?<=www)(?=\.)|(?<=:)(?=//)|(?=@)")
+"""Where GFM would start an autolink (www., scheme://, a@b); escapes do not stop it, an invisible joiner does."""
+WORD_JOINER = "\u2060"
 
 
 def md(text: object) -> str:
     """Untrusted text as literal markdown: every syntax character backslash-escaped, on one line."""
-    return _MARKDOWN_SYNTAX.sub(r"\\\1", _CONTROL.sub(" ", str(text)))
+    unlinked = _AUTOLINK.sub(WORD_JOINER, _CONTROL.sub(" ", str(text)))
+    return _MARKDOWN_SYNTAX.sub(r"\\\1", unlinked)
 
 
 def code(text: object) -> str:
