@@ -175,68 +175,36 @@ def kernel_starts(rows: pd.DataFrame, side: int, kernels_only: bool) -> pd.Serie
 
 
 def timeline(rows: pd.DataFrame, comparison: Comparison, kernels_only: bool) -> go.Figure:
-    """Both sides on a time axis relative to the pair's first kernel; one bar per kernel."""
+    """Both sides on a time axis relative to the pair's first kernel; one bar per kernel, coloured by type.
+
+    One Plotly trace per side (colours per bar), since each trace costs the server and the browser time.
+    """
     fig = go.Figure()
-    lanes = {side: f"trace {side}: {text.plotly(comparison.trace(side).label)}" for side in (1, 2)}
-    starts = {side: kernel_starts(rows, side, kernels_only) for side in (1, 2)}
-    for kernel_type in KERNEL_TYPES:
-        for side in (1, 2):
-            part = rows[rows[f"type{side}"] == kernel_type]
-            if part.empty:
-                continue
-            fig.add_bar(
-                base=starts[side].loc[part.index],
-                x=part[f"dur{side}"],
-                y=[lanes[side]] * len(part),
-                orientation="h",
-                name=kernel_type,
-                legendgroup=kernel_type,
-                showlegend=side == 1 or not (rows["type1"] == kernel_type).any(),
-                marker_color=charts.TYPE_COLORS[kernel_type],
-                customdata=np.stack([[text.plotly(n[:120]) for n in part[f"name{side}"]], part[f"index{side}"]], axis=1),
-                hovertemplate=f"%{{customdata[0]}}<br>{kernel_type} · %{{x:,.2f}} µs · starts %{{base:,.1f}} µs<br>kernel %{{customdata[1]}}<extra></extra>",
-            )
+    for side in (1, 2):
+        part = rows[rows[f"dur{side}"].notna()]
+        types = part[f"type{side}"].astype(str)
+        fig.add_bar(
+            base=kernel_starts(rows, side, kernels_only).loc[part.index],
+            x=part[f"dur{side}"],
+            y=np.full(len(part), f"trace {side}: {text.plotly(comparison.trace(side).label)}"),
+            orientation="h",
+            marker_color=[charts.type_color(t) for t in types],
+            customdata=np.stack([[text.plotly(n[:120]) for n in part[f"name{side}"]], [text.plotly(t) for t in types], part[f"index{side}"]], axis=1),
+            hovertemplate="%{customdata[0]}<br>%{customdata[1]} · %{x:,.2f} µs · starts %{base:,.1f} µs<br>kernel %{customdata[2]}<extra></extra>",
+            showlegend=False,
+        )
     axis = "µs of kernel time before it (idle gaps removed)" if kernels_only else "µs from the pair's first kernel"
-    fig.update_layout(barmode="overlay", height=280, xaxis_title=axis, legend=dict(orientation="h", y=-0.35))
-    fig.update_yaxes(categoryorder="array", categoryarray=[lanes[2], lanes[1]])
+    fig.update_layout(barmode="overlay", height=220, xaxis_title=axis)
+    fig.update_yaxes(autorange="reversed")
     return fig
 
 
-def composition(alignment: pd.DataFrame, comparison: Comparison) -> go.Figure:
-    """Per-type kernel counts of the whole pair (not just the page), stacked per side."""
-    fig = go.Figure()
-    lanes = [f"trace {side}: {text.plotly(comparison.trace(side).label)}" for side in (1, 2)]
-    counts = {side: alignment[f"type{side}"].value_counts() for side in (1, 2)}
-    for kernel_type in KERNEL_TYPES:
-        values = [int(counts[side].get(kernel_type, 0)) for side in (1, 2)]
-        if any(values):
-            fig.add_bar(
-                y=lanes, x=values, orientation="h", name=kernel_type, marker_color=charts.TYPE_COLORS[kernel_type],
-                hovertemplate=f"{kernel_type}: %{{x:,}} kernels<extra>%{{y}}</extra>",
-            )
-    fig.update_layout(barmode="stack", height=240, xaxis_title="kernels", legend=dict(orientation="h", y=-0.5))
-    fig.update_yaxes(categoryorder="array", categoryarray=lanes[::-1])
-    return fig
-
-
-def styled(table: pd.DataFrame) -> object:
-    return (
-        table.style.map(type_cell, subset=["type 1", "type 2"])
-        .map(op_cell, subset=["aligned"])
-        .format({"dur 1 (µs)": "{:,.2f}", "dur 2 (µs)": "{:,.2f}"}, na_rep="")
-    )
-
-
-def type_cell(value: object) -> str:
-    if value not in charts.TYPE_COLORS:
-        return ""
-    colour = charts.TYPE_COLORS[value]
-    return f"background-color: {colour}; color: {charts.ink_on(colour)}"
-
-
-def op_cell(value: object) -> str:
-    colour = {tables.OP_LABELS[k]: c for k, c in OP_COLORS.items()}.get(value)
-    return f"background-color: {colour}; color: {charts.ink_on(colour)}" if colour and value != tables.OP_LABELS["match"] else ""
+def composition(alignment: pd.DataFrame) -> pd.DataFrame:
+    """Per-type kernel counts of the whole pair (not just the rows shown), largest difference first."""
+    counts = pd.DataFrame({f"trace {side}": alignment[f"type{side}"].value_counts() for side in (1, 2)}).fillna(0).astype(int)
+    counts["1 − 2"] = counts["trace 1"] - counts["trace 2"]
+    counts.index.name = "kernel type"
+    return counts.iloc[np.argsort(-counts["1 − 2"].abs().to_numpy(), kind="stable")]
 
 
 def show_pair(view: View, comparison: Comparison, pair_id: int) -> None:
@@ -256,9 +224,9 @@ def show_pair(view: View, comparison: Comparison, pair_id: int) -> None:
     st.subheader("Aligned kernels")
     ui.plot(heat_strip(rows), f"pair_{pair_id}_alignment")
     st.html(f'<div style="font-size:0.85em">Middle lane: {LEGEND}. Top and bottom lanes: each kernel\'s type '
-            "(colours as in the composition chart below); blank: no kernel on that side.</div>")
+            "(hover for its name); blank: no kernel on that side.</div>")
     st.dataframe(
-        styled(tables.aligned_table(rows, marked[window])),
+        tables.aligned_table(rows, marked[window]),
         height=420,
         column_config={
             "kernel name, trace 1": st.column_config.TextColumn(width="large", help="Raw name; click a cell to read all of it"),
@@ -269,7 +237,7 @@ def show_pair(view: View, comparison: Comparison, pair_id: int) -> None:
     axis = st.radio("Time axis", [KERNELS_ONLY, WALL_CLOCK], index=0 if pair["kind"] == "stream" else 1, horizontal=True, key="time_axis")
     ui.plot(timeline(rows, comparison, axis == KERNELS_ONLY), f"pair_{pair_id}_timeline")
     st.subheader("Composition")
-    ui.plot(composition(alignment, comparison), f"pair_{pair_id}_composition")
+    st.dataframe(composition(alignment))
 
 
 with ui.page("Groups") as shown:

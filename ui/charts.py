@@ -43,12 +43,6 @@ def type_color(kernel_type: object) -> str:
     return TYPE_COLORS.get(str(kernel_type), TYPE_COLORS.get(OTHER_TYPE, "#999"))
 
 
-def ink_on(colour: str) -> str:
-    """Black or white text, whichever reads better on the hex `colour`."""
-    r, g, b = (int(colour.lstrip("#")[i : i + 2], 16) for i in (0, 2, 4))
-    return "black" if 0.299 * r + 0.587 * g + 0.114 * b > 150 else "white"
-
-
 def clear_toolbar(fig: go.Figure) -> go.Figure:
     """Room above the plot for the toolbar."""
     top = fig.layout.margin.t

@@ -171,8 +171,8 @@ def aligned_table(rows: pd.DataFrame, marked: np.ndarray) -> pd.DataFrame:
             "aligned": rows["op"].map(OP_LABELS),
             "type 1": rows["type1"].fillna(""),
             "type 2": rows["type2"].fillna(""),
-            "dur 1 (µs)": rows["dur1"],
-            "dur 2 (µs)": rows["dur2"],
+            "dur 1 (µs)": rows["dur1"].map(duration),
+            "dur 2 (µs)": rows["dur2"].map(duration),
             "kernel name, trace 1": rows["name1"].fillna(""),
             "kernel name, trace 2": rows["name2"].fillna(""),
             "kernel 1": rows["index1"].map(lambda i: str(i) if i >= 0 else ""),
@@ -180,6 +180,11 @@ def aligned_table(rows: pd.DataFrame, marked: np.ndarray) -> pd.DataFrame:
         },
         index=rows.index,
     )
+
+
+def duration(us: float) -> str:
+    """A kernel duration in µs as text, blank where there is no kernel (never 'None')."""
+    return "" if us != us else f"{us:,.2f}"
 
 
 def csv_zip(comparison: Comparison) -> bytes:
