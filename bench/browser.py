@@ -7,8 +7,10 @@ Starts `streamlit run app.py` on a free port, opens the pair's shared link once 
 analysed it (as it has for a link a teammate shares), then --runs times, each in a fresh browser
 context: open the shared link, go to Groups, change the type filter, open another pair, go to
 Fusion and follow an evidence link, go home and swap the traces. For each step it prints the
-median and maximum time from the action until the page is idle: the script has finished and the
-page has not changed for QUIET_MS (the quiet window itself is not counted).
+median and maximum time from the action until the page is usable (the script has finished and
+its output is drawn) and until it is idle (also no request in flight, such as chart code loaded
+on first use, and no change for QUIET_MS; the quiet window itself is not counted). The machine's
+load average is printed too: on a shared machine every figure grows with it.
 """
 
 from __future__ import annotations
@@ -39,11 +41,10 @@ window.__changed = performance.now();
 new MutationObserver(() => { window.__changed = performance.now(); })
   .observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
 """
-IDLE = """([started, quiet]) => {
+STATE = """([started, quiet]) => {
   const app = document.querySelector("[data-testid='stApp']");
-  const idle = app && app.getAttribute('data-test-script-state') === 'notRunning';
-  const now = performance.now();
-  return idle && now - window.__changed >= quiet && window.__changed > started ? window.__changed - started : null;
+  const done = Boolean(app && app.getAttribute('data-test-script-state') === 'notRunning' && window.__changed > started);
+  return {done, quiet: done && performance.now() - window.__changed >= quiet, now: performance.now(), changed: window.__changed};
 }"""
 
 
@@ -62,35 +63,57 @@ def server(env: dict[str, str]) -> Iterator[str]:
         process.wait(timeout=30)
 
 
-def idle_after(page: Page, action: Callable[[], None], *, navigation: bool = False) -> float:
-    """Seconds from `action` until the page is idle (script finished, no change for QUIET_MS)."""
+class Requests:
+    """HTTP requests of a page still in flight (lazily loaded chart and table code, media)."""
+
+    def __init__(self, page: Page) -> None:
+        self.open = 0
+        page.on("request", lambda _: self._count(1))
+        page.on("requestfinished", lambda _: self._count(-1))
+        page.on("requestfailed", lambda _: self._count(-1))
+
+    def _count(self, change: int) -> None:
+        self.open += change
+
+
+def idle_after(page: Page, requests: Requests, action: Callable[[], None], *, navigation: bool = False) -> tuple[float, float]:
+    """Seconds from `action` until the page is usable (the script has finished and its output is drawn) and
+    until it is idle (also nothing loading, e.g. chart code, and no change for QUIET_MS, which is not counted)."""
     started = 0.0 if navigation else page.evaluate("performance.now()")
     action()
+    usable = None
     deadline = time.monotonic() + TIMEOUT_MS / 1000
     while time.monotonic() < deadline:
         page.wait_for_timeout(50)
-        waited = page.evaluate(IDLE, [started, QUIET_MS])
-        if waited is not None:
-            return waited / 1000
+        state = page.evaluate(STATE, [started, QUIET_MS])
+        if state["done"] and usable is None:
+            usable = (state["now"] - started) / 1000
+        if state["quiet"] and requests.open == 0:
+            return usable, (state["changed"] - started) / 1000
     raise TimeoutError("the page did not become idle")
 
 
-def session(browser: object, base: str, query: str) -> dict[str, float]:
+def session(browser: object, base: str, query: str) -> dict[str, tuple[float, float]]:
     """One teammate's walk through the app in a fresh browser context."""
     context = browser.new_context(viewport={"width": 1500, "height": 1100})
     context.add_init_script(WATCH_CHANGES)
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)
-    times = {"open the shared link": idle_after(page, lambda: page.goto(f"{base}/?{query}"), navigation=True)}
-    times["go to Groups"] = idle_after(page, lambda: page.get_by_role("link", name="Groups", exact=True).click())
+    requests = Requests(page)
+
+    def step(action: Callable[[], object], **kwargs: bool) -> tuple[float, float]:
+        return idle_after(page, requests, action, **kwargs)
+
+    times = {"open the shared link": step(lambda: page.goto(f"{base}/?{query}"), navigation=True)}
+    times["go to Groups"] = step(lambda: page.get_by_role("link", name="Groups", exact=True).click())
     box = page.get_by_test_id("stSelectbox").first
-    times["change the type filter"] = idle_after(page, lambda: (box.click(), page.get_by_role("option").nth(1).click()))
+    times["change the type filter"] = step(lambda: (box.click(), page.get_by_role("option").nth(1).click()))
     pair_box = page.get_by_test_id("stSelectbox").nth(1)
-    times["open another pair"] = idle_after(page, lambda: (pair_box.click(), page.get_by_role("option").last.click()))
-    times["go to Fusion"] = idle_after(page, lambda: page.get_by_role("link", name="Fusion", exact=True).click())
-    times["follow an evidence link"] = idle_after(page, lambda: page.get_by_role("link", name="Open evidence").first.click())
-    times["go home"] = idle_after(page, lambda: page.get_by_role("link", name="Home", exact=True).click())
-    times["swap the traces"] = idle_after(page, lambda: page.get_by_role("button", name="Swap traces").click())
+    times["open another pair"] = step(lambda: (pair_box.click(), page.get_by_role("option").last.click()))
+    times["go to Fusion"] = step(lambda: page.get_by_role("link", name="Fusion", exact=True).click())
+    times["follow an evidence link"] = step(lambda: page.get_by_role("link", name="Open evidence").first.click())
+    times["go home"] = step(lambda: page.get_by_role("link", name="Home", exact=True).click())
+    times["swap the traces"] = step(lambda: page.get_by_role("button", name="Swap traces").click())
     context.close()
     return times
 
@@ -103,6 +126,7 @@ def main() -> None:
     args = parser.parse_args()
     pair = {"p1": str(args.trace1.resolve()), "p2": str(args.trace2.resolve())} if args.trace1 else {"sample": "vllm_moe_full_graph"}
     query = urlencode(pair)
+    load = f"{os.getloadavg()[0]:.1f}"
     with tempfile.TemporaryDirectory() as folder:
         env = {**os.environ, "FUSION_STORE_DIR": f"{folder}/store", "FUSION_CACHE_DIR": f"{folder}/tables"}
         env.pop("FUSION_HOSTED", None)
@@ -113,10 +137,11 @@ def main() -> None:
             print(f"first analysis and walk-through (not counted): {time.perf_counter() - started:.1f} s")
             runs = [session(browser, base, query) for _ in range(args.runs)]
             browser.close()
-    print(f"{'step (fresh browser context each run)':<40}{'median s':>10}{'max s':>8}")
+    print(f"load average before and after: {load} -> {os.getloadavg()[0]:.1f}")
+    print(f"{'step (fresh browser context each run)':<32}{'usable: median':>16}{'max':>6}{'idle: median':>14}{'max':>6}")
     for step in runs[0]:
-        times = [run[step] for run in runs]
-        print(f"{step:<40}{statistics.median(times):>10.2f}{max(times):>8.2f}")
+        usable, idle = ([run[step][i] for run in runs] for i in (0, 1))
+        print(f"{step:<32}{statistics.median(usable):>16.2f}{max(usable):>6.2f}{statistics.median(idle):>14.2f}{max(idle):>6.2f}")
 
 
 if __name__ == "__main__":
