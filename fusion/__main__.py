@@ -6,38 +6,92 @@ Bad input prints one line naming the file and the problem and exits with status 
 from __future__ import annotations
 
 import argparse
-import os
+import logging
+import re
 import sys
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
 import orjson
 
-from .errors import TraceError
+from . import settings
+from .errors import ConfigError, TraceError
 
 EXIT_BAD_INPUT = 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    handler = _log_to_stderr()
     try:
         return args.run(args)
-    except TraceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (TraceError, ConfigError) as exc:
+        _err(f"error: {exc}")
         return EXIT_BAD_INPUT
     except MemoryError:
-        print("error: out of memory; the traces are too large for this machine", file=sys.stderr)
+        _err("error: out of memory; the traces are too large for this machine")
         return EXIT_BAD_INPUT
     except BrokenPipeError:
         return 0
     except OSError as exc:
-        print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        where = f"{exc.filename}: " if exc.filename else ""
+        _err(f"error: {where}{exc.strerror or exc}")
         return EXIT_BAD_INPUT
     except Exception as exc:
-        if os.environ.get("FUSION_DEBUG"):
+        if settings.debug():
             raise
-        print(f"internal error: {type(exc).__name__}: {exc} (set FUSION_DEBUG=1 for a traceback)", file=sys.stderr)
+        _err(f"internal error: {type(exc).__name__}: {exc} (set FUSION_DEBUG=1 for a traceback)")
         return 1
+    finally:
+        logging.getLogger("fusion").removeHandler(handler)
+
+
+def terminal_text(text: str) -> str:
+    """`text` with every control and format character (ANSI/OSC escapes, bidi overrides, C1 codes) made
+    visible as a JSON-style \\uXXXX escape, so trace text cannot drive the terminal. Newlines and tabs stay.
+
+    The escape is valid inside a JSON string and keeps its value there, so JSON output stays correct."""
+    return _UNSAFE.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    if unicodedata.category(char) not in _UNSAFE_CATEGORIES:
+        return char
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    high, low = divmod(code - 0x10000, 0x400)
+    return f"\\u{0xD800 + high:04x}\\u{0xDC00 + low:04x}"
+
+
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+_UNSAFE = re.compile(r"[^\x20-\x7e\n\t]")
+"""Candidates: everything but printable ASCII, newline and tab; _escaped keeps the printable ones."""
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(terminal_text(text if text.endswith("\n") else text + "\n"))
+
+
+def _err(line: str) -> None:
+    sys.stderr.write(terminal_text(line) + "\n")
+
+
+class _StderrWarnings(logging.Handler):
+    """The library's log warnings (a damaged cache entry, an unwritable cache) as 'warning:' lines."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        _err(f"warning: {record.getMessage()}")
+
+
+def _log_to_stderr() -> logging.Handler:
+    handler = _StderrWarnings(logging.WARNING)
+    logger = logging.getLogger("fusion")
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
+    return handler
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -85,9 +139,9 @@ def _summary(args: argparse.Namespace) -> int:
     summary = summarize(trace)
     if args.format == "json":
         _warn(trace.warnings)
-        sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
+        _out(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
     else:
-        print(summary_text(trace, summary))
+        _out(summary_text(trace, summary))
     return 0
 
 
@@ -95,9 +149,9 @@ def _classify(args: argparse.Namespace) -> int:
     from .classify import classify
 
     result = classify(args.name, args.platform)
-    print(f"{result.kernel_type}\trule: {result.rule}")
+    _out(f"{result.kernel_type}\trule: {result.rule}")
     if result.components:
-        print(f"fused aten ops: {', '.join(result.components)}")
+        _out(f"fused aten ops: {', '.join(result.components)}")
     return 0
 
 
@@ -105,10 +159,19 @@ def _compare(args: argparse.Namespace) -> int:
     from . import report
     from .compare import compare
     from .parallel import load_pair
+    from .resultcache import ResultCache, cached_compare
     from .tablecache import TableCache
 
-    trace1, trace2 = load_pair(args.trace1, args.trace2, cache=None if args.no_cache else TableCache())
-    comparison = compare(trace1, trace2, min_group_size=args.min_group_size)
+    table_cache = None if args.no_cache else TableCache()
+    trace1, trace2 = load_pair(args.trace1, args.trace2, cache=table_cache)
+    for trace in (trace1, trace2):
+        if trace.kernel_count == 0:
+            raise TraceError(trace.source, "no kernel events to compare (cat 'kernel'); not a GPU profile?")
+    params = {"min_group_size": args.min_group_size}
+    if args.no_cache:
+        comparison = compare(trace1, trace2, **params)
+    else:
+        comparison = cached_compare(trace1, trace2, cache=ResultCache(), **params)
     if args.format == "csv":
         _write_csv(report.to_csv(comparison), args.output)
     else:
@@ -120,16 +183,17 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _write(text: str, output: str | None) -> None:
+    """To the file as it is, or to the terminal through terminal_text."""
     if output:
         Path(output).write_text(text if text.endswith("\n") else text + "\n")
     else:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        _out(text)
 
 
 def _write_csv(tables: dict[str, str], output: str | None) -> None:
     if output is None:
         for stem, text in tables.items():
-            sys.stdout.write(f"# {stem}\n{text}\n")
+            _out(f"# {stem}\n{text}\n")
         return
     prefix = output.removesuffix(".csv")
     for stem, text in tables.items():
@@ -138,7 +202,7 @@ def _write_csv(tables: dict[str, str], output: str | None) -> None:
 
 def _warn(warnings: Sequence[str]) -> None:
     for warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        _err(f"warning: {warning}")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 Each child parses one file and sends back the finished Trace; its parsing memory goes back to
 the system when it exits. Small inputs are loaded in-process, where a child would cost more
-than it saves.
+than it saves. A child exits when its parent dies (its stdin closes), and the work folders of a
+parent that was killed are removed by the next parallel load.
 """
 
 from __future__ import annotations
@@ -10,19 +11,27 @@ from __future__ import annotations
 import os
 import pickle
 import selectors
+import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import settings
 from .errors import TraceError
-from .reader import DEFAULT_MAX_BYTES, GZIP_MAGIC, TraceSource
-from .tablecache import TableCache
+from .reader import GZIP_MAGIC, TraceSource
+from .tablecache import TableCache, stamp
 from .trace import Trace, load
 
 PARALLEL_MIN_BYTES = 256 << 20
+WORKDIR_PREFIX = "fusion-load-"
+LEFTOVER_SECONDS = 24 * 3600
+"""A work folder without an owner pid (older versions) is removed after this long."""
+EXIT_ORPHANED = 3
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
 SideProgress = Callable[[int, int, int], None]
 """Called with (side: 1 for the first source, bytes read, total bytes)."""
@@ -43,7 +52,7 @@ def load_pair(
     *,
     labels: tuple[str | None, str | None] = (None, None),
     progress: SideProgress | None = None,
-    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_bytes: int | None = None,
     parallel: bool | None = None,
     cache: TableCache | None = None,
 ) -> tuple[Trace, Trace]:
@@ -60,7 +69,7 @@ def load_traces(
     requests: list[Request],
     *,
     progress: SideProgress | None = None,
-    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_bytes: int | None = None,
     parallel: bool | None = None,
     cache: TableCache | None = None,
 ) -> list[Trace | TraceError]:
@@ -69,8 +78,10 @@ def load_traces(
     Files loaded before come from `cache`; the rest are parsed, each in its own process when two or
     more need parsing and together are large enough; newly parsed files enter the cache.
     """
+    max_bytes = settings.max_trace_bytes() if max_bytes is None else max_bytes
     results: list[Trace | TraceError | None] = [_lookup(cache, request) for request in requests]
     todo = [i for i, result in enumerate(results) if result is None]
+    seen = {i: stamp(Path(requests[i].source)) for i in todo if _is_path(requests[i].source)}  # type: ignore[arg-type]
     if parallel is None:
         parallel = _worth_parallel([requests[i].source for i in todo])
     if parallel and len(todo) > 1:
@@ -80,7 +91,7 @@ def load_traces(
     for i, result in zip(todo, loaded):
         results[i] = result
         if cache is not None and isinstance(result, Trace) and _is_path(requests[i].source):
-            cache.store(requests[i].source, result)  # type: ignore[arg-type]
+            cache.store(requests[i].source, result, seen=seen[i])  # type: ignore[arg-type]
     return results  # type: ignore[return-value]
 
 
@@ -134,7 +145,8 @@ def _load_in_children(
     A plain subprocess, not multiprocessing: spawn re-imports the parent's __main__, which fails
     under `python -` and costs a Streamlit server a second import of its script runner.
     """
-    with tempfile.TemporaryDirectory(prefix="fusion-load-") as workdir:
+    remove_leftovers()
+    with tempfile.TemporaryDirectory(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-") as workdir:
         children = [
             (index + 1, _start_child(Path(workdir) / f"{index}.pickle", request, max_bytes))
             for index, request in zip(indices, requests)
@@ -146,6 +158,7 @@ def _load_in_children(
                 if child.poll() is None:
                     child.kill()
                 child.wait()
+                child.stdin.close()  # type: ignore[union-attr]
         return [_child_result(out, request, child) for (_, (child, out)), request in zip(children, requests)]
 
 
@@ -155,8 +168,48 @@ def _start_child(out: Path, request: Request, max_bytes: int) -> tuple[subproces
         sys.executable, "-m", "fusion.parallel", os.fspath(request.source), str(out),
         request.label or "", request.name or "", str(max_bytes),
     ]
-    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     return child, out
+
+
+def remove_leftovers() -> None:
+    """Delete work folders of loads whose parent process is gone (killed before it could clean up)."""
+    root = Path(tempfile.gettempdir())
+    try:
+        folders = [p for p in root.glob(f"{WORKDIR_PREFIX}*") if p.is_dir() and not p.is_symlink()]
+    except OSError:
+        return
+    for folder in folders:
+        if not _owner_alive(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _owner_alive(folder: Path) -> bool:
+    """Whether the process named in fusion-load-<pid>-* still runs; unnamed folders live LEFTOVER_SECONDS."""
+    pid = folder.name[len(WORKDIR_PREFIX):].partition("-")[0]
+    if not pid.isdigit():
+        try:
+            return time.time() - folder.stat().st_mtime < LEFTOVER_SECONDS
+        except OSError:
+            return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _exit_with_parent() -> None:
+    """In a child: exit as soon as the parent is gone, which closes our stdin (works on every OS)."""
+
+    def watch() -> None:
+        while sys.stdin.buffer.read(1 << 16):
+            pass
+        os._exit(EXIT_ORPHANED)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def _relay_progress(children: list[tuple[int, tuple[subprocess.Popen, Path]]], progress: SideProgress | None) -> None:
@@ -184,6 +237,7 @@ def _child_result(out: Path, request: Request, child: subprocess.Popen) -> Trace
 
 
 def _child_main(argv: list[str]) -> None:
+    _exit_with_parent()
     path, out, label, name, max_bytes = argv
 
     def report(done: int, total: int) -> None:

@@ -389,13 +389,14 @@ def test_compare_of_one_platform_twice_runs_and_warns(tmp_path, capsys) -> None:
     assert pair_warnings(load(first), load(second)) == [warning]
 
 
-def test_compare_with_a_side_without_kernels_runs_and_warns(tmp_path, capsys) -> None:
+def test_compare_with_a_side_without_kernels_is_one_line_and_exit_2(tmp_path, capsys) -> None:
     amd = built(tmp_path, "amd.json", kineto_trace("AMD"))
     cpu = built(tmp_path, "cpu.json", trace_json([], deviceProperties=[{"name": "NVIDIA H100", "warpSize": 32}]))
-    assert main(["compare", str(amd), str(cpu), "--format", "json"]) == 0
+    assert main(["compare", str(amd), str(cpu), "--format", "json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"error: {cpu}: no kernel events to compare (cat 'kernel'); not a GPU profile?\n"
     trace2 = load(cpu)
     warning = f"trace 2 ({trace2.label}) has no kernel events; nothing to compare on that side"
-    assert f"warning: {warning}\n" in capsys.readouterr().err
     assert pair_warnings(load(amd), trace2) == [warning]
 
 

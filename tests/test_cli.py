@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
+import os
+import re
+import tempfile
 from pathlib import Path
 
 import pytest
-from builders import SHARED_TRACES, kineto_trace, shared_trace
+from builders import SHARED_TRACES, kernel_event, kineto_trace, shared_trace, write_trace
 
+from fusion import settings
 from fusion import summary as summary_module
-from fusion.__main__ import main
+from fusion.__main__ import main, terminal_text
 from fusion.classify import classify
 from fusion.trace import load
 
@@ -204,3 +209,95 @@ def test_an_internal_error_is_one_line_and_exit_1(trace_path: Path, monkeypatch,
     assert main(["summary", str(trace_path)]) == 1
     err = capsys.readouterr().err
     assert err == "internal error: KeyError: 'boom' (set FUSION_DEBUG=1 for a traceback)\n"
+
+
+HOSTILE = {
+    "ESC CSI colour": "\x1b[31mred\x1b[0m",
+    "OSC 8 link": "\x1b]8;;http://host/\x07click\x1b]8;;\x07",
+    "C1 CSI": "\x9b2J",
+    "bell and backspace": "a\x07\x08b",
+    "carriage return": "shown\rhidden",
+    "bidi override": "abc\u202edcba",
+    "zero width": "a\u200bb",
+    "line separator": "a\u2028b",
+    "tag character": "a\U000e0041b",
+}
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b\u2028\u202e\U000e0041]")
+
+
+@pytest.mark.parametrize("text", HOSTILE.values(), ids=HOSTILE.keys())
+def test_terminal_text_makes_every_control_character_visible(text: str) -> None:
+    safe = terminal_text(text)
+    assert not _CONTROL.search(safe)
+    assert json.loads(f'"{safe}"') == text, "the escape keeps the value inside a JSON string"
+
+
+def test_terminal_text_keeps_printable_text_newlines_and_tabs() -> None:
+    text = "GEMM\tÅ 中文 µs ±\nvoid at::native::kernel<float, 4>()"
+    assert terminal_text(text) == text
+
+
+@pytest.fixture
+def hostile_pair(tmp_path) -> tuple[Path, Path]:
+    """Two traces whose GPU names and kernel names carry every hostile sequence."""
+    names = list(HOSTILE.values())
+    paths = []
+    for platform, gpu in (("AMD", "MI300X\x1b]0;owned\x07"), ("NVIDIA", "H100\x9b31m")):
+        events = [kernel_event(f"{name}_{i}", 10.0 * i, 2.0, 1) for i, name in enumerate(names * 20)]
+        props = [{"id": 0, "name": gpu, "warpSize": 64 if platform == "AMD" else 32}]
+        paths.append(write_trace(tmp_path / f"{platform}\x1b[2J.json", events, deviceProperties=props))
+    return paths[0], paths[1]
+
+
+@pytest.mark.parametrize("argv", [["--format", "json"], ["--format", "csv"], [], ["--no-cache"]])
+def test_compare_never_writes_control_characters_to_the_terminal(hostile_pair, argv, capsys) -> None:
+    assert main(["compare", str(hostile_pair[0]), str(hostile_pair[1]), "--min-group-size", "5", *argv]) == 0
+    out, err = capsys.readouterr()
+    assert not _CONTROL.search(out) and not _CONTROL.search(err)
+    if argv == ["--format", "json"]:
+        assert strict_json(out)["metadata"]["trace1_gpu"] == "MI300X\x1b]0;owned\x07"
+
+
+def test_summary_and_errors_never_write_control_characters(hostile_pair, tmp_path, capsys) -> None:
+    assert main(["summary", str(hostile_pair[0])]) == 0
+    bad = tmp_path / "bad\x1b]52;c;aGk=\x07.json"
+    bad.write_text("{not json")
+    assert main(["compare", str(hostile_pair[0]), str(bad)]) == 2
+    out, err = capsys.readouterr()
+    assert not _CONTROL.search(out) and not _CONTROL.search(err)
+    assert len(err.splitlines()) == 1 and err.startswith("error: ") and "\\u001b]52" in err
+
+
+@pytest.mark.parametrize("value", ["lots", "-1", "nan"])
+def test_a_bad_setting_is_one_line_and_exit_2(pair, value, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("FUSION_CACHE_MAX_MB", value)
+    assert main(["compare", str(pair[0]), str(pair[1])]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"error: FUSION_CACHE_MAX_MB={value!r}: must be a number of at least 0\n"
+
+
+def test_compare_with_a_side_without_kernels_is_one_line_and_exit_2(pair, tmp_path, capsys) -> None:
+    empty = write_trace(tmp_path / "cpu_only.json", [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2}])
+    assert main(["compare", str(pair[0]), str(empty)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"error: {empty}: no kernel events to compare (cat 'kernel'); not a GPU profile?\n"
+    assert main(["summary", str(empty), "--format", "json"]) == 0
+    assert "no kernel events" in capsys.readouterr().err
+
+
+def test_an_unwritable_cache_is_one_warning_naming_it_and_the_same_result(pair, monkeypatch, capsys) -> None:
+    assert main(["compare", str(pair[0]), str(pair[1]), "--format", "json", "--no-cache"]) == 0
+    expected = capsys.readouterr()
+
+    def refuse(*args, **kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    assert main(["compare", str(pair[0]), str(pair[1]), "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert out == expected.out
+    cache_lines = err.removesuffix(expected.err).splitlines()
+    assert cache_lines == [
+        f"warning: the cache directory {settings.cache_dir()} cannot be written (Read-only file system);"
+        " carrying on without caching"
+    ]

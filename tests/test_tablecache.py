@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -66,7 +68,7 @@ def test_a_corrupt_entry_counts_as_absent(tmp_path) -> None:
     path = _sample_pair()[0]
     trace = load(path)
     cache.store(path, trace)
-    for entry in (tmp_path / "cache").glob("*.parquet"):
+    for entry in (tmp_path / "cache").glob("*.fxt"):
         entry.write_bytes(b"not parquet")
     assert cache.lookup(path) is None
 
@@ -103,3 +105,87 @@ def test_load_pair_fills_and_uses_the_cache(tmp_path) -> None:
     again = load_pair(*_sample_pair(), cache=cache, labels=("A", "B"))
     for a, b in zip(first, again):
         _assert_same_trace(a, b)
+
+
+def test_every_column_of_the_kernel_and_name_tables_persists(tmp_path) -> None:
+    """Columns other steps add (op, op_call, launch, fused_components, ...) need no change here."""
+    path = _sample_pair()[0]
+    trace = load(path)
+    rows = len(trace.kernels)
+    trace.kernels["op"] = pd.Categorical(["aten::mm", ""] * (rows // 2) + [""] * (rows % 2))
+    trace.kernels["op_call"] = pd.Series(range(rows), dtype="int64")
+    trace.kernels["launch"] = pd.Categorical(["graph"] * rows, categories=["kernel", "graph", "none", "unrecorded"])
+    trace.names["fused_components"] = [("SwiGLU",) if i % 2 else () for i in range(len(trace.names))]
+    trace.names["implementation"] = "CUTLASS"
+    cache = TableCache(tmp_path / "cache")
+    cache.store(path, trace)
+    again = cache.lookup(path)
+    assert again is not None
+    _assert_same_trace(trace, again)
+    assert list(again.kernels["launch"].cat.categories) == ["kernel", "graph", "none", "unrecorded"]
+    assert again.names["fused_components"].iloc[1] == ("SwiGLU",)
+
+
+def test_a_field_that_would_not_come_back_is_not_cached(tmp_path, caplog) -> None:
+    path = _sample_pair()[0]
+    trace = load(path)
+    trace.warnings = [("a tuple", 1)]  # type: ignore[list-item]
+    cache = TableCache(tmp_path / "cache")
+    cache.store(path, trace)
+    assert cache.lookup(path) is None
+    assert "not cached" in caplog.text
+
+
+def test_a_file_changed_while_it_loaded_is_not_remembered(tmp_path) -> None:
+    path = write_trace(tmp_path / "t.json", [kernel_event("k", 1.0, 2.0, 1)])
+    before = tablecache.stamp(path)
+    trace = load(path)
+    write_trace(path, [kernel_event("k", 1.0, 2.0, 1), kernel_event("other", 3.0, 2.0, 2)])
+    cache = TableCache(tmp_path / "cache")
+    cache.store(path, trace, seen=before)
+    assert cache.lookup(path) is None
+
+
+def test_a_file_named_by_its_digest_hits_without_a_remembered_stamp(tmp_path) -> None:
+    source = _sample_pair()[0]
+    trace = load(source)
+    blob = tmp_path / trace.digest
+    blob.write_bytes(source.read_bytes())
+    cache = TableCache(tmp_path / "cache")
+    cache.store(blob, trace)
+    os.utime(blob)
+    (tmp_path / "cache" / "digests.json").unlink()
+    assert cache.lookup(blob) is not None
+    impostor = tmp_path / "other" / trace.digest
+    impostor.parent.mkdir()
+    impostor.write_bytes(_sample_pair()[1].read_bytes())
+    assert cache.lookup(impostor) is None
+
+
+def test_an_unwritable_cache_still_serves_its_entries_and_says_why_once(tmp_path, monkeypatch, caplog) -> None:
+    first, second = _sample_pair()
+    TableCache(tmp_path / "cache").store(first, load(first))
+
+    def refuse(*args, **kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    cache = TableCache(tmp_path / "cache")
+    assert cache.lookup(first) is not None
+    cache.store(second, load(second))
+    cache.store(second, load(second))
+    assert cache.problem is not None and "Read-only file system" in cache.problem
+    assert cache.lookup(second) is None
+    assert caplog.text.count("without caching") == 1
+
+
+def test_entries_of_the_old_format_count_in_the_cap_and_go_first(tmp_path) -> None:
+    root = tmp_path / "cache"
+    root.mkdir()
+    legacy = root / ("0" * 64 + ".parquet")
+    legacy.write_bytes(b"PAR1" + b"\0" * 400_000)
+    os.utime(legacy, (1000, 1000))
+    cache = TableCache(root, max_bytes=400_000)
+    path = _sample_pair()[1]
+    cache.store(path, load(path))
+    assert not legacy.exists() and cache.lookup(path) is not None
