@@ -136,7 +136,8 @@ def test_compare_csv_prints_each_table_as_csv(pair, compare_module, capsys) -> N
     assert main(["compare", str(pair[0]), str(pair[1]), "--format", "csv"]) == 0
     out, _ = capsys.readouterr()
     sections = out.split("# ")[1:]
-    assert [section.split("\n", 1)[0] for section in sections] == ["opportunities", "mappings", "type_stats"]
+    assert [section.split("\n", 1)[0] for section in sections] == [
+        "opportunities", "mappings", "one_sided_kernels", "type_stats", "matched_pairs"]
     for section in sections:
         rows = list(csv.reader(io.StringIO(section.split("\n", 1)[1].strip())))
         assert rows and all(len(row) == len(rows[0]) for row in rows)

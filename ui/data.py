@@ -3,7 +3,8 @@
 Parsed traces and comparisons live in process-wide LRU caches keyed by content digests (never by
 the bytes, which Streamlit would rehash on every call), filled by plain functions that show
 progress. The on-disk table cache and the trace store are optimisations and a place to keep
-uploads: when their folder cannot be written, the dashboard carries on without them and says so once.
+uploads: when their folder cannot be written, the dashboard carries on without caching and says so,
+and an upload that cannot be stored gets the store's one-line message.
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ from typing import Any
 import streamlit as st
 
 from fusion import settings
-from fusion.compare import compare
 from fusion.errors import TraceError
 from fusion.parallel import Request, load_traces
 from fusion.result import Comparison
-from fusion.store import TraceStore
+from fusion.resultcache import ResultCache, cached_compare
+from fusion.store import StoreError, TraceStore, TraceUnavailable
 from fusion.tablecache import TableCache
 from fusion.trace import Trace, load
 from ui.state import View
@@ -36,8 +37,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLES_DIR = ROOT / "sample_traces"
 DEFAULT_SAMPLE = "vllm_moe_full_graph"
 COMPARE_STAGES = {"groups": "Finding kernel groups", "match": "Matching groups", "align": "Aligning kernels", "detect": "Detecting fusions"}
-NO_CACHE = "The table cache cannot be written on this server; traces are parsed again on each start (results are unaffected)."
-NO_STORE = "This server cannot store uploaded traces right now, so uploads and links to them are unavailable."
 
 
 @dataclass(frozen=True)
@@ -70,41 +69,27 @@ def default_sample() -> str | None:
 
 
 @st.cache_resource
-def _folders() -> dict[str, Any]:
-    """The table cache and the trace store, or None for each one whose folder cannot be used."""
-    found: dict[str, Any] = {}
-    for name, make in (("cache", TableCache), ("store", TraceStore)):
-        try:
-            found[name] = make()
-        except OSError as exc:
-            log.warning("%s unusable, carrying on without it: %s", name, exc)
-            found[name] = None
-    return found
-
-
-def table_cache() -> TableCache | None:
+def table_cache() -> TableCache:
     """Parsed kernel tables on disk (FUSION_CACHE_DIR), so a link reopens fast even after a restart."""
-    return _folders()["cache"]
+    return TableCache()
 
 
-def trace_store() -> TraceStore | None:
-    """The server's one trace store (FUSION_STORE_DIR, FUSION_STORE_MAX_MB), None when it cannot be used."""
-    return _folders()["store"]
+@st.cache_resource
+def result_cache() -> ResultCache:
+    """Comparisons on disk, beside the tables, so an analysed pair reopens without analysing it again."""
+    return ResultCache()
 
 
-def _disable(name: str, exc: OSError) -> None:
-    log.warning("%s failed, carrying on without it: %s", name, exc)
-    _folders()[name] = None
+@st.cache_resource
+def trace_store() -> TraceStore:
+    """The server's one trace store (FUSION_STORE_DIR, FUSION_STORE_MAX_MB)."""
+    return TraceStore()
 
 
 def folder_notes() -> list[str]:
-    """What the user should know about the server's folders (no server paths)."""
-    notes = []
-    if table_cache() is None:
-        notes.append(NO_CACHE)
-    if trace_store() is None:
-        notes.append(NO_STORE)
-    return notes
+    """Why caching is off, if it is (no server path when hosted); results are unaffected."""
+    problems = {cache.problem for cache in (table_cache(), result_cache()) if cache.problem}
+    return [f"{problem}: results are unaffected, only slower to reopen." for problem in sorted(problems)]
 
 
 # --- each side's source --------------------------------------------------------------------------
@@ -128,15 +113,15 @@ def sources(view: View) -> tuple[list[Source | None], list[str | None]]:
 
 def _side_source(digest: str | None, path: str | None) -> tuple[Source | None, str | None]:
     if digest:
-        store = trace_store()
-        if store is None:
-            return None, NO_STORE
-        if digest not in store:
+        try:
+            return Source(digest, trace_store().path(digest), f"uploaded trace {digest[:12]}"), None
+        except TraceUnavailable as exc:
+            return None, f"Stored trace {digest[:12]}…: {exc}."
+        except KeyError:
             return None, (
                 f"The link names stored trace {digest[:12]}…, which this server does not have "
                 "(it was evicted or uploaded elsewhere). Upload it again."
             )
-        return Source(digest, store.path(digest), f"uploaded trace {digest[:12]}"), None
     if path and not settings.hosted():
         resolved = Path(path).expanduser()
         return _file_source(resolved, str(resolved)), None
@@ -168,9 +153,6 @@ def _ingest(side: int, upload: Any) -> dict[str, str]:
     limit = settings.max_upload_mb()
     if limit and upload.size > limit * 1e6:
         return {"error": f"{upload.name}: {upload.size / 1e6:,.1f} MB is above this server's {limit:,g} MB upload limit."}
-    store = trace_store()
-    if store is None:
-        return {"error": f"{upload.name}: {NO_STORE}"}
     data = upload.getvalue()
     progress = Progress(f"Reading trace {side} ({upload.name})")
     try:
@@ -179,25 +161,14 @@ def _ingest(side: int, upload: Any) -> dict[str, str]:
         progress.fail(str(exc))
         return {"error": str(exc)}
     try:
-        digest = store.put(data)
-    except OSError as exc:
-        log.warning("storing an upload failed: %s", exc)
+        digest = trace_store().put(data)
+    except StoreError as exc:
         progress.fail(f"{upload.name} could not be stored")
-        return {"error": f"{upload.name}: the server has no room to store this trace right now; try again later."}
-    _cache_write(lambda cache: cache.store(store.path(digest), trace))
+        return {"error": f"{upload.name}: {exc}"}
+    table_cache().store(trace_store().path(digest), trace)
     _traces().put(digest, trace)
     progress.done(f"Trace {side}: {upload.name} read ({trace.kernel_count:,} kernels)")
     return {"digest": digest}
-
-
-def _cache_write(write: Callable[[TableCache], None]) -> None:
-    cache = table_cache()
-    if cache is None:
-        return
-    try:
-        write(cache)
-    except OSError as exc:
-        _disable("cache", exc)
 
 
 # --- in-memory caches and progress -------------------------------------------------------------------
@@ -325,12 +296,7 @@ def _load_sides(found: list[Source | None], errors: list[str | None], progress: 
     def report(side: int, done: int, total: int) -> None:
         callbacks[todo[side - 1] + 1](done, total)
 
-    try:
-        results = load_traces(requests, progress=report, cache=table_cache())
-    except OSError as exc:  # the table cache failed to write: the traces are fine, parse them without it
-        _disable("cache", exc)
-        results = load_traces(requests, progress=report, cache=None)
-    for i, result in zip(todo, results):
+    for i, result in zip(todo, load_traces(requests, progress=report, cache=table_cache())):
         if isinstance(result, TraceError):
             errors[i] = str(result)
         else:
@@ -347,7 +313,7 @@ def _compare(trace1: Trace, trace2: Trace, min_group_size: int, progress: Progre
         def report(stage: str, fraction: float) -> None:
             progress.update(0.7 + 0.3 * fraction, f"{COMPARE_STAGES.get(stage, stage)}…")
 
-        comparison = compare(trace1, trace2, min_group_size=min_group_size, progress=report)
+        comparison = cached_compare(trace1, trace2, cache=result_cache(), progress=report, min_group_size=min_group_size)
         _comparisons().put(key, comparison)
     return comparison
 
