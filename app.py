@@ -184,9 +184,11 @@ def findings(view: View, comparison: Comparison) -> None:
     if not ranked:
         st.caption("No fused kernel was found standing for a sequence of kernels on the other trace.")
     for mapping in ranked[:TOP_FINDINGS]:
+        names = ui.kernel_names(mapping, first=1)
         st.markdown(
             f"- {ui.finding(comparison, mapping)}: ×{mapping.pattern_count:,}, "
             f"{mapping.pattern_confidence:.0%} confidence, {text.ms(mapping.time_saved_us)} of unfused extra time"
+            + ("\n" + "\n".join(f"  {line}" for line in names.splitlines()) if names else "")
         )
     if len(ranked) > TOP_FINDINGS:
         st.caption(f"…and {len(ranked) - TOP_FINDINGS} more.")

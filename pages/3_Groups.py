@@ -229,8 +229,8 @@ def show_pair(view: View, comparison: Comparison, pair_id: int) -> None:
         tables.aligned_table(rows, marked[window]),
         height=420,
         column_config={
-            "kernel name, trace 1": st.column_config.TextColumn(width="large", help="Raw name; click a cell to read all of it"),
-            "kernel name, trace 2": st.column_config.TextColumn(width="large", help="Raw name; click a cell to read all of it"),
+            "kernel name, trace 1": st.column_config.TextColumn(width="medium", help="Raw name; click a cell to read all of it"),
+            "kernel name, trace 2": st.column_config.TextColumn(width="medium", help="Raw name; click a cell to read all of it"),
         },
     )
     st.subheader("Timeline")

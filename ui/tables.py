@@ -19,7 +19,7 @@ from fusion.trace import Trace
 from ui import text
 from ui.charts import OTHER_TYPE
 
-COUNTERPART_BUDGET = 200_000
+COUNTERPART_BUDGET = 50_000
 """Aligned positions read to pair kernel names with their counterparts (all of them on ordinary pairs)."""
 OP_LABELS = {"match": "same type", "substitute": "different type", "only1": "only in trace 1", "only2": "only in trace 2"}
 

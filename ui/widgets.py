@@ -229,13 +229,14 @@ def finding(comparison: Comparison, mapping: FusionMapping) -> str:
     )
 
 
-def kernel_names(mapping: FusionMapping) -> str:
-    """The raw kernel names behind a finding, as markdown lines (empty when the detector gave none)."""
+def kernel_names(mapping: FusionMapping, first: int | None = None) -> str:
+    """The raw kernel names behind a finding (the `first` of each side), as markdown list lines; '' when none."""
     lines = []
-    if mapping.fused_kernel_names:
-        lines.append(f"- fused (trace {mapping.fused_trace}): " + ", ".join(text.code(n) for n in mapping.fused_kernel_names))
-    if mapping.unfused_kernel_names:
-        lines.append(f"- instead (trace {3 - mapping.fused_trace}): " + ", ".join(text.code(n) for n in mapping.unfused_kernel_names))
+    for label, side, names in (("fused", mapping.fused_trace, mapping.fused_kernel_names),
+                               ("instead", 3 - mapping.fused_trace, mapping.unfused_kernel_names)):
+        if names:
+            more = f" and {len(names) - first} more" if first is not None and len(names) > first else ""
+            lines.append(f"- {label} (trace {side}): " + ", ".join(text.code(n) for n in names[:first]) + more)
     return "\n".join(lines)
 
 
