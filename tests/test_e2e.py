@@ -238,3 +238,19 @@ def test_trace_text_never_becomes_a_link_an_image_or_markup(server: str, browser
         _settled(page)
         expect(page.get_by_text("evil.example", exact=False).first).to_be_attached()
         assert page.evaluate(FIND_INJECTED) == [], path
+    page.goto(f"{server}/Groups?pair=0&{query}")
+    _settled(page)
+    shown = _hover_along(page, page.locator(".js-plotly-plot").first)
+    assert any("evil.example" in text for text in shown), "no hover label showed a hostile kernel name"
+
+
+def _hover_along(page: object, chart: object, points: int = 80) -> list[str]:
+    """Hover along the first lane of a chart; fail on markup in any hover label; the labels' texts."""
+    box = chart.bounding_box()
+    texts = []
+    for i in range(points):
+        page.mouse.move(box["x"] + box["width"] * (0.1 + 0.85 * i / points), box["y"] + box["height"] * 0.3)
+        page.wait_for_timeout(30)
+        texts.append(page.evaluate("(document.querySelector('.hoverlayer') || {}).textContent || ''"))
+        assert page.evaluate(FIND_INJECTED) == [], texts[-1]
+    return texts

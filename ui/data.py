@@ -10,7 +10,6 @@ and an upload that cannot be stored gets the store's one-line message.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import threading
 import time
 from collections import OrderedDict
@@ -30,8 +29,6 @@ from fusion.store import StoreError, TraceStore, TraceUnavailable
 from fusion.tablecache import TableCache
 from fusion.trace import Trace, load
 from ui.state import View
-
-log = logging.getLogger("fusion.app")
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES_DIR = ROOT / "sample_traces"
