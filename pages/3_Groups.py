@@ -13,7 +13,7 @@ import streamlit as st
 import ui.widgets as ui
 from fusion.classify import KERNEL_TYPES
 from fusion.result import Comparison
-from ui import charts, tables, text
+from ui import charts, data, tables, text
 from ui.state import View
 
 ALL_TYPES = "All kernel types"
@@ -222,7 +222,8 @@ def show_pair(view: View, comparison: Comparison, pair_id: int) -> None:
     window = visible_rows(alignment, marked)
     rows = alignment.iloc[window]
     st.subheader("Aligned kernels")
-    ui.plot(heat_strip(rows), f"pair_{pair_id}_alignment")
+    shown = (pair_id, window.start, window.stop)
+    ui.plot(data.derived(comparison, ("heat strip", *shown), lambda _: heat_strip(rows)), f"pair_{pair_id}_alignment")
     st.html(f'<div style="font-size:0.85em">Middle lane: {LEGEND}. Top and bottom lanes: each kernel\'s type '
             "(hover for its name); blank: no kernel on that side.</div>")
     st.dataframe(
@@ -235,7 +236,9 @@ def show_pair(view: View, comparison: Comparison, pair_id: int) -> None:
     )
     st.subheader("Timeline")
     axis = st.radio("Time axis", [KERNELS_ONLY, WALL_CLOCK], index=0 if pair["kind"] == "stream" else 1, horizontal=True, key="time_axis")
-    ui.plot(timeline(rows, comparison, axis == KERNELS_ONLY), f"pair_{pair_id}_timeline")
+    kernels_only = axis == KERNELS_ONLY
+    figure = data.derived(comparison, ("timeline", *shown, kernels_only), lambda c: timeline(rows, c, kernels_only))
+    ui.plot(figure, f"pair_{pair_id}_timeline")
     st.subheader("Composition")
     st.dataframe(composition(alignment))
 

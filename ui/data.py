@@ -33,6 +33,8 @@ from ui.state import View
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES_DIR = ROOT / "sample_traces"
 DEFAULT_SAMPLE = "vllm_moe_full_graph"
+DERIVED_PER_COMPARISON = 16
+"""Derived tables and figures kept per cached comparison: enough for a few pairs' charts."""
 COMPARE_STAGES = {"groups": "Finding kernel groups", "match": "Matching groups", "align": "Aligning kernels", "detect": "Detecting fusions"}
 
 
@@ -206,13 +208,14 @@ def _comparisons() -> Lru:
 
 @st.cache_resource
 def _derived() -> Lru:
-    """Tables derived from a comparison (e.g. kernel counterparts), a few per cached comparison."""
-    return Lru(4 * settings.cached_comparisons())
+    """Tables and figures derived from a comparison (kernel counterparts, a pair's charts)."""
+    return Lru(DERIVED_PER_COMPARISON * settings.cached_comparisons())
 
 
-def derived(comparison: Comparison, what: str, make: Callable[[Comparison], Any]) -> Any:
-    """`make(comparison)`, computed once per comparison and `what`."""
-    key = (comparison.trace1.digest, comparison.trace2.digest, comparison.params.get("min_group_size"), what)
+def derived(comparison: Comparison, what: Hashable, make: Callable[[Comparison], Any]) -> Any:
+    """`make(comparison)`, computed once per comparison (under its labels) and `what`."""
+    key = (comparison.trace1.digest, comparison.trace2.digest, comparison.params.get("min_group_size"),
+           comparison.trace1.label, comparison.trace2.label, what)
     value = _derived().get(key)
     if value is None:
         value = make(comparison)
