@@ -1,6 +1,9 @@
 """Command line: `python -m fusion summary|classify|compare ...`.
 
-Bad input prints one line naming the file and the problem and exits with status 2.
+Bad input (or a bad FUSION_* setting or rules file) prints one line naming the file and the problem
+and exits with status 2. Everything written to the terminal passes through terminal_text, so text
+from traces never carries escape sequences to it. The caches are used unless --no-cache; their
+problems are warnings on stderr, never a reason to stop.
 """
 
 from __future__ import annotations
@@ -115,7 +118,8 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--format", choices=("text", "json", "csv"), default="text")
     compare.add_argument("-o", "--output", metavar="FILE", help="write here (csv: FILE_<table>.csv)")
     compare.add_argument(
-        "--no-cache", action="store_true", help="parse both files even if they were loaded before (see FUSION_CACHE_DIR)"
+        "--no-cache", action="store_true",
+        help="parse and compare even if these files were compared before (see FUSION_CACHE_DIR)",
     )
     compare.set_defaults(run=_compare)
     return parser

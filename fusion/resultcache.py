@@ -3,8 +3,9 @@
 An entry is a sealed file (fusion.sealed) beside the table cache's, keyed by both traces' content
 digests, labels and sources, the parameters, the analysis fingerprint (the fusion package's code
 and rules, the user's rules file) and FORMAT_VERSION. The Comparison's fields are written as
-MessagePack plain data: DataFrames as Arrow IPC, arrays as dtype, shape and bytes, dataclasses as
-their fields; never pickle. The traces themselves are not in the entry: the caller's are attached.
+MessagePack plain data: DataFrames as Arrow IPC, arrays as dtype, shape and bytes (or a list of
+strings), dataclasses as their fields; never pickle. The traces themselves are not in the entry:
+the caller's are attached, also where a field refers to one of them.
 
 A result is cached only when it reads back equal to itself, and an entry is used only when its
 checksum and header verify; anything else is a miss (the analysis runs, one warning is logged).
@@ -49,6 +50,8 @@ class ResultCache(CacheDir):
     def get(self, trace1: Trace, trace2: Trace, params: dict[str, Any]) -> Comparison | None:
         """The cached comparison of these traces with these parameters, or None."""
         key = result_key(trace1, trace2, params)
+        if key is None:
+            return None
         entry = self.root / f"{key}{RESULT_SUFFIX}"
         found = self.read(entry, {"format": FORMAT_VERSION, "key": key})
         if found is None:
@@ -64,13 +67,16 @@ class ResultCache(CacheDir):
         if self.problem is not None:
             return False
         key = result_key(comparison.trace1, comparison.trace2, params)
+        if key is None:
+            return False
         try:
             data = encode(comparison)
             _check_round_trip(data, comparison, decode(memoryview(data), comparison.trace1, comparison.trace2))
         except (TypeError, ValueError, msgspec.MsgspecError, pa.ArrowException) as exc:
             log.warning("comparison not cached: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
             return False
-        return self.write(self.root / f"{key}{RESULT_SUFFIX}", seal({"format": FORMAT_VERSION, "key": key}, {_FIELDS_PART: data}))
+        chunks = seal({"format": FORMAT_VERSION, "key": key}, {_FIELDS_PART: data})
+        return self.write(self.root / f"{key}{RESULT_SUFFIX}", chunks)
 
 
 _default: dict[tuple[Path, int], ResultCache] = {}
@@ -95,10 +101,15 @@ def cached_compare(
     return comparison
 
 
-def result_key(trace1: Trace, trace2: Trace, params: dict[str, Any]) -> str:
-    """What a comparison depends on: both traces' contents and names, the parameters and the analysis."""
+def result_key(trace1: Trace, trace2: Trace, params: dict[str, Any]) -> str | None:
+    """What a comparison depends on: both traces' contents and names, the parameters and the analysis.
+
+    None when a parameter is not plain JSON data: such a comparison is not cached."""
     sides = [[t.digest, t.label, t.source] for t in (trace1, trace2)]
-    text = orjson.dumps([FORMAT_VERSION, analysis_fingerprint(), sides, params], option=orjson.OPT_SORT_KEYS)
+    try:
+        text = orjson.dumps([FORMAT_VERSION, analysis_fingerprint(), sides, params], option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return None
     return hashlib.sha256(text).hexdigest()
 
 
@@ -142,7 +153,8 @@ def _plain(value: Any, traces: tuple[Trace, Trace]) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name), traces) for f in dataclasses.fields(value) if not f.name.startswith("_")}
+        public = (f.name for f in dataclasses.fields(value) if not f.name.startswith("_"))
+        return {name: _plain(getattr(value, name), traces) for name in public}
     if isinstance(value, dict):
         return {key: _plain(item, traces) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
@@ -174,7 +186,10 @@ def _class_named(name: str) -> type:
     module, _, qualname = name.partition(":")
     if not module.startswith(_ALLOWED_PACKAGE) or not qualname.isidentifier():
         raise ValueError(f"class {name!r} is not one of ours")
-    cls = getattr(importlib.import_module(module), qualname)
+    try:
+        cls = getattr(importlib.import_module(module), qualname)
+    except (ImportError, AttributeError):
+        raise ValueError(f"there is no class {name!r}") from None
     if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
         raise ValueError(f"{name!r} is not a dataclass")
     return cls

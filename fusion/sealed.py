@@ -76,11 +76,15 @@ def read_sealed(path: Path) -> tuple[dict[str, Any], dict[str, memoryview]]:
 
 
 def _regular_file_bytes(path: Path) -> bytes:
-    """The bytes of a regular file; a directory, FIFO or device is refused without blocking on it."""
+    """The bytes of a sealed file; a directory, FIFO or device is refused without blocking on it, and a
+    foreign file after its first bytes, whatever its size."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise Damaged("not a regular file")
+        if handle.read(len(MAGIC)) != MAGIC:
+            raise Damaged("not a sealed cache file")
+        handle.seek(0)
         return handle.read()
 
 

@@ -218,7 +218,7 @@ def _entries(root: Path, is_entry: Callable[[str], bool]) -> tuple[list[tuple[in
 
 
 def evict_least_recent(root: Path, max_bytes: int, *, keep: str, is_entry: Callable[[str], bool]) -> None:
-    """Delete the least recently used entries (by mtime) of `root` until they, and unfinished writes, fit in `max_bytes`."""
+    """Delete least recently used entries (by mtime) of `root` until they and unfinished writes fit in `max_bytes`."""
     try:
         entries, pending = _entries(root, is_entry)
     except OSError:

@@ -3,10 +3,9 @@
 A cache is an optimisation, never a source of truth. An entry is one sealed file (fusion.sealed)
 holding every DataFrame field of the Trace (the kernel table and the name table, whatever columns
 they have) as Arrow IPC and the other fields in its header, with the trace's content digest, the
-FORMAT_VERSION and the analysis fingerprint (this package's code and rules, the user's rules file). It
-is used only when its checksum verifies and those three
-match what was asked for; anything else is a miss: the file is parsed again, the entry rewritten and
-one warning logged.
+FORMAT_VERSION and the analysis fingerprint (this package's code and rules, the user's rules file).
+It is used only when its checksum verifies and those three match what was asked for; anything else
+is a miss: the file is parsed again, the entry rewritten and one warning logged.
 
 Finding the digest of a 1 GB file takes about 0.5 s, so the digests of files seen before are
 remembered in digests.json by (path, size, mtime, inode), as git's index does. Each entry also
@@ -130,7 +129,8 @@ class CacheDir:
         return f"{place(self.root, self.what)}: entry {entry.name}"
 
     def _disable(self, exc: OSError) -> None:
-        self.problem = f"{place(self.root, self.what)} cannot be written ({exc.strerror or exc}); carrying on without caching"
+        why = exc.strerror or exc
+        self.problem = f"{place(self.root, self.what)} cannot be written ({why}); carrying on without caching"
         if self.root not in _REPORTED:
             _REPORTED.add(self.root)
             log.warning(self.problem)
@@ -251,7 +251,7 @@ def file_sample(path: Path) -> str:
 
 def _sealed_trace(trace: Trace, sample: str) -> list[bytes] | None:
     """The entry's chunks; None (with a warning) when a field would not come back as it is."""
-    header: dict[str, Any] = {"format": FORMAT_VERSION, "digest": trace.digest, "analysis": analysis_fingerprint(), "sample": sample}
+    header = {"format": FORMAT_VERSION, "digest": trace.digest, "analysis": analysis_fingerprint(), "sample": sample}
     fields: dict[str, Any] = {}
     parts: dict[str, bytes] = {}
     try:

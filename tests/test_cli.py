@@ -278,7 +278,8 @@ def test_a_bad_setting_is_one_line_and_exit_2(pair, value, monkeypatch, capsys) 
 
 
 def test_compare_with_a_side_without_kernels_is_one_line_and_exit_2(pair, tmp_path, capsys) -> None:
-    empty = write_trace(tmp_path / "cpu_only.json", [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2}])
+    cpu_op = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2}
+    empty = write_trace(tmp_path / "cpu_only.json", [cpu_op])
     assert main(["compare", str(pair[0]), str(empty)]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err == f"error: {empty}: no kernel events to compare (cat 'kernel'); not a GPU profile?\n"

@@ -78,7 +78,7 @@ def test_a_result_that_would_not_read_back_equal_is_not_cached(traces, tmp_path,
 
 
 def test_only_our_dataclasses_are_rebuilt_from_an_entry() -> None:
-    for name in ("os:system", "subprocess:Popen", "fusion.result:plain", "fusion.trace:np"):
+    for name in ("os:system", "subprocess:Popen", "fusion.result:plain", "fusion.trace:np", "fusion.nothing:X"):
         with pytest.raises(ValueError):
             resultcache._class_named(name)
     assert resultcache._class_named("fusion.result:EvidenceRef").__name__ == "EvidenceRef"
@@ -94,3 +94,10 @@ def test_references_to_the_compared_traces_and_string_arrays_come_back(traces) -
         resultcache._plain(dataclasses.replace(traces[0]), traces)
     with pytest.raises(TypeError):
         resultcache._plain(np.array([object()]), traces)
+
+
+def test_parameters_that_are_not_plain_data_are_computed_not_cached(traces, tmp_path) -> None:
+    cache = ResultCache(tmp_path)
+    first = cached_compare(*traces, cache=cache, min_group_size=np.int64(20))
+    assert _entries(cache) == []
+    assert first.to_dict() == compare(*traces, min_group_size=20).to_dict()
