@@ -8,28 +8,10 @@ import streamlit as st
 
 import ui.widgets as ui
 from fusion.result import Comparison, EvidenceRef, FusionMapping, Opportunity
-from ui import charts, text
+from ui import charts, tables, text
 from ui.state import View
 
 EVIDENCE_LINKS = 5
-
-
-def opportunity_table(comparison: Comparison, opportunities: list[Opportunity]) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "kernel type": [o.kernel_type for o in opportunities],
-            "fused by": [f"trace {o.fused_trace}: {comparison.trace(o.fused_trace).label}" for o in opportunities],
-            "time impact (ms)": [o.time_impact_ms for o in opportunities],
-            "trace 1 kernels": [o.trace1_total for o in opportunities],
-            "trace 2 kernels": [o.trace2_total for o in opportunities],
-            "trace 1 per pair": [o.trace1_avg_per_group for o in opportunities],
-            "trace 2 per pair": [o.trace2_avg_per_group for o in opportunities],
-            "trace 1 time (ms)": [o.trace1_time_ms for o in opportunities],
-            "trace 2 time (ms)": [o.trace2_time_ms for o in opportunities],
-            "pairs affected": [f"{o.groups_affected} / {o.total_groups}" for o in opportunities],
-            "counted in": [o.source for o in opportunities],
-        }
-    )
 
 
 def impact_chart(opportunities: list[Opportunity]) -> go.Figure:
@@ -104,7 +86,7 @@ with ui.page("Fusion") as shown:
     if opportunities:
         ui.plot(impact_chart(opportunities), "fusion_opportunities")
         st.dataframe(
-            opportunity_table(comparison, opportunities),
+            tables.opportunity_table(comparison, opportunities),
             hide_index=True,
             column_config={c: st.column_config.NumberColumn(format="%.3f") for c in ("time impact (ms)", "trace 1 time (ms)", "trace 2 time (ms)", "trace 1 per pair", "trace 2 per pair")},
         )

@@ -29,14 +29,6 @@ LEGEND = "".join(
 )
 
 
-def pair_rows(comparison: Comparison, kernel_type: str | None) -> pd.DataFrame:
-    """The pairs to list: all, or those where `kernel_type`'s count differs (largest difference first)."""
-    if kernel_type is None:
-        return comparison.pairs
-    rows = comparison.pairs_with_difference(kernel_type)
-    return rows.reindex(rows["difference"].abs().sort_values(ascending=False, kind="stable").index)
-
-
 def choose_type(view: View, comparison: Comparison) -> str | None:
     stats = comparison.type_stats
     differing = [t for t in KERNEL_TYPES if t in stats.index and stats.loc[t, "trace1_count"] != stats.loc[t, "trace2_count"]]
@@ -104,16 +96,6 @@ def choose_pair(view: View, comparison: Comparison, rows: pd.DataFrame) -> int |
     )
 
 
-def in_window(alignment: pd.DataFrame, view: View) -> np.ndarray:
-    """Rows of the alignment inside the evidence windows named by the link."""
-    marked = np.zeros(len(alignment), dtype=bool)
-    for side, window in ((1, view.w1), (2, view.w2)):
-        if window:
-            index = alignment[f"index{side}"].to_numpy()
-            marked |= (index >= window[0]) & (index < window[1])
-    return marked
-
-
 def visible_rows(alignment: pd.DataFrame, marked: np.ndarray) -> slice:
     """The slice of the alignment to draw: the evidence window with some context, or one page."""
     if marked.any() and st.toggle("Only the evidence window", value=True, key="evidence_only"):
@@ -163,17 +145,6 @@ def hover_text(row: object, side: int) -> str:
     )
 
 
-def kernel_starts(rows: pd.DataFrame, side: int, kernels_only: bool) -> pd.Series:
-    """Where each kernel's bar starts: its time since the first kernel, or the busy time before it (gaps removed)."""
-    if not kernels_only:
-        return rows[f"rel_ts{side}"]
-    present = rows[f"dur{side}"].notna()
-    durations = rows.loc[present, f"dur{side}"]
-    order = rows.loc[present, f"rel_ts{side}"].sort_values(kind="stable").index
-    starts = durations.loc[order].cumsum() - durations.loc[order]
-    return starts.reindex(rows.index)
-
-
 def timeline(rows: pd.DataFrame, comparison: Comparison, kernels_only: bool) -> go.Figure:
     """Both sides on a time axis relative to the pair's first kernel; one bar per kernel, coloured by type.
 
@@ -184,7 +155,7 @@ def timeline(rows: pd.DataFrame, comparison: Comparison, kernels_only: bool) -> 
         part = rows[rows[f"dur{side}"].notna()]
         types = part[f"type{side}"].astype(str)
         fig.add_bar(
-            base=kernel_starts(rows, side, kernels_only).loc[part.index],
+            base=tables.kernel_starts(rows, side, kernels_only).loc[part.index],
             x=part[f"dur{side}"],
             y=np.full(len(part), f"trace {side}: {text.plotly(comparison.trace(side).label)}"),
             orientation="h",
@@ -199,14 +170,6 @@ def timeline(rows: pd.DataFrame, comparison: Comparison, kernels_only: bool) -> 
     return fig
 
 
-def composition(alignment: pd.DataFrame) -> pd.DataFrame:
-    """Per-type kernel counts of the whole pair (not just the rows shown), largest difference first."""
-    counts = pd.DataFrame({f"trace {side}": alignment[f"type{side}"].value_counts() for side in (1, 2)}).fillna(0).astype(int)
-    counts["1 − 2"] = counts["trace 1"] - counts["trace 2"]
-    counts.index.name = "kernel type"
-    return counts.iloc[np.argsort(-counts["1 − 2"].abs().to_numpy(), kind="stable")]
-
-
 def show_pair(view: View, comparison: Comparison, pair_id: int) -> None:
     pair = comparison.pairs.set_index("pair_id").loc[pair_id]
     alignment = comparison.alignment(pair_id)
@@ -216,7 +179,7 @@ def show_pair(view: View, comparison: Comparison, pair_id: int) -> None:
     cells[2].metric("Time, trace 1", text.ms(float(pair["time1_us"])))
     cells[3].metric("Time, trace 2", text.ms(float(pair["time2_us"])))
     cells[4].metric("Positions not matched", f"{int((alignment['op'] != 'match').sum()):,}")
-    marked = in_window(alignment, view)
+    marked = tables.in_window(alignment, view)
     if marked.any():
         st.info(f"◆ marks the {int(marked.sum())} aligned rows of the evidence window from the link.")
     window = visible_rows(alignment, marked)
@@ -240,7 +203,7 @@ def show_pair(view: View, comparison: Comparison, pair_id: int) -> None:
     figure = data.derived(comparison, ("timeline", *shown, kernels_only), lambda c: timeline(rows, c, kernels_only))
     ui.plot(figure, f"pair_{pair_id}_timeline")
     st.subheader("Composition")
-    st.dataframe(composition(alignment))
+    st.dataframe(tables.composition(alignment))
 
 
 with ui.page("Groups") as shown:
@@ -253,7 +216,7 @@ with ui.page("Groups") as shown:
             "corresponding stretches of the kernels outside such groups (eager launches; correlation shown as -1)."
         )
         kernel_type = choose_type(view, comparison)
-        rows = pair_rows(comparison, kernel_type)
+        rows = tables.pair_rows(comparison, kernel_type)
         if rows.empty:
             st.info(f"No pair has a different number of {kernel_type} kernels; showing all pairs.")
             rows = comparison.pairs

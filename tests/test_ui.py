@@ -162,3 +162,16 @@ def test_sample_pair_loads_for_the_tables() -> None:
     sample = ROOT / "sample_traces" / "vllm_moe_full_graph"
     comparison = compare(load(sample / "amd.json.gz"), load(sample / "nvidia.json.gz"))
     assert len(tables.pair_table(comparison.pairs)) == len(comparison.pairs)
+
+
+def test_kernels_only_time_axis_removes_idle_gaps() -> None:
+    rows = pd.DataFrame({"rel_ts1": [0.0, 100.0, np.nan, 500.0], "dur1": [10.0, 5.0, np.nan, 2.0]})
+    assert tables.kernel_starts(rows, 1, kernels_only=False).tolist()[:2] == [0.0, 100.0]
+    starts = tables.kernel_starts(rows, 1, kernels_only=True)
+    assert starts.iloc[[0, 1, 3]].tolist() == [0.0, 10.0, 15.0] and np.isnan(starts.iloc[2])
+
+
+def test_evidence_window_marks_the_rows_of_either_side() -> None:
+    alignment = pd.DataFrame({"index1": [4, 5, -1, 7], "index2": [9, -1, 10, 11]})
+    marked = tables.in_window(alignment, View(w1=(5, 6), w2=(11, 12)))
+    assert marked.tolist() == [False, True, False, True]

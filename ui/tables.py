@@ -14,10 +14,11 @@ import numpy as np
 import pandas as pd
 
 from fusion import report
-from fusion.result import Comparison
+from fusion.result import Comparison, Opportunity
 from fusion.trace import Trace
 from ui import text
 from ui.charts import OTHER_TYPE
+from ui.state import View
 
 COUNTERPART_BUDGET = 50_000
 """Aligned positions read to pair kernel names with their counterparts (all of them on ordinary pairs)."""
@@ -185,6 +186,61 @@ def aligned_table(rows: pd.DataFrame, marked: np.ndarray) -> pd.DataFrame:
 def duration(us: float) -> str:
     """A kernel duration in µs as text, blank where there is no kernel (never 'None')."""
     return "" if us != us else f"{us:,.2f}"
+
+
+def pair_rows(comparison: Comparison, kernel_type: str | None) -> pd.DataFrame:
+    """The pairs to list: all, or those where `kernel_type`'s count differs (largest difference first)."""
+    if kernel_type is None:
+        return comparison.pairs
+    rows = comparison.pairs_with_difference(kernel_type)
+    return rows.reindex(rows["difference"].abs().sort_values(ascending=False, kind="stable").index)
+
+
+def in_window(alignment: pd.DataFrame, view: View) -> np.ndarray:
+    """Rows of the alignment inside the evidence windows named by the link."""
+    marked = np.zeros(len(alignment), dtype=bool)
+    for side, window in ((1, view.w1), (2, view.w2)):
+        if window:
+            index = alignment[f"index{side}"].to_numpy()
+            marked |= (index >= window[0]) & (index < window[1])
+    return marked
+
+
+def kernel_starts(rows: pd.DataFrame, side: int, kernels_only: bool) -> pd.Series:
+    """Where each kernel's bar starts: its time since the first kernel, or the busy time before it (gaps removed)."""
+    if not kernels_only:
+        return rows[f"rel_ts{side}"]
+    present = rows[f"dur{side}"].notna()
+    durations = rows.loc[present, f"dur{side}"]
+    order = rows.loc[present, f"rel_ts{side}"].sort_values(kind="stable").index
+    starts = durations.loc[order].cumsum() - durations.loc[order]
+    return starts.reindex(rows.index)
+
+
+def composition(alignment: pd.DataFrame) -> pd.DataFrame:
+    """Per-type kernel counts of the whole pair (not just the rows shown), largest difference first."""
+    counts = pd.DataFrame({f"trace {side}": alignment[f"type{side}"].value_counts() for side in (1, 2)}).fillna(0).astype(int)
+    counts["1 − 2"] = counts["trace 1"] - counts["trace 2"]
+    counts.index.name = "kernel type"
+    return counts.iloc[np.argsort(-counts["1 − 2"].abs().to_numpy(), kind="stable")]
+
+
+def opportunity_table(comparison: Comparison, opportunities: list[Opportunity]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "kernel type": [o.kernel_type for o in opportunities],
+            "fused by": [f"trace {o.fused_trace}: {comparison.trace(o.fused_trace).label}" for o in opportunities],
+            "time impact (ms)": [o.time_impact_ms for o in opportunities],
+            "trace 1 kernels": [o.trace1_total for o in opportunities],
+            "trace 2 kernels": [o.trace2_total for o in opportunities],
+            "trace 1 per pair": [o.trace1_avg_per_group for o in opportunities],
+            "trace 2 per pair": [o.trace2_avg_per_group for o in opportunities],
+            "trace 1 time (ms)": [o.trace1_time_ms for o in opportunities],
+            "trace 2 time (ms)": [o.trace2_time_ms for o in opportunities],
+            "pairs affected": [f"{o.groups_affected} / {o.total_groups}" for o in opportunities],
+            "counted in": [o.source for o in opportunities],
+        }
+    )
 
 
 def csv_zip(comparison: Comparison) -> bytes:
