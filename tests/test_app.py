@@ -348,7 +348,7 @@ def test_pair_table_and_pair_box_show_the_same_pair(expected) -> None:
 
 def test_kernels_tab_and_filter_round_trip_through_the_link(expected) -> None:
     at = run("pages/4_Kernels.py", sample=SAMPLE, tab="2", q="gemm")
-    assert at.get("button_group")[0].value == "2" if at.get("button_group") else True
+    assert [group.value for group in at.get("button_group")] == ["2"]
     assert at.text_input(key="name_filter").value == "gemm"
     shown = at.dataframe[0].value
     names = expected.trace2.names.index
@@ -409,3 +409,15 @@ def test_the_configured_upload_cap_is_the_one_the_server_enforces(monkeypatch: p
         assert config.get_option("server.maxUploadSize") == 96  # 100 MB in MiB, rounded up
     finally:
         config.set_option("server.maxUploadSize", before)
+
+
+def test_ratio_charts_of_a_close_pair_span_half_to_double(eager_pair) -> None:
+    import json
+
+    at = run("pages/1_Overview.py", p1=eager_pair[0], p2=eager_pair[1])
+    specs = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    ratio_axes = [spec["layout"]["yaxis"] for spec in specs if "ticktext" in spec["layout"].get("yaxis", {})]
+    assert len(ratio_axes) == 2
+    for axis in ratio_axes:
+        assert axis["range"][0] == -axis["range"][1] and axis["range"][1] >= 1
+        assert {"1/2", "1×", "2×"} <= set(axis["ticktext"])
