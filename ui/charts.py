@@ -106,5 +106,6 @@ def side_by_side(labels: tuple[str, str], stats: pd.DataFrame, what: str, scale:
             marker_color=SIDE_COLORS[side],
             hovertemplate=f"%{{x}}<br>trace {side}: %{{y:,.3f}} {unit}<extra></extra>",
         )
-    fig.update_layout(barmode="group", yaxis_title=unit, legend=dict(orientation="h", y=1.15), margin=dict(t=TOOLBAR_MARGIN + 20))
+    fig.update_layout(barmode="group", yaxis_title=unit, legend=dict(orientation="h", y=1.02, yanchor="bottom"),
+                      margin=dict(t=TOOLBAR_MARGIN + 30))
     return fig
