@@ -1,159 +1,165 @@
-"""Home page: pick two traces, see the headline numbers, share the link, export the comparison."""
+"""Home page: pick two traces; then what was compared, what differs (findings and ratio chart), links and exports."""
 
 from __future__ import annotations
 
-import io
-import re
-import zipfile
-
 import streamlit as st
 
-import appstate as app
-from fusion import report
+import ui.widgets as ui
+from fusion import report, settings
 from fusion.result import Comparison
+from ui import charts, data, tables, text
+from ui.state import View, clean_label
 
-MODES = ["Sample pair", "Upload files"] + ([] if app.hosted() else ["Server path"])
+UPLOAD_FILES, SAMPLE_PAIR, SERVER_PATH = "Upload files", "Sample pair", "Server path"
 UNKNOWN_SHARE_WARN = 0.10
 TOP_FINDINGS = 5
 
 
-def mode_of(view: app.View) -> str:
+def modes() -> list[str]:
+    return [SAMPLE_PAIR, UPLOAD_FILES] + ([] if settings.hosted() else [SERVER_PATH])
+
+
+def mode_of(view: View) -> str:
     if view.sample:
-        return "Sample pair"
+        return SAMPLE_PAIR
     if view.t1 or view.t2:
-        return "Upload files"
-    if (view.p1 or view.p2) and not app.hosted():
-        return "Server path"
-    return st.session_state.get("mode") if st.session_state.get("mode") in MODES else "Upload files"
+        return UPLOAD_FILES
+    if (view.p1 or view.p2) and not settings.hosted():
+        return SERVER_PATH
+    return st.session_state.get("mode") if st.session_state.get("mode") in modes() else UPLOAD_FILES
 
 
 def on_mode() -> None:
-    view: app.View = st.session_state["view"]
+    view = ui.session_view()
     mode = st.session_state["mode"]
     last = st.session_state.get("last_upload", {})
-    if mode == "Sample pair":
-        app.set_view(view.with_sources(sample=st.session_state.get("sample_pick") or app.default_sample()))
-    elif mode == "Upload files":
-        app.set_view(view.with_sources(t1=last.get(1), t2=last.get(2)))
+    if mode == SAMPLE_PAIR:
+        ui.set_view(view.with_sources(sample=st.session_state.get("sample_pick") or data.default_sample()))
+    elif mode == UPLOAD_FILES:
+        ui.set_view(view.with_sources(t1=last.get(1), t2=last.get(2)))
     else:
         paths = [st.session_state.get(f"path{side}") or None for side in (1, 2)]
-        app.set_view(view.with_sources(p1=paths[0], p2=paths[1]))
+        ui.set_view(view.with_sources(p1=paths[0], p2=paths[1]))
 
 
 def on_swap() -> None:
-    app.set_view(st.session_state["view"].swapped())
+    ui.set_view(ui.session_view().swapped())
     st.session_state["uploader_generation"] = st.session_state.get("uploader_generation", 0) + 1
 
 
-def pick_inputs(view: app.View) -> tuple[app.View, list]:
+def pick_inputs(view: View) -> tuple[View, list]:
     """The input widgets; returns the (possibly changed) view and one container per side for messages."""
-    app.bind("mode", mode_of(view))
-    mode = st.radio("Traces", MODES, key="mode", horizontal=True, on_change=on_mode, label_visibility="collapsed")
-    if mode == "Sample pair":
-        view = pick_sample(view)
+    ui.bind("mode", mode_of(view))
+    mode = st.radio("Traces", modes(), key="mode", horizontal=True, on_change=on_mode, label_visibility="collapsed")
+    if mode == SAMPLE_PAIR:
+        pick_sample(view)
     columns = st.columns(2)
     for side, column in zip((1, 2), columns):
         with column:
-            st.subheader(f":{app.side_badge(side)}[Trace {side}]")
-            if mode == "Upload files":
+            if mode == UPLOAD_FILES:
                 view = upload_side(view, side)
-            elif mode == "Server path":
+            elif mode == SERVER_PATH:
                 path_side(view, side)
     return view, columns
 
 
-def pick_sample(view: app.View) -> app.View:
-    names = list(app.samples())
+def pick_sample(view: View) -> None:
+    names = list(data.samples())
     if not names:
         st.warning("No bundled sample pairs were found in sample_traces/.")
-        return view
-    app.bind("sample_pick", view.sample if view.sample in names else names[0])
+        return
+    ui.bind("sample_pick", view.sample if view.sample in names else names[0])
     st.selectbox(
         "Bundled sample pair",
         names,
         key="sample_pick",
-        on_change=lambda: app.set_view(st.session_state["view"].with_sources(sample=st.session_state["sample_pick"])),
+        on_change=lambda: ui.set_view(ui.session_view().with_sources(sample=st.session_state["sample_pick"])),
         help="Synthetic AMD and NVIDIA traces of the same workload (see sample_traces/README.md).",
     )
-    return view
 
 
-def upload_side(view: app.View, side: int) -> app.View:
+def upload_side(view: View, side: int) -> View:
     generation = st.session_state.get("uploader_generation", 0)
-    limit = f" (up to {app.max_upload_mb():,g} MB)" if app.max_upload_mb() else ""
-    upload = st.file_uploader(f"Trace {side} file{limit}", type=["json", "gz"], key=f"upload{side}_{generation}")
+    limit = settings.max_upload_mb()
+    upload = st.file_uploader(
+        f":{ui.side_badge(side)}[Trace {side}] file" + (f" (up to {limit:,g} MB)" if limit else ""),
+        type=["json", "gz"],
+        key=f"upload{side}_{generation}",
+    )
     if upload is not None:
-        digest, fresh = app.accept_upload(side, upload)
-        if digest and fresh:
-            st.session_state.setdefault("last_upload", {})[side] = digest
-            view = view.with_sources(**{f"t{side}": digest, f"t{3 - side}": getattr(view, f"t{3 - side}")})
-            app.set_view(view)
+        fresh = upload.file_id not in st.session_state.get("uploads", {})
+        outcome = data.accept_upload(side, upload)
+        if "error" in outcome:
+            st.error(text.md(outcome["error"]))
+        elif fresh:
+            st.session_state.setdefault("last_upload", {})[side] = outcome["digest"]
+            other = 3 - side
+            ui.set_view(view.with_sources(**{f"t{side}": outcome["digest"], f"t{other}": getattr(view, f"t{other}")}))
+            st.rerun()
     digest = getattr(view, f"t{side}")
     if digest:
         st.caption(f"Stored trace `{digest[:16]}…`")
     return view
 
 
-def path_side(view: app.View, side: int) -> None:
-    app.bind(f"path{side}", getattr(view, f"p{side}") or "")
+def path_side(view: View, side: int) -> None:
+    ui.bind(f"path{side}", getattr(view, f"p{side}") or "")
 
     def changed() -> None:
-        current = st.session_state["view"]
+        current = ui.session_view()
         paths = {f"p{s}": (st.session_state.get(f"path{s}") or "").strip() or getattr(current, f"p{s}") for s in (1, 2)}
         paths[f"p{side}"] = st.session_state[f"path{side}"].strip() or None
-        app.set_view(current.with_sources(**paths))
+        ui.set_view(current.with_sources(**paths))
 
     st.text_input(f"Trace {side} path on this server", key=f"path{side}", on_change=changed, placeholder="/data/trace.json.gz")
 
 
-def controls(view: app.View, comparison: Comparison) -> None:
+def controls(view: View, comparison: Comparison) -> None:
     """Labels, swap and the minimum group size."""
     label_cols = st.columns([2, 2, 1, 1], vertical_alignment="bottom")
     for side, column in zip((1, 2), label_cols):
-        app.bind(f"label{side}", view.label(side) or "")
+        ui.bind(f"label{side}", view.label(side) or "")
         column.text_input(
             f"Label of trace {side}",
             key=f"label{side}",
             placeholder=comparison.trace(side).label,
-            on_change=lambda s=side: app.update_view(**{f"l{s}": app.clean_label(st.session_state[f"label{s}"])}),
+            on_change=lambda s=side: ui.set_view(ui.session_view().with_(**{f"l{s}": clean_label(st.session_state[f"label{s}"])})),
         )
-    app.bind("mgs", view.mgs)
+    ui.bind("mgs", view.mgs)
     label_cols[2].number_input(
         "Min group size",
         min_value=1,
         step=10,
         key="mgs",
-        on_change=lambda: app.update_view(mgs=int(st.session_state["mgs"]), pair=None, w1=None, w2=None),
+        on_change=lambda: ui.set_view(ui.session_view().with_min_group_size(int(st.session_state["mgs"]))),
         help="A correlation group (kernels of one graph launch) counts as significant from this many kernels.",
     )
     label_cols[3].button("⇄ Swap traces", on_click=on_swap, width="stretch")
 
 
-def headline(comparison: Comparison, columns: list) -> None:
-    matched = int(comparison.metadata.get("matched_groups", 0))
-    min_size = comparison.params.get("min_group_size", "?")
-    for side, column in zip((1, 2), columns):
+def headline(comparison: Comparison) -> None:
+    """Each trace's totals, in a row of its own so both sides line up whatever the inputs above show."""
+    for side, column in zip((1, 2), st.columns(2)):
         trace = comparison.trace(side)
-        groups = comparison.groups1 if side == 1 else comparison.groups2
         with column:
-            st.markdown(f"**{app.md_text(trace.label)}**")
-            st.caption(app.md_text(f"{trace.platform} ({trace.platform_evidence}) · {trace.gpu} · {trace.source}"))
-            top = st.columns(3)
-            top[0].metric("Kernels", f"{trace.kernel_count:,}")
-            top[1].metric("Kernel time", app.ms(trace.kernel_time_us))
-            top[2].metric("Unclassified time", f"{other_share(comparison, side):.1%}", help="Share of kernel time in names no rule matched (type Other)")
-            bottom = st.columns(3)
-            bottom[0].metric("Groups", f"{len(groups):,}", help=f"Correlation groups (one graph launch each) of at least {min_size} kernels")
-            bottom[1].metric("Matched groups", f"{matched:,}", help="Groups paired with a group of the other trace")
-            bottom[2].metric("Unmatched groups", f"{len(comparison.unmatched1 if side == 1 else comparison.unmatched2):,}")
+            st.markdown(ui.side_name(comparison, side))
+            st.caption(text.md(f"{trace.platform} ({trace.platform_evidence}) · {trace.gpu} · {trace.source}"))
+            cells = st.columns(3)
+            cells[0].metric("Kernels", f"{trace.kernel_count:,}")
+            cells[1].metric("Kernel time", text.ms(trace.kernel_time_us))
+            cells[2].metric("Unclassified time", f"{other_share(comparison, side):.1%}", help="Share of kernel time in names no rule matched (type Other)")
+
+
+def what_was_compared(comparison: Comparison) -> None:
+    st.markdown("**Compared:** " + "; ".join(text.md(line) for line in tables.compared(comparison)) + ".")
 
 
 def other_share(comparison: Comparison, side: int) -> float:
     total = comparison.trace(side).kernel_time_us
     stats = comparison.type_stats
-    if not total or app.OTHER_TYPE not in stats.index:
+    if not total or charts.OTHER_TYPE not in stats.index:
         return 0.0
-    return float(stats.loc[app.OTHER_TYPE, f"trace{side}_time_us"]) / total
+    return float(stats.loc[charts.OTHER_TYPE, f"trace{side}_time_us"]) / total
 
 
 def warnings(comparison: Comparison) -> None:
@@ -166,81 +172,85 @@ def warnings(comparison: Comparison) -> None:
                 f"{share:.0%} of trace {side}'s kernel time is in unclassified (Other) kernels; "
                 "the Kernels page lists them so rules can be added."
             )
-    if not notes:
-        st.success("The traces look comparable and no quality problems were found.")
-        return
-    show = st.error if comparison.comparability.level == "mismatch" else st.warning
-    show("\n".join(f"- {app.md_text(note)}" for note in notes))
+    if notes:
+        show = st.error if comparison.comparability.level == "mismatch" else st.warning
+        show("\n".join(f"- {text.md(note)}" for note in notes))
 
 
-def findings(view: app.View, comparison: Comparison) -> None:
-    """The fusion findings at a glance, largest unfused extra time first; details on the Fusion page."""
+def findings(view: View, comparison: Comparison) -> None:
+    """The fusion findings, largest unfused extra time first, then the kernels found on one side only."""
     st.subheader("Fusion findings")
-    if not comparison.mappings:
-        st.caption("No fusion difference was found between the two traces.")
-        return
     ranked = sorted(comparison.mappings, key=lambda m: m.time_saved_us, reverse=True)
+    if not ranked:
+        st.caption("No fused kernel was found standing for a sequence of kernels on the other trace.")
     for mapping in ranked[:TOP_FINDINGS]:
+        names = ui.kernel_names(mapping, first=1)
         st.markdown(
-            f"- {app.finding(comparison, mapping)}: ×{mapping.pattern_count:,}, "
-            f"{mapping.pattern_confidence:.0%} confidence, {app.ms(mapping.time_saved_us)} of unfused extra time"
+            f"- {ui.finding(comparison, mapping)}: ×{mapping.pattern_count:,}, "
+            f"{mapping.pattern_confidence:.0%} confidence, {text.ms(mapping.time_saved_us)} of unfused extra time"
+            + ("\n" + "\n".join(f"  {line}" for line in names.splitlines()) if names else "")
         )
     if len(ranked) > TOP_FINDINGS:
         st.caption(f"…and {len(ranked) - TOP_FINDINGS} more.")
-    app.link(app.PAGES["fusion"], "All findings with their evidence", view)
+    if comparison.one_sided:
+        st.markdown("**Kernels on one side only** (not explained as a fusion)")
+        st.markdown("\n".join(
+            f"- trace {n.side}: {n.count:,} × {text.code(n.kernel_type)} — {text.md(n.reason)}" for n in comparison.one_sided
+        ))
+    ui.link("fusion", "All findings with their evidence →", view)
 
 
-def export(comparison: Comparison) -> None:
-    stem = file_stem(comparison)
-    cols = st.columns(3)
-    cols[0].download_button("Comparison (JSON)", lambda: report.to_json(comparison), f"{stem}.json", "application/json", on_click="ignore")
-    cols[1].download_button("Tables (CSV, zip)", lambda: csv_zip(comparison), f"{stem}_csv.zip", "application/zip", on_click="ignore")
-    cols[2].download_button("Report (text)", lambda: report.to_text(comparison), f"{stem}.txt", "text/plain", on_click="ignore")
+def differences(view: View, comparison: Comparison) -> None:
+    """Findings next to the count-ratio chart: what differs, and where."""
+    left, right = st.columns([3, 2])
+    with left:
+        findings(view, comparison)
+    with right:
+        st.subheader("Kernel count ratio per type")
+        stats = comparison.type_stats
+        stats = stats[(stats["trace1_count"] > 0) | (stats["trace2_count"] > 0)]
+        ui.plot(charts.ratio_chart(stats, "count_ratio", "trace 1 / trace 2 kernels"), "count_ratio")
 
 
-def csv_zip(comparison: Comparison) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, text in report.to_csv(comparison).items():
-            archive.writestr(f"{name}.csv", text)
-    return buffer.getvalue()
+def explore(view: View) -> None:
+    st.subheader("Explore")
+    cells = st.columns(4)
+    pages = [("overview", "Kernel types"), ("fusion", "Fusion findings"), ("groups", "Pairs and aligned kernels"), ("kernels", "Kernel names")]
+    for cell, (key, label) in zip(cells, pages):
+        with cell:
+            ui.link(key, f"{label} →", view)
 
 
-def file_stem(comparison: Comparison) -> str:
-    labels = f"{comparison.trace1.label}_vs_{comparison.trace2.label}"
-    return "fusion_" + re.sub(r"[^A-Za-z0-9._-]+", "_", labels).strip("_")[:100]
+def export(view: View, comparison: Comparison) -> None:
+    st.subheader("Share and export")
+    st.code(ui.share_url(view), language=None, wrap_lines=True)
+    stem = tables.file_stem(comparison)
+    cells = st.columns(3)
+    cells[0].download_button("Comparison (JSON)", lambda: report.to_json(comparison), f"{stem}.json", "application/json", on_click="ignore")
+    cells[1].download_button("Tables (CSV, zip)", lambda: tables.csv_zip(comparison), f"{stem}_csv.zip", "application/zip", on_click="ignore")
+    cells[2].download_button("Report (text)", lambda: report.to_text(comparison), f"{stem}.txt", "text/plain", on_click="ignore")
 
 
-def page() -> None:
-    view = app.current_view()
+with ui.page("Fusion Explorer", analysed=False) as shown:
     st.caption(
         "Two GPU profiler traces of the same workload, side by side: where one platform runs one fused "
         "kernel and the other runs several."
     )
-    view, columns = pick_inputs(view)
-    analysis = app.analyse(view)
+    for note in data.folder_notes():
+        st.caption(text.md(note))
+    view, columns = pick_inputs(shown.view)
+    analysis = data.analyse(view)
     for column, error in zip(columns, analysis.errors):
         if error:
-            column.error(app.md_text(error))
-    comparison = analysis.comparison
-    app.sidebar(view, comparison)
-    if comparison is None:
+            column.error(text.md(error))
+    if analysis.comparison is None:
         st.info("Choose two traces to compare.")
-        return
-    controls(view, comparison)
-    headline(comparison, columns)
-    warnings(comparison)
-    findings(view, comparison)
-    st.subheader("Explore")
-    links = st.columns(4)
-    for column, (key, label) in zip(links, [("overview", "Kernel types"), ("fusion", "Fusion findings"), ("groups", "Group pairs"), ("kernels", "Kernel names")]):
-        with column:
-            app.link(app.PAGES[key], label, view)
-    st.subheader("Share and export")
-    st.code(app.share_url(view), language=None, wrap_lines=True)
-    export(comparison)
-
-
-app.setup_page("Fusion Explorer")
-with app.page_guard():
-    page()
+    else:
+        ui.sidebar(view, analysis.comparison)
+        controls(view, analysis.comparison)
+        headline(analysis.comparison)
+        what_was_compared(analysis.comparison)
+        warnings(analysis.comparison)
+        differences(view, analysis.comparison)
+        explore(view)
+        export(view, analysis.comparison)

@@ -20,7 +20,7 @@ sys.path.insert(0, str(PROJECT))
 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from appstate import PAGES  # noqa: E402
+from ui.state import PAGES  # noqa: E402
 
 
 def run_page(page: str, params: dict[str, str], timeout: float) -> float:

@@ -164,14 +164,26 @@ class Comparison:
         return self._alignments[pair_id]
 
     def pairs_with_difference(self, kernel_type: str) -> pd.DataFrame:
-        """Matched group pairs where `kernel_type`'s count differs, with both counts and the difference."""
-        if kernel_type not in self.group_types1.columns or self.pairs.empty:
+        """Matched pairs (groups and stream windows) where `kernel_type`'s count differs, with both counts and the difference."""
+        if self.pairs.empty:
             return self.pairs.iloc[0:0].assign(count1=0, count2=0, difference=0)
-        groups = self.pairs[self.pairs["kind"] == "group"]
-        count1 = self.group_types1[kernel_type].reindex(groups["correlation1"]).fillna(0).to_numpy(int)
-        count2 = self.group_types2[kernel_type].reindex(groups["correlation2"]).fillna(0).to_numpy(int)
-        out = groups.assign(count1=count1, count2=count2, difference=count1 - count2)
+        count1, count2 = self._type_counts(1, kernel_type), self._type_counts(2, kernel_type)
+        out = self.pairs.assign(count1=count1, count2=count2, difference=count1 - count2)
         return out[out["difference"] != 0].reset_index(drop=True)
+
+    def _type_counts(self, side: int, kernel_type: str) -> np.ndarray:
+        """Per pair, `side`'s kernels of `kernel_type`: from the group counts, counted in the rows of a stream window."""
+        group_types = self.group_types1 if side == 1 else self.group_types2
+        counts = np.zeros(len(self.pairs), dtype=np.int64)
+        if kernel_type in group_types.columns:
+            counts = group_types[kernel_type].reindex(self.pairs[f"correlation{side}"]).fillna(0).to_numpy(np.int64)
+        windows = np.flatnonzero((self.pairs["kind"] == "stream").to_numpy())
+        if len(windows):
+            is_type = (self.trace(side).kernels["type"] == kernel_type).to_numpy()
+            for row in windows:
+                rows = self.pair_kernels.kernel_indices(int(self.pairs["pair_id"].iat[row]))[side - 1]
+                counts[row] = int(is_type[rows].sum())
+        return counts
 
     def to_dict(self) -> dict[str, Any]:
         """The reference-compatible dict plus ours; strict JSON types (None for NaN/inf)."""

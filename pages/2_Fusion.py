@@ -6,28 +6,12 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-import appstate as app
+import ui.widgets as ui
 from fusion.result import Comparison, EvidenceRef, FusionMapping, Opportunity
+from ui import charts, tables, text
+from ui.state import View
 
 EVIDENCE_LINKS = 5
-
-
-def opportunity_table(comparison: Comparison, opportunities: list[Opportunity]) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "kernel type": [o.kernel_type for o in opportunities],
-            "fused by": [side_text(comparison, o.fused_trace) for o in opportunities],
-            "time impact (ms)": [o.time_impact_ms for o in opportunities],
-            "trace 1 kernels": [o.trace1_total for o in opportunities],
-            "trace 2 kernels": [o.trace2_total for o in opportunities],
-            "trace 1 per group": [o.trace1_avg_per_group for o in opportunities],
-            "trace 2 per group": [o.trace2_avg_per_group for o in opportunities],
-            "trace 1 time (ms)": [o.trace1_time_ms for o in opportunities],
-            "trace 2 time (ms)": [o.trace2_time_ms for o in opportunities],
-            "groups affected": [f"{o.groups_affected} / {o.total_groups}" for o in opportunities],
-            "counted in": [o.source for o in opportunities],
-        }
-    )
 
 
 def impact_chart(opportunities: list[Opportunity]) -> go.Figure:
@@ -35,50 +19,45 @@ def impact_chart(opportunities: list[Opportunity]) -> go.Figure:
     fig = go.Figure(
         go.Bar(
             x=[o.time_impact_ms for o in ranked],
-            y=[o.kernel_type for o in ranked],
+            y=[text.plotly(o.kernel_type) for o in ranked],
             orientation="h",
-            marker_color=[app.TYPE_COLORS.get(o.kernel_type, "#999") for o in ranked],
+            marker_color=[charts.type_color(o.kernel_type) for o in ranked],
             customdata=[[o.fused_trace, o.trace1_total, o.trace2_total] for o in ranked],
             hovertemplate="%{y}: %{x:,.3f} ms difference<br>fused by trace %{customdata[0]}"
             "<br>kernels: %{customdata[1]:,} vs %{customdata[2]:,}<extra></extra>",
         )
     )
-    fig.update_layout(xaxis_title="|trace 1 time − trace 2 time| (ms)", height=120 + 28 * len(ranked), margin=dict(t=20))
+    fig.update_layout(xaxis_title="|trace 1 time − trace 2 time| (ms)", height=120 + 28 * len(ranked))
     return fig
-
-
-def side_text(comparison: Comparison, side: int) -> str:
-    return f"trace {side}: {comparison.trace(side).label}"
 
 
 def evidence_label(ref: EvidenceRef) -> str:
     return (
-        f"Pair {ref.pair_id}: kernels {ref.window1[0]}–{ref.window1[1] - 1} (trace 1) · "
+        f"Open evidence — pair {ref.pair_id}: kernels {ref.window1[0]}–{ref.window1[1] - 1} (trace 1) · "
         f"{ref.window2[0]}–{ref.window2[1] - 1} (trace 2)"
     )
 
 
-def show_mapping(view: app.View, comparison: Comparison, mapping: FusionMapping, number: int) -> None:
+def show_mapping(view: View, comparison: Comparison, mapping: FusionMapping, number: int) -> None:
     with st.container(border=True):
-        st.markdown(f"**{number}.** {app.finding(comparison, mapping)}")
-        cols = st.columns(4)
-        cols[0].metric("Confidence", f"{mapping.pattern_confidence:.0%}")
-        cols[1].metric("Occurrences", f"{mapping.pattern_count:,}")
-        cols[2].metric("Pairs with the pattern", f"{mapping.pairs_with_pattern:,}", help="Matched group pairs (or stream windows) in which this pattern occurs")
-        cols[3].metric("Unfused extra time", app.ms(mapping.time_saved_us))
+        st.markdown(f"**{number}.** {ui.finding(comparison, mapping)}")
+        cells = st.columns(4)
+        cells[0].metric("Confidence", f"{mapping.pattern_confidence:.0%}")
+        cells[1].metric("Occurrences", f"{mapping.pattern_count:,}")
+        cells[2].metric("Pairs with the pattern", f"{mapping.pairs_with_pattern:,}", help="Matched pairs (groups, stream windows or op calls) in which this pattern occurs")
+        cells[3].metric("Unfused extra time", text.ms(mapping.time_saved_us))
         counts = ", ".join(f"{t} × {n}" for t, n in mapping.unfused_count_per_type.items())
-        st.caption(f"Detector: {mapping.detector} · fused kernels: {mapping.fused_count:,} · unfused kernels per type: {counts}")
-        st.markdown(app.md_text(mapping.evidence))
+        source = ui.EVIDENCE_SOURCES.get(mapping.evidence_source, mapping.evidence_source)
+        st.caption(text.md(
+            f"Detector: {mapping.detector}" + (f" · found in {source}" if source else "")
+            + f" · fused kernels: {mapping.fused_count:,} · unfused kernels per type: {counts}"
+        ))
+        names = ui.kernel_names(mapping)
+        if names:
+            st.markdown(names)
+        st.markdown(text.md(mapping.evidence))
         for ref in mapping.evidence_refs[:EVIDENCE_LINKS]:
-            app.link(
-                app.PAGES["groups"],
-                f"Open evidence — {evidence_label(ref)}",
-                view,
-                pair=ref.pair_id,
-                w1=tuple(ref.window1),
-                w2=tuple(ref.window2),
-                type=None,
-            )
+            ui.link("groups", evidence_label(ref), view.with_type(None).with_pair(ref.pair_id, tuple(ref.window1), tuple(ref.window2)))
         if len(mapping.evidence_refs) > EVIDENCE_LINKS:
             st.caption(f"…and {len(mapping.evidence_refs) - EVIDENCE_LINKS} more cited occurrences in the JSON export.")
 
@@ -100,23 +79,21 @@ def one_sided(comparison: Comparison) -> None:
     )
 
 
-def page() -> None:
-    view = app.current_view()
-    comparison = app.require_comparison(view)
-    app.sidebar(view, comparison)
+with ui.page("Fusion") as shown:
+    view, comparison = shown.view, shown.comparison
     opportunities = sorted(comparison.opportunities, key=lambda o: o.time_impact_ms, reverse=True)
     st.subheader("Fusion opportunities by time impact")
     if opportunities:
-        app.plot(impact_chart(opportunities), "fusion_opportunities")
+        ui.plot(impact_chart(opportunities), "fusion_opportunities")
         st.dataframe(
-            opportunity_table(comparison, opportunities),
+            tables.opportunity_table(comparison, opportunities),
             hide_index=True,
-            column_config={c: st.column_config.NumberColumn(format="%.3f") for c in ("time impact (ms)", "trace 1 time (ms)", "trace 2 time (ms)", "trace 1 per group", "trace 2 per group")},
+            column_config={c: st.column_config.NumberColumn(format="%.3f") for c in ("time impact (ms)", "trace 1 time (ms)", "trace 2 time (ms)", "trace 1 per pair", "trace 2 per pair")},
         )
-        cols = st.columns(min(len(opportunities), 6))
+        cells = st.columns(min(len(opportunities), 6))
         for i, opportunity in enumerate(opportunities):
-            with cols[i % len(cols)]:
-                app.link(app.PAGES["groups"], f"{opportunity.kernel_type} → groups", view, type=opportunity.kernel_type, pair=None, w1=None, w2=None)
+            with cells[i % len(cells)]:
+                ui.link("groups", f"{opportunity.kernel_type} → pairs", view.with_type(opportunity.kernel_type))
     else:
         st.info("No kernel type's count differs enough between the traces to count as an opportunity.")
     st.subheader("Fusion mappings")
@@ -125,8 +102,3 @@ def page() -> None:
     for number, mapping in enumerate(comparison.mappings, start=1):
         show_mapping(view, comparison, mapping, number)
     one_sided(comparison)
-
-
-app.setup_page("Fusion")
-with app.page_guard():
-    page()

@@ -1,90 +1,115 @@
-"""Kernels: every kernel name per trace with its type, count and time; unclassified names first."""
+"""Kernels: each kernel name next to its counterpart on the other trace, or one trace's names with type, count and time."""
 
 from __future__ import annotations
 
-import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-import appstate as app
+import ui.widgets as ui
 from fusion.result import Comparison
 from fusion.trace import Trace
+from ui import charts, data, tables, text
+from ui.state import KERNEL_TABS, View
 
 MAX_ROWS = 5000
+TIME = st.column_config.NumberColumn(format="%.3f")
 
 
-def name_table(trace: Trace) -> pd.DataFrame:
-    """One row per distinct name; Other (no rule matched) first, then by total time."""
-    names = trace.names
-    table = pd.DataFrame(
-        {
-            "kernel name": names.index.astype(str),
-            "type": names["type"].astype(str).to_numpy(),
-            "rule": names["rule"].astype(str).to_numpy(),
-            "count": names["count"].astype(int).to_numpy(),
-            "total time (ms)": names["time_us"].to_numpy() / 1000,
-            "mean time (µs)": (names["time_us"] / names["count"]).to_numpy(),
-            "share of time": (names["time_us"] / (trace.kernel_time_us or 1.0)).to_numpy(),
-        }
+def tab_name(comparison: Comparison, tab: str) -> str:
+    if tab == "joined":
+        return "Side by side"
+    return f"Trace {tab}: {text.label(comparison.trace(int(tab)).label)}"
+
+
+def choose(view: View, comparison: Comparison) -> tuple[str, str]:
+    """Which view and filter, both from and into the link."""
+    ui.bind("kernel_tab", view.tab)
+    tab = st.segmented_control(
+        "Show", KERNEL_TABS, key="kernel_tab", required=True, format_func=lambda t: tab_name(comparison, t),
+        on_change=lambda: ui.set_view(ui.session_view().with_(tab=st.session_state["kernel_tab"] or "joined")),
     )
-    table["unclassified"] = table["type"] == app.OTHER_TYPE
-    table = table.sort_values(["unclassified", "total time (ms)"], ascending=[False, False])
-    return table.drop(columns="unclassified").reset_index(drop=True)
+    ui.bind("name_filter", view.q)
+    query = st.text_input(
+        "Filter names", key="name_filter", placeholder="substring, e.g. gemm",
+        on_change=lambda: ui.set_view(ui.session_view().with_(q=st.session_state["name_filter"].strip()[:200])),
+    )
+    return tab or "joined", query.strip()
 
 
 def type_share(trace: Trace, side: int) -> go.Figure:
-    per_type = trace.names.groupby("type", observed=True)["time_us"].sum().sort_values()
+    per_type = trace.names.groupby("kernel_type", observed=True)["time_us"].sum().sort_values()
     fig = go.Figure(
         go.Bar(
             x=per_type.to_numpy() / 1000,
-            y=per_type.index.astype(str),
+            y=[text.plotly(t) for t in per_type.index],
             orientation="h",
-            marker_color=[app.TYPE_COLORS.get(str(t), "#999") for t in per_type.index],
+            marker_color=[charts.type_color(t) for t in per_type.index],
             hovertemplate="%{y}: %{x:,.3f} ms<extra></extra>",
         )
     )
-    fig.update_layout(height=120 + 22 * len(per_type), margin=dict(t=10), xaxis_title=f"trace {side} kernel time (ms)")
+    fig.update_layout(height=120 + 22 * len(per_type), xaxis_title=f"trace {side} kernel time (ms)")
     return fig
 
 
-def show_side(comparison: Comparison, side: int) -> None:
-    trace = comparison.trace(side)
-    table = name_table(trace)
-    other = table[table["type"] == app.OTHER_TYPE]
-    st.markdown(f":{app.side_badge(side)}[**Trace {side}**] {app.md_text(trace.label)} — {len(table):,} distinct names, {len(other):,} unclassified ({other['total time (ms)'].sum():,.3f} ms)")
-    search = st.text_input("Filter names", key=f"name_filter{side}", placeholder="substring, e.g. gemm")
-    if search:
-        table = table[table["kernel name"].str.contains(search, case=False, regex=False)]
+def limited(table, what: str):
     if len(table) > MAX_ROWS:
-        st.caption(f"Showing {MAX_ROWS:,} of {len(table):,} names.")
+        st.caption(f"Showing {MAX_ROWS:,} of {len(table):,} {what}.")
+    return table.head(MAX_ROWS)
+
+
+def show_joined(comparison: Comparison, query: str) -> None:
+    table, read = data.derived(comparison, "counterparts", tables.counterparts)
+    total = len(comparison.pairs)
+    st.caption(
+        "Each kernel name next to the name it is aligned with on the other trace, over "
+        + (f"all {total:,} pairs" if read == total else f"the first {read:,} of {total:,} pairs")
+        + "; most time first. Kernels outside any pair are listed per trace in the other views."
+    )
+    table = tables.name_filter(table, ["kernel name, trace 1", "kernel name, trace 2"], query)
     st.dataframe(
-        table.head(MAX_ROWS),
+        limited(table, "name pairs"),
+        hide_index=True,
+        height=520,
+        column_config={
+            "kernel name, trace 1": st.column_config.TextColumn(width="large"),
+            "kernel name, trace 2": st.column_config.TextColumn(width="large"),
+            "time 1 (ms)": TIME,
+            "time 2 (ms)": TIME,
+        },
+    )
+
+
+def show_side(comparison: Comparison, side: int, query: str) -> None:
+    trace = comparison.trace(side)
+    table = tables.name_table(trace)
+    other = table[table["type"] == charts.OTHER_TYPE]
+    st.markdown(
+        f"{ui.side_name(comparison, side)} — {len(table):,} distinct names, {len(other):,} unclassified "
+        f"({other['total time (ms)'].sum():,.3f} ms)"
+    )
+    st.dataframe(
+        limited(tables.name_filter(table, ["kernel name"], query), "names"),
         hide_index=True,
         height=460,
         column_config={
-            "total time (ms)": st.column_config.NumberColumn(format="%.3f"),
+            "kernel name": st.column_config.TextColumn(width="large"),
+            "total time (ms)": TIME,
             "mean time (µs)": st.column_config.NumberColumn(format="%.2f"),
             "share of time": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent"),
         },
     )
-    app.plot(type_share(trace, side), f"trace{side}_time_per_type")
+    ui.plot(type_share(trace, side), f"trace{side}_time_per_type")
 
 
-def page() -> None:
-    view = app.current_view()
-    comparison = app.require_comparison(view)
-    app.sidebar(view, comparison)
+with ui.page("Kernels") as shown:
+    view, comparison = shown.view, shown.comparison
     st.caption(
-        "Names no rule matched have type Other and are listed first. To classify them, write a TOML rules file "
-        "(same format as fusion/rules.toml) and point the FUSION_RULES environment variable at it before starting the app; "
-        "user rules are tried before the built-in ones."
+        "Names no rule matched have type Other and are listed first in each trace's view. To classify them, write a "
+        "TOML rules file (same format as fusion/rules.toml) and point the FUSION_RULES environment variable at it "
+        "before starting the app; user rules are tried before the built-in ones."
     )
-    tabs = st.tabs([f"Trace {side}: {comparison.trace(side).label}" for side in (1, 2)])
-    for side, tab in zip((1, 2), tabs):
-        with tab:
-            show_side(comparison, side)
-
-
-app.setup_page("Kernels")
-with app.page_guard():
-    page()
+    tab, query = choose(view, comparison)
+    if tab == "joined":
+        show_joined(comparison, query)
+    else:
+        show_side(comparison, int(tab), query)

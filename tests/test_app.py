@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -21,7 +22,8 @@ from streamlit.testing.v1 import AppTest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from appstate import md_text  # noqa: E402
+from ui import tables  # noqa: E402
+from ui.text import md as md_text  # noqa: E402
 from fusion.compare import compare  # noqa: E402
 from fusion.trace import load  # noqa: E402
 
@@ -70,6 +72,11 @@ def metrics(at: AppTest) -> dict[str, list[str]]:
     return found
 
 
+def unescaped(markdown: str) -> str:
+    """Markdown source as the reader sees it (backslash escapes removed)."""
+    return re.sub(r"\\(.)", r"\1", markdown)
+
+
 def sample_bytes(name: str) -> bytes:
     return (SAMPLE_DIR / name).read_bytes()
 
@@ -88,8 +95,8 @@ def test_fresh_start_opens_the_sample_with_its_numbers(expected) -> None:
     assert at.query_params["sample"] == [SAMPLE] or at.query_params["sample"] == SAMPLE
     shown = metrics(at)
     assert shown["Kernels"] == [f"{expected.trace1.kernel_count:,}", f"{expected.trace2.kernel_count:,}"]
-    assert shown["Groups"] == [f"{len(expected.groups1):,}", f"{len(expected.groups2):,}"]
-    assert shown["Matched groups"] == [f"{expected.metadata['matched_groups']:,}"] * 2
+    compared = next(m.value for m in at.markdown if m.value.startswith("**Compared:**"))
+    assert f"{expected.metadata['matched_groups']:,} matched pairs of graph\\-launch groups" in compared
     assert not at.error
     assert any(f"sample={SAMPLE}" in code.value for code in at.code)
 
@@ -150,7 +157,7 @@ def test_groups_type_filter_lists_only_pairs_that_differ(expected) -> None:
 
 
 def test_kernels_page_lists_every_name(expected) -> None:
-    at = run("pages/4_Kernels.py", sample=SAMPLE)
+    at = run("pages/4_Kernels.py", sample=SAMPLE, tab="1")
     first = at.dataframe[0].value
     assert len(first) == len(expected.trace1.names)
     other = first["type"] == "Other"
@@ -183,17 +190,17 @@ def test_a_bad_upload_shows_its_message_in_place(content: bytes, problem: str) -
     at.radio(key="mode").set_value("Upload files").run()
     at.file_uploader[0].set_value(("broken.json", content, "application/json")).run()
     assert not at.exception
-    messages = [e.value for e in at.error]
+    messages = [unescaped(e.value) for e in at.error]
     assert any("broken.json" in m and problem in m.lower() for m in messages), messages
     at.file_uploader[1].set_value(("nvidia.json.gz", sample_bytes("nvidia.json.gz"), "application/gzip")).run()
     assert not at.exception
     assert "t2" in at.query_params and "t1" not in at.query_params
-    assert any("broken.json" in e.value for e in at.error)
+    assert any("broken.json" in unescaped(e.value) for e in at.error)
 
 
 def test_truncated_upload_is_reported() -> None:
     at = upload_both(sample_bytes("amd.json.gz")[:5000], sample_bytes("nvidia.json.gz"))
-    assert any("amd.json.gz" in e.value and "truncated" in e.value for e in at.error), [e.value for e in at.error]
+    assert any("amd.json.gz" in unescaped(e.value) and "truncated" in e.value for e in at.error), [e.value for e in at.error]
 
 
 def test_swap_and_min_group_size_go_into_the_link(expected) -> None:
@@ -204,7 +211,8 @@ def test_swap_and_min_group_size_go_into_the_link(expected) -> None:
     at.number_input(key="mgs").set_value(5).run()
     assert at.query_params["mgs"] in ("5", ["5"])
     smaller = compare(expected.trace2, expected.trace1, min_group_size=5)
-    assert metrics(at)["Groups"] == [f"{len(smaller.groups1):,}", f"{len(smaller.groups2):,}"]
+    compared = next(m.value for m in at.markdown if m.value.startswith("**Compared:**"))
+    assert f"{smaller.metadata['matched_groups']:,} matched pairs" in compared
 
 
 def test_labels_are_editable_and_shared() -> None:
@@ -223,7 +231,7 @@ def test_server_paths_work_locally() -> None:
     compared = compare(load(amd), load(nvidia))  # kernels without a launch event are left out by default
     assert metrics(at)["Kernels"] == [f"{compared.trace1.kernel_count:,}", f"{compared.trace2.kernel_count:,}"]
     missing = run("app.py", p1="/nonexistent/trace.json", p2=str(nvidia))
-    assert any("/nonexistent/trace.json" in e.value for e in missing.error)
+    assert any("/nonexistent/trace.json" in unescaped(e.value) for e in missing.error)
 
 
 def test_hosted_mode_hides_paths_and_ignores_path_links(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -238,11 +246,11 @@ def test_hosted_mode_hides_paths_and_ignores_path_links(monkeypatch: pytest.Monk
 
 def test_hosted_upload_cap_is_checked_before_parsing(monkeypatch: pytest.MonkeyPatch, fresh_server: Path) -> None:
     monkeypatch.setenv("FUSION_HOSTED", "1")
-    monkeypatch.setenv("FUSION_MAX_UPLOAD_MB", "0.01")
+    monkeypatch.setenv("FUSION_MAX_UPLOAD_MB", "1")
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.run()
     at.radio(key="mode").set_value("Upload files").run()
-    at.file_uploader[0].set_value(("amd.json.gz", sample_bytes("amd.json.gz"), "application/gzip")).run()
+    at.file_uploader[0].set_value(("amd.json", b" " * 1_100_000, "application/json")).run()
     assert any("upload limit" in e.value for e in at.error)
     assert not fresh_server.exists() or not any(fresh_server.iterdir())
 
@@ -268,3 +276,149 @@ def test_names_from_an_uploaded_trace_are_shown_as_text() -> None:
     texts = [m.value for m in at.markdown] + [c.value for c in at.caption]
     assert any(md_text(gpu) in text for text in texts)
     assert not any(gpu in text for text in texts)
+
+
+# --- issue 12: eager pairs, selectors, links, exports; issue 10: links, folders, upload cap ------------
+
+QWEN = ("tl_h100_qwen1.5-0.5b", "tl_mi300_qwen1.5-0.5b")
+
+
+@pytest.fixture(scope="module")
+def eager_pair() -> tuple[str, str]:
+    """A real eager H100 vs MI300X pair (every kernel its own correlation id: only stream windows)."""
+    paths = [next((SHARED / name).glob("*.json.gz"), None) if (SHARED / name).is_dir() else None for name in QWEN]
+    if None in paths:
+        pytest.skip("shared real traces absent")
+    return str(paths[0]), str(paths[1])
+
+
+def test_eager_pair_home_says_what_was_compared_and_shows_one_sided_kernels(eager_pair) -> None:
+    at = run("app.py", p1=eager_pair[0], p2=eager_pair[1])
+    expected = compare(load(eager_pair[0]), load(eager_pair[1]))
+    text = " ".join(m.value for m in at.markdown)
+    assert f"{expected.metadata['stream_windows']} stream windows" in text
+    assert "Groups" not in metrics(at) and "Matched groups" not in metrics(at)
+    assert expected.one_sided and "Kernels on one side only" in text
+    for note in expected.one_sided:
+        assert f"trace {note.side}: {note.count:,} × ` {note.kernel_type} `" in text
+    assert not any("No fusion difference" in c.value for c in at.caption)
+    assert len(at.get("plotly_chart")) == 1
+
+
+def test_eager_pair_drill_down_from_a_type_to_aligned_names(eager_pair) -> None:
+    expected = compare(load(eager_pair[0]), load(eager_pair[1]))
+    kernel_type = next(t for t in expected.type_stats.index
+                       if expected.type_stats.loc[t, "trace1_count"] != expected.type_stats.loc[t, "trace2_count"])
+    at = run("pages/3_Groups.py", p1=eager_pair[0], p2=eager_pair[1], type=kernel_type)
+    assert not any("No pair has" in i.value for i in at.info)
+    listed = at.dataframe[0].value
+    differing = expected.pairs_with_difference(kernel_type)
+    assert len(differing) and set(listed["pair"]) == set(differing["pair_id"])
+    assert set(listed["kind"]) == {"stream window"} and (listed["type count 1 − 2"] != 0).all()
+    first = int(listed["pair"].iloc[0])
+    assert at.selectbox(key="pair_pick").value == first
+    aligned = at.dataframe[1].value
+    columns = list(aligned.columns)
+    assert columns.index("type 2") < columns.index("kernel name, trace 1") < columns.index("kernel name, trace 2")
+    both = aligned[(aligned["kernel name, trace 1"] != "") & (aligned["kernel name, trace 2"] != "")]
+    names1, names2 = set(expected.trace1.names.index), set(expected.trace2.names.index)
+    assert len(both) and set(both["kernel name, trace 1"]) <= names1 and set(both["kernel name, trace 2"]) <= names2
+    assert at.radio(key="time_axis").value.startswith("kernels only")
+
+
+def test_type_filter_and_pair_pick_reset_by_the_view_rules(expected) -> None:
+    at = run("pages/3_Groups.py", sample=SAMPLE, pair="3", w1="1-2", w2="1-2")
+    kernel_type = expected.opportunities[0].kernel_type
+    at.selectbox(key="type_filter").set_value(kernel_type).run()
+    params = at.query_params
+    assert params["type"] in (kernel_type, [kernel_type]) and "pair" not in params and "w1" not in params
+
+
+def test_pair_table_and_pair_box_show_the_same_pair(expected) -> None:
+    ref = expected.mappings[0].evidence_refs[0]
+    at = run("pages/3_Groups.py", sample=SAMPLE, pair=str(ref.pair_id), w1=f"{ref.window1[0]}-{ref.window1[1]}",
+             w2=f"{ref.window2[0]}-{ref.window2[1]}")
+    listed = at.dataframe[0].value["pair"].tolist()
+    assert at.session_state["pairs_table"]["selection"]["rows"] == [listed.index(ref.pair_id)]
+    other = next(p for p in listed if p != ref.pair_id)
+    at.selectbox(key="pair_pick").set_value(other).run()
+    assert at.session_state["pairs_table"]["selection"]["rows"] == [listed.index(other)]
+    assert at.query_params["pair"] in (str(other), [str(other)]) and "w1" not in at.query_params
+    assert metrics(at)["Kernels, trace 1"] == [f"{int(expected.pairs.set_index('pair_id').loc[other, 'size1']):,}"]
+
+
+def test_kernels_tab_and_filter_round_trip_through_the_link(expected) -> None:
+    at = run("pages/4_Kernels.py", sample=SAMPLE, tab="2", q="gemm")
+    assert [group.value for group in at.get("button_group")] == ["2"]
+    assert at.text_input(key="name_filter").value == "gemm"
+    shown = at.dataframe[0].value
+    names = expected.trace2.names.index
+    assert len(shown) == sum("gemm" in n.lower() for n in names) > 0
+    at.text_input(key="name_filter").set_value("sort").run()
+    assert at.query_params["q"] in ("sort", ["sort"]) and at.query_params["tab"] in ("2", ["2"])
+    joined = run("pages/4_Kernels.py", sample=SAMPLE, q="sort").dataframe[0].value
+    assert {"kernel name, trace 1", "kernel name, trace 2"} <= set(joined.columns) and len(joined)
+    hit = joined["kernel name, trace 1"].str.contains("sort", case=False) | joined["kernel name, trace 2"].str.contains("sort", case=False)
+    assert hit.all()
+
+
+def test_csv_zip_holds_one_sided_kernels_and_pairs_without_float_noise(expected) -> None:
+    import io
+    import re
+    import zipfile
+
+    archive = zipfile.ZipFile(io.BytesIO(tables.csv_zip(expected)))
+    names = set(archive.namelist())
+    assert {"one_sided_kernels.csv", "matched_pairs.csv", "type_stats.csv", "mappings.csv", "opportunities.csv"} <= names
+    one_sided = archive.read("one_sided_kernels.csv").decode()
+    assert all(note.kernel_type in one_sided for note in expected.one_sided)
+    assert len(archive.read("matched_pairs.csv").decode().strip().splitlines()) == len(expected.pairs) + 1
+    for name in names:
+        assert not re.search(r"\d\.\d{4,}", archive.read(name).decode()), name
+
+
+def test_a_damaged_link_says_so_and_echoes_nothing() -> None:
+    at = run("pages/1_Overview.py", t1="not-a-digest", t2="1" * 64)
+    assert any("damaged" in w.value and "t1" in w.value for w in at.warning)
+    huge = "x" * 100_000
+    at = run("app.py", sample=huge)
+    shown = " ".join([e.value for e in at.error] + [w.value for w in at.warning] + [m.value for m in at.markdown])
+    assert "damaged" in shown and "x" * 100 not in shown
+
+
+def test_the_sample_is_served_with_unwritable_cache_and_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, expected) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("FUSION_CACHE_DIR", str(blocked / "tables"))
+    monkeypatch.setenv("FUSION_STORE_DIR", str(blocked / "store"))
+    monkeypatch.setenv("FUSION_HOSTED", "1")
+    at = run("app.py", sample=SAMPLE)
+    assert metrics(at)["Kernels"] == [f"{expected.trace1.kernel_count:,}", f"{expected.trace2.kernel_count:,}"]
+    notes = unescaped(" ".join(c.value for c in at.caption))
+    assert "cannot be written" in notes and "results are unaffected" in notes and str(tmp_path) not in notes
+    page = run("pages/3_Groups.py", sample=SAMPLE)
+    assert not page.error
+
+
+def test_the_configured_upload_cap_is_the_one_the_server_enforces(monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamlit import config
+
+    before = config.get_option("server.maxUploadSize")
+    monkeypatch.setenv("FUSION_MAX_UPLOAD_MB", "100")
+    try:
+        run("app.py")
+        assert config.get_option("server.maxUploadSize") == 96  # 100 MB in MiB, rounded up
+    finally:
+        config.set_option("server.maxUploadSize", before)
+
+
+def test_ratio_charts_of_a_close_pair_span_half_to_double(eager_pair) -> None:
+    import json
+
+    at = run("pages/1_Overview.py", p1=eager_pair[0], p2=eager_pair[1])
+    specs = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    ratio_axes = [spec["layout"]["yaxis"] for spec in specs if "ticktext" in spec["layout"].get("yaxis", {})]
+    assert len(ratio_axes) == 2
+    for axis in ratio_axes:
+        assert axis["range"][0] == -axis["range"][1] and axis["range"][1] >= 1
+        assert {"1/2", "1×", "2×"} <= set(axis["ticktext"])

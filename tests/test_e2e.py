@@ -7,6 +7,7 @@ Playwright, taking a screenshot of each page; with FUSION_SCREENSHOTS=1 they go 
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import socket
@@ -17,6 +18,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -161,7 +163,7 @@ def test_upload_drill_down_and_share(server: str, browser: object, shots: Path) 
     metrics = _metric_values(page)
     assert metrics[0].replace(",", "").isdigit()
 
-    page.get_by_role("link", name="Kernel types").click()
+    page.get_by_role("link", name="Kernel types →").click()
     _settled(page)
     _chart(page)
     assert "t1=" in page.url and "t2=" in page.url
@@ -181,7 +183,7 @@ def test_upload_drill_down_and_share(server: str, browser: object, shots: Path) 
 
     page.get_by_role("link", name="Kernels", exact=True).click()
     _settled(page)
-    expect(page.get_by_text("distinct names").first).to_be_visible()
+    expect(page.get_by_text("Each kernel name next to").first).to_be_visible()
     _shot(page, shots, "kernels")
 
     fresh = _new_page(browser)
@@ -190,3 +192,65 @@ def test_upload_drill_down_and_share(server: str, browser: object, shots: Path) 
     expect(fresh.get_by_text("Aligned kernels")).to_be_visible()
     _chart(fresh)
     expect(fresh.get_by_test_id("stMetricValue")).to_have_text(seen)
+
+
+HOSTILE = "[l](https://evil.example/l) ![i](https://evil.example/i.png) <a href='https://evil.example/a'>a</a> <b>b</b> www.evil.example x@evil.example"
+"""Link, image, HTML and autolink syntax; none of it may become an element on the page."""
+HOSTILE_PAGES = ["", "Overview", "Fusion", "Groups?pair=0", "Kernels", "Kernels?tab=1", "Kernels?tab=2"]
+FIND_INJECTED = """() => {
+  const found = [];
+  for (const a of document.querySelectorAll('a')) {
+    const target = a.getAttribute('href') || a.getAttribute('xlink:href') || '';
+    if (target.includes('evil')) found.push(a.outerHTML.slice(0, 160));
+  }
+  for (const img of document.querySelectorAll('img')) {
+    if ((img.getAttribute('src') || '').includes('evil')) found.push(img.outerHTML.slice(0, 160));
+  }
+  for (const bold of document.querySelectorAll('b, strong')) {
+    if (bold.textContent === 'b') found.push('bold from trace text');
+  }
+  return found;
+}"""
+
+
+@pytest.fixture(scope="module")
+def hostile_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The sample pair with link, image and HTML syntax in the GPU name and in kernel names of both traces."""
+    folder = tmp_path_factory.mktemp("hostile")
+    out = []
+    for name, gpu, kernel in (("amd.json.gz", "AMD Instinct MI300X", "_topk_forward"), ("nvidia.json.gz", "NVIDIA H100 80GB HBM3", None)):
+        body = gzip.decompress((SAMPLE / name).read_bytes())
+        body = body.replace(orjson.dumps(gpu), orjson.dumps(f"{gpu} {HOSTILE}"))
+        if kernel:
+            body = body.replace(orjson.dumps(kernel), orjson.dumps(f"{kernel} {HOSTILE}"))
+        path = folder / name
+        path.write_bytes(gzip.compress(body))
+        out.append(path)
+    return out[0], out[1]
+
+
+def test_trace_text_never_becomes_a_link_an_image_or_markup(server: str, browser: object, hostile_pair) -> None:
+    page = _new_page(browser)
+    query = f"p1={hostile_pair[0]}&p2={hostile_pair[1]}"
+    for path in HOSTILE_PAGES:
+        sep = "&" if "?" in path else "?"
+        page.goto(f"{server}/{path}{sep}{query}")
+        _settled(page)
+        expect(page.get_by_text("evil.example", exact=False).first).to_be_attached()
+        assert page.evaluate(FIND_INJECTED) == [], path
+    page.goto(f"{server}/Groups?pair=0&{query}")
+    _settled(page)
+    shown = _hover_along(page, page.locator(".js-plotly-plot").first)
+    assert any("evil.example" in text for text in shown), "no hover label showed a hostile kernel name"
+
+
+def _hover_along(page: object, chart: object, points: int = 80) -> list[str]:
+    """Hover along the first lane of a chart; fail on markup in any hover label; the labels' texts."""
+    box = chart.bounding_box()
+    texts = []
+    for i in range(points):
+        page.mouse.move(box["x"] + box["width"] * (0.1 + 0.85 * i / points), box["y"] + box["height"] * 0.3)
+        page.wait_for_timeout(30)
+        texts.append(page.evaluate("(document.querySelector('.hoverlayer') || {}).textContent || ''"))
+        assert page.evaluate(FIND_INJECTED) == [], texts[-1]
+    return texts

@@ -1,0 +1,148 @@
+"""What a person waits for: browser time until the dashboard is idle, with real Chromium.
+
+    python bench/browser.py                                   # the bundled sample pair
+    python bench/browser.py bench/out/300mb/amd.json.gz bench/out/300mb/nvidia.json.gz
+
+Starts `streamlit run app.py` on a free port, opens the pair's shared link once so the server has
+analysed it (as it has for a link a teammate shares), then --runs times, each in a fresh browser
+context: open the shared link, go to Groups, change the type filter, open another pair, go to
+Fusion and follow an evidence link, go home and swap the traces. For each step it prints the
+median and maximum time from the action until the page is usable (the script has finished and
+its output is drawn) and until it is idle (also no request in flight, such as chart code loaded
+on first use, and no change for QUIET_MS; the quiet window itself is not counted). The machine's
+load average is printed too: on a shared machine every figure grows with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlencode
+
+from playwright.sync_api import Page, sync_playwright
+
+PROJECT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT / "tests"))
+
+from test_e2e import BROWSER_ARGS, CHROMIUM, _free_port, _wait_until_serving  # noqa: E402
+
+QUIET_MS = 300
+TIMEOUT_MS = 600_000
+WATCH_CHANGES = """
+window.__changed = performance.now();
+new MutationObserver(() => { window.__changed = performance.now(); })
+  .observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+"""
+STATE = """([started, quiet]) => {
+  const app = document.querySelector("[data-testid='stApp']");
+  const done = Boolean(app && app.getAttribute('data-test-script-state') === 'notRunning' && window.__changed > started);
+  return {done, quiet: done && performance.now() - window.__changed >= quiet, now: performance.now(), changed: window.__changed};
+}"""
+
+
+@contextmanager
+def server(env: dict[str, str]) -> Iterator[str]:
+    port = _free_port()
+    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+               "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
+    process = subprocess.Popen(command, cwd=PROJECT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_until_serving(url, process)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+class Requests:
+    """HTTP requests of a page still in flight (lazily loaded chart and table code, media)."""
+
+    def __init__(self, page: Page) -> None:
+        self.open = 0
+        page.on("request", lambda _: self._count(1))
+        page.on("requestfinished", lambda _: self._count(-1))
+        page.on("requestfailed", lambda _: self._count(-1))
+
+    def _count(self, change: int) -> None:
+        self.open += change
+
+
+def idle_after(page: Page, requests: Requests, action: Callable[[], None], *, navigation: bool = False) -> tuple[float, float]:
+    """Seconds from `action` until the page is usable (the script has finished and its output is drawn) and
+    until it is idle (also nothing loading, e.g. chart code, and no change for QUIET_MS, which is not counted)."""
+    started = 0.0 if navigation else page.evaluate("performance.now()")
+    action()
+    usable = None
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while time.monotonic() < deadline:
+        page.wait_for_timeout(50)
+        state = page.evaluate(STATE, [started, QUIET_MS])
+        if state["done"] and usable is None:
+            usable = (state["now"] - started) / 1000
+        if state["quiet"] and requests.open == 0:
+            return usable, (state["changed"] - started) / 1000
+    raise TimeoutError("the page did not become idle")
+
+
+def session(browser: object, base: str, query: str) -> dict[str, tuple[float, float]]:
+    """One teammate's walk through the app in a fresh browser context."""
+    context = browser.new_context(viewport={"width": 1500, "height": 1100})
+    context.add_init_script(WATCH_CHANGES)
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    requests = Requests(page)
+
+    def step(action: Callable[[], object], **kwargs: bool) -> tuple[float, float]:
+        return idle_after(page, requests, action, **kwargs)
+
+    times = {"open the shared link": step(lambda: page.goto(f"{base}/?{query}"), navigation=True)}
+    times["go to Groups"] = step(lambda: page.get_by_role("link", name="Groups", exact=True).click())
+    box = page.get_by_test_id("stSelectbox").first
+    times["change the type filter"] = step(lambda: (box.click(), page.get_by_role("option").nth(1).click()))
+    pair_box = page.get_by_test_id("stSelectbox").nth(1)
+    times["open another pair"] = step(lambda: (pair_box.click(), page.get_by_role("option").last.click()))
+    times["go to Fusion"] = step(lambda: page.get_by_role("link", name="Fusion", exact=True).click())
+    times["follow an evidence link"] = step(lambda: page.get_by_role("link", name="Open evidence").first.click())
+    times["go home"] = step(lambda: page.get_by_role("link", name="Home", exact=True).click())
+    times["swap the traces"] = step(lambda: page.get_by_role("button", name="Swap traces").click())
+    context.close()
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("trace1", type=Path, nargs="?")
+    parser.add_argument("trace2", type=Path, nargs="?")
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    pair = {"p1": str(args.trace1.resolve()), "p2": str(args.trace2.resolve())} if args.trace1 else {"sample": "vllm_moe_full_graph"}
+    query = urlencode(pair)
+    load = f"{os.getloadavg()[0]:.1f}"
+    with tempfile.TemporaryDirectory() as folder:
+        env = {**os.environ, "FUSION_STORE_DIR": f"{folder}/store", "FUSION_CACHE_DIR": f"{folder}/tables"}
+        env.pop("FUSION_HOSTED", None)
+        with server(env) as base, sync_playwright() as driver:
+            browser = driver.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS, headless=True)
+            started = time.perf_counter()
+            session(browser, base, query)
+            print(f"first analysis and walk-through (not counted): {time.perf_counter() - started:.1f} s")
+            runs = [session(browser, base, query) for _ in range(args.runs)]
+            browser.close()
+    print(f"load average before and after: {load} -> {os.getloadavg()[0]:.1f}")
+    print(f"{'step (fresh browser context each run)':<32}{'usable: median':>16}{'max':>6}{'idle: median':>14}{'max':>6}")
+    for step in runs[0]:
+        usable, idle = ([run[step][i] for run in runs] for i in (0, 1))
+        print(f"{step:<32}{statistics.median(usable):>16.2f}{max(usable):>6.2f}{statistics.median(idle):>14.2f}{max(idle):>6.2f}")
+
+
+if __name__ == "__main__":
+    main()

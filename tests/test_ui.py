@@ -1,0 +1,177 @@
+"""The dashboard's plain-Python parts: view state and links, escaping per sink, chart axes, tables, import layers."""
+
+from __future__ import annotations
+
+import html
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fusion.compare import compare  # noqa: E402
+from fusion.trace import load  # noqa: E402
+from kernels import layer, make_trace, steps  # noqa: E402
+from ui import charts, tables, text  # noqa: E402
+from ui.state import View, parse  # noqa: E402
+
+DIGEST = "a" * 64
+
+
+def test_a_view_round_trips_through_its_link() -> None:
+    view = View(t1=DIGEST, t2="b" * 64, l1="MI300X", mgs=20, type="GEMM", pair=3, w1=(4, 9), w2=(5, 7), tab="2", q="gemm")
+    assert parse(view.to_params()) == parse({**view.to_params()}) and parse(view.to_params()).view == view
+    assert parse({}).view == View() and not parse({}).problems
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("t1", "zz"), ("t2", DIGEST[:-1]), ("pair", "-1"), ("pair", "x"), ("w1", "9-4"), ("mgs", "0"), ("type", "NoSuchType"),
+     ("tab", "3"), ("sample", "x" * 100_000), ("sample", "../etc"), ("q", "q" * 1000)],
+)
+def test_a_damaged_value_is_dropped_and_named(key: str, value: str) -> None:
+    link = parse({"sample": "s", key: value} if key != "sample" else {key: value})
+    assert link.problems == (key,)
+    assert value not in "".join(str(v) for v in link.view.to_params().values())
+
+
+def test_with_type_and_with_pair_reset_what_no_longer_applies() -> None:
+    view = View(sample="s", type="GEMM", pair=2, w1=(1, 2), w2=(3, 4))
+    assert view.with_type("Sort") == View(sample="s", type="Sort")
+    assert view.with_pair(5) == View(sample="s", type="GEMM", pair=5)
+    assert view.with_pair(5, (1, 3), (2, 4)).w2 == (2, 4)
+    assert view.with_min_group_size(10) == View(sample="s", type="GEMM", mgs=10)
+    assert View(sample="s", l1="a", tab="1", pair=1).swapped() == View(sample="s", l2="a", tab="2", swap=True)
+    assert View(t1=DIGEST, type="GEMM", pair=1).with_sources(sample="x") == View(sample="x")
+
+
+HOSTILE = ["[l](https://evil.example)", "![x](http://evil.example/i.png)", "https://evil.example", "www.evil.example",
+           "a@evil.example", "<b>bold</b>", ":red[x] :material/home:", "**x** _y_ `z`", "<a href='x'>a</a>", "\x1b]8;;x\x07"]
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_markdown_escape_leaves_no_syntax(hostile: str) -> None:
+    escaped = text.md(hostile)
+    for character in "[]()<>*_`:.@!":
+        assert all(escaped[i - 1] == "\\" for i, c in enumerate(escaped) if c == character)
+    assert "\x1b" not in escaped and "\n" not in text.md("a\nb")
+    assert text.label(hostile) == escaped
+
+
+def test_code_span_cannot_be_closed_from_inside() -> None:
+    span = text.code("a``b`c")
+    assert span.startswith("``` ") and span.endswith(" ```") and "a``b`c" in span
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_plotly_escape_leaves_no_tags(hostile: str) -> None:
+    escaped = text.plotly(hostile)
+    assert "<" not in escaped and ">" not in escaped and html.unescape(escaped).replace(" ", "") == hostile.replace("\x1b", "").replace("\x07", "").replace(" ", "")
+
+
+def test_numbers_never_read_none() -> None:
+    assert text.ms(None) == text.ratio(None) == text.ratio(math.nan) == text.ms(math.inf) == "—"
+    assert text.ratio(0.962) == "0.96×" and text.ms(1234.5) == "1.234 ms"
+
+
+def _stats(ratios: list[float], only: list[int]) -> pd.DataFrame:
+    return pd.DataFrame({"count_ratio": ratios, "only_in": only}, index=[f"T{i}" for i in range(len(ratios))])
+
+
+def test_ratio_axis_spans_at_least_half_to_double_and_is_symmetric() -> None:
+    fig = charts.ratio_chart(_stats([0.962, 1.0, 0.98], [0, 0, 0]), "count_ratio", "r")
+    low, high = fig.layout.yaxis.range
+    assert low == -high and high >= 1
+    assert list(fig.layout.yaxis.ticktext) == ["1/2", "1×", "2×"]
+    assert abs(fig.data[0].y[0]) < 0.06  # 0.962 sits near the middle, not at the edge
+
+
+def test_ratio_axis_grows_for_large_ratios_and_pins_one_sided_types_on_their_own_tick() -> None:
+    fig = charts.ratio_chart(_stats([3.0, math.nan, math.nan], [0, 1, 2]), "count_ratio", "r")
+    ticks = list(fig.layout.yaxis.tickvals)
+    assert ticks == [-3, -2, -1, 0, 1, 2, 3] and ticks == [-t for t in reversed(ticks)]
+    assert fig.layout.yaxis.ticktext[0] == "only trace 2" and fig.layout.yaxis.ticktext[-1] == "only trace 1"
+    assert list(fig.data[0].y[1:]) == [3, -3]
+
+
+def test_chart_text_from_traces_is_escaped() -> None:
+    stats = pd.DataFrame({"trace1_count": [1], "trace2_count": [2]}, index=["GEMM"])
+    fig = charts.side_by_side(("<a href='x'>l</a>", "ok"), stats, "count", 1.0, "kernels")
+    assert "<a" not in fig.data[0].name and "&lt;a" in fig.data[0].name
+
+
+@pytest.fixture(scope="module")
+def eager() -> object:
+    """Two eager traces where one side runs an extra norm per layer: only stream windows."""
+    fused = steps(layer(True), 2, eager=True)
+    unfused = steps(layer(False), 2, eager=True)
+    return compare(make_trace(fused, "A"), make_trace(unfused, "B", "NVIDIA"))
+
+
+def test_pairs_with_difference_counts_stream_windows(eager) -> None:
+    assert set(eager.pairs["kind"]) == {"stream"}
+    differing = eager.type_stats.index[eager.type_stats["trace1_count"] != eager.type_stats["trace2_count"]]
+    assert len(differing)
+    for kernel_type in differing:
+        rows = eager.pairs_with_difference(kernel_type)
+        total = eager.type_stats.loc[kernel_type, "trace1_count"] - eager.type_stats.loc[kernel_type, "trace2_count"]
+        assert len(rows) and rows["difference"].sum() == total
+
+
+def test_counterparts_pair_each_name_with_the_aligned_one(eager) -> None:
+    table, read = tables.counterparts(eager)
+    assert read == len(eager.pairs)
+    both = table[table["aligned"] == "same type"]
+    assert len(both) and (both["type 1"] == both["type 2"]).all()
+    assert table["times"].sum() == sum(len(eager.alignment(p)) for p in eager.pairs["pair_id"])
+    filtered = tables.name_filter(table, ["kernel name, trace 1", "kernel name, trace 2"], both["kernel name, trace 2"].iloc[0][:6])
+    assert 0 < len(filtered) <= len(table)
+
+
+def test_what_was_compared_names_windows_for_eager_pairs(eager) -> None:
+    lines = tables.compared(eager)
+    assert any(f"{eager.metadata['stream_windows']} stream windows" in line for line in lines)
+    assert not any("graph-launch groups" in line for line in lines if "matched" in line)
+
+
+def test_type_table_says_one_sided_instead_of_none() -> None:
+    stats = pd.DataFrame(
+        {"trace1_count": [2, 0], "trace2_count": [1, 3], "trace1_time_us": [1.0, 0], "trace2_time_us": [2.0, 1],
+         "count_ratio": [2.0, np.nan], "time_ratio": [0.5, np.nan], "only_in": [0, 2]}, index=["GEMM", "Sort"])
+    table = tables.type_table(stats)
+    assert table["count ratio"].tolist() == ["2.00×", "only in trace 2"]
+    assert not table.isna().any().any()
+
+
+def test_the_engine_never_imports_the_dashboard_and_the_layers_hold() -> None:
+    """import-linter in its own process (it reconfigures logging, which other tests read)."""
+    command = [sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()",
+               "--config", str(ROOT / ".importlinter"), "--no-cache"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "3 kept, 0 broken" in done.stdout
+
+
+def test_sample_pair_loads_for_the_tables() -> None:
+    sample = ROOT / "sample_traces" / "vllm_moe_full_graph"
+    comparison = compare(load(sample / "amd.json.gz"), load(sample / "nvidia.json.gz"))
+    assert len(tables.pair_table(comparison.pairs)) == len(comparison.pairs)
+
+
+def test_kernels_only_time_axis_removes_idle_gaps() -> None:
+    rows = pd.DataFrame({"rel_ts1": [0.0, 100.0, np.nan, 500.0], "dur1": [10.0, 5.0, np.nan, 2.0]})
+    assert tables.kernel_starts(rows, 1, kernels_only=False).tolist()[:2] == [0.0, 100.0]
+    starts = tables.kernel_starts(rows, 1, kernels_only=True)
+    assert starts.iloc[[0, 1, 3]].tolist() == [0.0, 10.0, 15.0] and np.isnan(starts.iloc[2])
+
+
+def test_evidence_window_marks_the_rows_of_either_side() -> None:
+    alignment = pd.DataFrame({"index1": [4, 5, -1, 7], "index2": [9, -1, 10, 11]})
+    marked = tables.in_window(alignment, View(w1=(5, 6), w2=(11, 12)))
+    assert marked.tolist() == [False, True, False, True]

@@ -1,0 +1,339 @@
+"""The cached data layer: where each side's trace comes from, the loaded traces and comparisons, uploads.
+
+Parsed traces and comparisons live in process-wide LRU caches keyed by content digests (never by
+the bytes, which Streamlit would rehash on every call), filled by plain functions that show
+progress. The on-disk table cache and the trace store are optimisations and a place to keep
+uploads: when their folder cannot be written, the dashboard carries on without caching and says so,
+and an upload that cannot be stored gets the store's one-line message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from fusion import settings
+from fusion.errors import TraceError
+from fusion.parallel import Request, load_traces
+from fusion.result import Comparison
+from fusion.resultcache import ResultCache, cached_compare
+from fusion.store import StoreError, TraceStore, TraceUnavailable
+from fusion.tablecache import TableCache
+from fusion.trace import Trace, load
+from ui.state import View
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES_DIR = ROOT / "sample_traces"
+DEFAULT_SAMPLE = "vllm_moe_full_graph"
+DERIVED_PER_COMPARISON = 16
+"""Derived tables and figures kept per cached comparison: enough for a few pairs' charts."""
+COMPARE_STAGES = {"groups": "Finding kernel groups", "match": "Matching groups", "align": "Aligning kernels", "detect": "Detecting fusions"}
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where one side's trace comes from: a cache key, the file to read, and the name for messages."""
+
+    key: Hashable
+    path: Path
+    name: str
+
+
+def samples() -> dict[str, tuple[Path, Path]]:
+    """Bundled pairs: each sample_traces/ folder holding exactly two traces, AMD's first when named so."""
+    pairs = {}
+    if SAMPLES_DIR.is_dir():
+        for folder in sorted(p for p in SAMPLES_DIR.iterdir() if p.is_dir()):
+            traces = [p for p in folder.iterdir() if p.name.endswith((".json", ".json.gz")) and not p.name.startswith(("ground_truth", "."))]
+            if len(traces) == 2:
+                first, second = sorted(traces, key=lambda p: ("amd" not in p.name.lower(), p.name))
+                pairs[folder.name] = (first, second)
+    return pairs
+
+
+def default_sample() -> str | None:
+    names = samples()
+    return DEFAULT_SAMPLE if DEFAULT_SAMPLE in names else next(iter(names), None)
+
+
+# --- the server's folders: optional, said once when unusable ---------------------------------------
+
+
+@st.cache_resource
+def table_cache() -> TableCache:
+    """Parsed kernel tables on disk (FUSION_CACHE_DIR), so a link reopens fast even after a restart."""
+    return TableCache()
+
+
+@st.cache_resource
+def result_cache() -> ResultCache:
+    """Comparisons on disk, beside the tables, so an analysed pair reopens without analysing it again."""
+    return ResultCache()
+
+
+@st.cache_resource
+def trace_store() -> TraceStore:
+    """The server's one trace store (FUSION_STORE_DIR, FUSION_STORE_MAX_MB)."""
+    return TraceStore()
+
+
+def folder_notes() -> list[str]:
+    """Why caching is off, if it is (no server path when hosted); results are unaffected."""
+    problems = {cache.problem for cache in (table_cache(), result_cache()) if cache.problem}
+    return [f"{problem}: results are unaffected, only slower to reopen." for problem in sorted(problems)]
+
+
+# --- each side's source --------------------------------------------------------------------------
+
+
+def sources(view: View) -> tuple[list[Source | None], list[str | None]]:
+    """Each side's source, or a message saying why that side has none."""
+    if view.sample:
+        pair = samples().get(view.sample)
+        if pair is None:
+            return [None, None], [f"There is no bundled sample named {view.sample!r}."] * 2
+        files = [_file_source(path, f"{view.sample}/{path.name}") for path in pair]
+        return (files[::-1] if view.swap else files), [None, None]
+    found, errors = [], []
+    for digest, path in ((view.t1, view.p1), (view.t2, view.p2)):
+        source, error = _side_source(digest, path)
+        found.append(source)
+        errors.append(error)
+    return found, errors
+
+
+def _side_source(digest: str | None, path: str | None) -> tuple[Source | None, str | None]:
+    if digest:
+        try:
+            return Source(digest, trace_store().path(digest), f"uploaded trace {digest[:12]}"), None
+        except TraceUnavailable as exc:
+            return None, f"Stored trace {digest[:12]}…: {exc}."
+        except KeyError:
+            return None, (
+                f"The link names stored trace {digest[:12]}…, which this server does not have "
+                "(it was evicted or uploaded elsewhere). Upload it again."
+            )
+    if path and not settings.hosted():
+        resolved = Path(path).expanduser()
+        return _file_source(resolved, str(resolved)), None
+    return None, None
+
+
+def _file_source(path: Path, name: str) -> Source:
+    """Key a file by path, size and mtime so an edited file is read again."""
+    try:
+        stat = path.stat()
+        key: Hashable = ("file", str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    except OSError:
+        key = ("missing", str(path), time.monotonic())
+    return Source(key, path, name)
+
+
+# --- uploads -------------------------------------------------------------------------------------------
+
+
+def accept_upload(side: int, upload: Any) -> dict[str, str]:
+    """Parse and store an upload once per file_id: {'digest': ...} or {'error': ...}, remembered per session."""
+    seen = st.session_state.setdefault("uploads", {})
+    if upload.file_id not in seen:
+        seen[upload.file_id] = _ingest(side, upload)
+    return seen[upload.file_id]
+
+
+def _ingest(side: int, upload: Any) -> dict[str, str]:
+    limit = settings.max_upload_mb()
+    if limit and upload.size > limit * 1e6:
+        return {"error": f"{upload.name}: {upload.size / 1e6:,.1f} MB is above this server's {limit:,g} MB upload limit."}
+    data = upload.getvalue()
+    progress = Progress(f"Reading trace {side} ({upload.name})")
+    try:
+        trace = load(data, name=upload.name, progress=progress.bytes_callback(f"Reading {upload.name}", 0, 1))
+    except TraceError as exc:
+        progress.fail(str(exc))
+        return {"error": str(exc)}
+    try:
+        digest = trace_store().put(data)
+    except StoreError as exc:
+        progress.fail(f"{upload.name} could not be stored")
+        return {"error": f"{upload.name}: {exc}"}
+    table_cache().store(trace_store().path(digest), trace)
+    _traces().put(digest, trace)
+    progress.done(f"Trace {side}: {upload.name} read ({trace.kernel_count:,} kernels)")
+    return {"digest": digest}
+
+
+# --- in-memory caches and progress -------------------------------------------------------------------
+
+
+class Lru:
+    """A small thread-safe LRU map, shared by all sessions of this server process."""
+
+    def __init__(self, capacity: int) -> None:
+        self._items: OrderedDict[Hashable, Any] = OrderedDict()
+        self._capacity = max(1, capacity)
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> Any | None:
+        with self._lock:
+            if key not in self._items:
+                return None
+            self._items.move_to_end(key)
+            return self._items[key]
+
+    def put(self, key: Hashable, value: Any) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self._capacity:
+                self._items.popitem(last=False)
+
+
+@st.cache_resource
+def _traces() -> Lru:
+    return Lru(settings.cached_traces())
+
+
+@st.cache_resource
+def _comparisons() -> Lru:
+    return Lru(settings.cached_comparisons())
+
+
+@st.cache_resource
+def _derived() -> Lru:
+    """Tables and figures derived from a comparison (kernel counterparts, a pair's charts)."""
+    return Lru(DERIVED_PER_COMPARISON * settings.cached_comparisons())
+
+
+def derived(comparison: Comparison, what: Hashable, make: Callable[[Comparison], Any]) -> Any:
+    """`make(comparison)`, computed once per comparison (under its labels) and `what`."""
+    key = (comparison.trace1.digest, comparison.trace2.digest, comparison.params.get("min_group_size"),
+           comparison.trace1.label, comparison.trace2.label, what)
+    value = _derived().get(key)
+    if value is None:
+        value = make(comparison)
+        _derived().put(key, value)
+    return value
+
+
+class Progress:
+    """An st.status with a progress bar, created only when there is work to show."""
+
+    def __init__(self, label: str) -> None:
+        self._label = label
+        self._status: Any = None
+        self._bar: Any = None
+        self._last = (-1.0, "")
+
+    def update(self, fraction: float, text: str) -> None:
+        if self._status is None:
+            self._status = st.status(self._label, expanded=True)
+            self._bar = self._status.progress(0.0)
+        fraction = min(max(fraction, 0.0), 1.0)
+        if text != self._last[1] or fraction - self._last[0] >= 0.01:
+            self._bar.progress(fraction, text=text)
+            self._last = (fraction, text)
+
+    def bytes_callback(self, what: str, start: float, stop: float) -> Callable[[int, int], None]:
+        """A loader progress callback reporting bytes read within [start, stop] of the bar."""
+
+        def report(done: int, total: int) -> None:
+            share = done / total if total else 0.0
+            size = f"{done / 1e6:,.0f} / {total / 1e6:,.0f} MB" if total else f"{done / 1e6:,.0f} MB"
+            text = f"{what}: {size}" if share < 1 else f"{what}: parsing and classifying kernels"
+            self.update(start + (stop - start) * share, text)
+
+        return report
+
+    def done(self, label: str) -> None:
+        if self._status is not None:
+            self._status.update(label=label, state="complete", expanded=False)
+
+    def fail(self, label: str) -> None:
+        if self._status is not None:
+            self._status.update(label=label, state="error", expanded=False)
+
+
+@dataclass
+class Analysis:
+    """Both sides' traces (or why not) and their comparison when both loaded."""
+
+    traces: list[Trace | None]
+    errors: list[str | None]
+    comparison: Comparison | None
+
+
+def analyse(view: View) -> Analysis:
+    """Load both traces and compare them, from the caches when possible, else with visible progress."""
+    found, errors = sources(view)
+    progress = Progress("Analysing traces")
+    traces = _load_sides(found, errors, progress)
+    if traces[0] is None or traces[1] is None:
+        progress.fail("Could not read both traces")
+        return Analysis(traces, errors, None)
+    comparison = _compare(traces[0], traces[1], view.mgs, progress)
+    progress.done(f"Compared {comparison.trace1.kernel_count:,} and {comparison.trace2.kernel_count:,} kernels")
+    return Analysis(traces, errors, relabel(comparison, view))
+
+
+def _load_sides(found: list[Source | None], errors: list[str | None], progress: Progress) -> list[Trace | None]:
+    """Each side's trace: from memory, else the on-disk table cache, else parsed (both at once when large)."""
+    traces: list[Trace | None] = [_traces().get(s.key) if s is not None else None for s in found]
+    todo = [i for i, source in enumerate(found) if source is not None and traces[i] is None]
+    requests = [Request(found[i].path, name=found[i].name) for i in todo]  # type: ignore[union-attr]
+    callbacks = {
+        i + 1: progress.bytes_callback(f"Reading trace {i + 1} ({Path(found[i].name).name})", 0.35 * i, 0.35 * (i + 1))  # type: ignore[union-attr]
+        for i in todo
+    }
+
+    def report(side: int, done: int, total: int) -> None:
+        callbacks[todo[side - 1] + 1](done, total)
+
+    for i, result in zip(todo, load_traces(requests, progress=report, cache=table_cache())):
+        if isinstance(result, TraceError):
+            errors[i] = str(result)
+        else:
+            traces[i] = result
+            _traces().put(found[i].key, result)  # type: ignore[union-attr]
+    return traces
+
+
+def _compare(trace1: Trace, trace2: Trace, min_group_size: int, progress: Progress) -> Comparison:
+    key = (trace1.digest, trace2.digest, min_group_size)
+    comparison = _comparisons().get(key)
+    if comparison is None:
+
+        def report(stage: str, fraction: float) -> None:
+            progress.update(0.7 + 0.3 * fraction, f"{COMPARE_STAGES.get(stage, stage)}…")
+
+        comparison = cached_compare(trace1, trace2, cache=result_cache(), progress=report, min_group_size=min_group_size)
+        _comparisons().put(key, comparison)
+    return comparison
+
+
+def relabel(comparison: Comparison, view: View) -> Comparison:
+    """The cached comparison under the view's labels, without recomputing (its caches stay shared)."""
+    old = [comparison.trace1.label, comparison.trace2.label]
+    new = [view.l1 or old[0], view.l2 or old[1]]
+    if new == old:
+        return comparison
+    renamed = {old[i]: new[i] for i in (0, 1)}
+    return dataclasses.replace(
+        comparison,
+        trace1=dataclasses.replace(comparison.trace1, label=new[0]),
+        trace2=dataclasses.replace(comparison.trace2, label=new[1]),
+        metadata={**comparison.metadata, "trace1_label": new[0], "trace2_label": new[1]},
+        warnings=[_renamed(w, renamed) for w in comparison.warnings],
+    )
+
+
+def _renamed(warning: str, renamed: dict[str, str]) -> str:
+    label, sep, rest = warning.partition(": ")
+    return f"{renamed[label]}{sep}{rest}" if sep and label in renamed else warning

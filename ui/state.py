@@ -1,0 +1,175 @@
+"""The view state: everything that reproduces what a page shows, and its round trip through the URL.
+
+No streamlit here (tested as plain Python). A link is parsed leniently but never silently: a value
+that cannot be used is dropped and named in `Link.problems`, so the page can say the link is damaged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fusion import settings
+from fusion.classify import KERNEL_TYPES
+from fusion.store import is_digest
+
+DEFAULT_MIN_GROUP_SIZE = 50
+SOURCE_KEYS = ("sample", "t1", "t2", "p1", "p2")
+KERNEL_TABS = ("joined", "1", "2")
+"""The Kernels page's views: names side by side with their counterparts, or one trace's names."""
+MAX_SAMPLE_NAME = 64
+MAX_FILTER = 200
+MAX_LABEL = 80
+_SAMPLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_LABEL_MARKUP = re.compile(r"[\[\]*_`<>|~$\\]")
+
+PAGES = {
+    "home": "app.py",
+    "overview": "pages/1_Overview.py",
+    "fusion": "pages/2_Fusion.py",
+    "groups": "pages/3_Groups.py",
+    "kernels": "pages/4_Kernels.py",
+}
+PAGE_TITLES = {"home": "Home", "overview": "Overview", "fusion": "Fusion", "groups": "Groups", "kernels": "Kernels"}
+
+
+@dataclass(frozen=True)
+class View:
+    """Everything that reproduces a view; round-trips through the query string."""
+
+    sample: str | None = None
+    t1: str | None = None
+    t2: str | None = None
+    p1: str | None = None
+    p2: str | None = None
+    l1: str | None = None
+    l2: str | None = None
+    mgs: int = DEFAULT_MIN_GROUP_SIZE
+    swap: bool = False
+    type: str | None = None
+    pair: int | None = None
+    w1: tuple[int, int] | None = None
+    w2: tuple[int, int] | None = None
+    tab: str = "joined"
+    q: str = ""
+
+    def label(self, side: int) -> str | None:
+        return self.l1 if side == 1 else self.l2
+
+    def with_(self, **changes: Any) -> View:
+        return dataclasses.replace(self, **changes)
+
+    def with_type(self, kernel_type: str | None) -> View:
+        """A new type filter: the selected pair and evidence windows belonged to the old list, so they go."""
+        return self.with_(type=kernel_type, pair=None, w1=None, w2=None)
+
+    def with_pair(self, pair: int | None, w1: tuple[int, int] | None = None, w2: tuple[int, int] | None = None) -> View:
+        """Another pair: evidence windows name kernels of one pair, so they are kept only when given with it."""
+        return self.with_(pair=pair, w1=w1, w2=w2)
+
+    def with_min_group_size(self, mgs: int) -> View:
+        """Groups change with the size threshold, so pair ids and windows no longer apply."""
+        return self.with_pair(None).with_(mgs=mgs)
+
+    def with_sources(self, **changes: Any) -> View:
+        """Only the given inputs; labels, selections and windows of the old comparison no longer apply."""
+        cleared = dict.fromkeys((*SOURCE_KEYS, "l1", "l2")) | {"swap": False}
+        return dataclasses.replace(self.with_type(None), **{**cleared, **changes})
+
+    def swapped(self) -> View:
+        """Trace 1 and trace 2 exchanged; a selected pair's ids refer to the old order, so it is dropped."""
+        tab = {"1": "2", "2": "1"}.get(self.tab, self.tab)
+        base = self.with_pair(None).with_(l1=self.l2, l2=self.l1, tab=tab)
+        if self.sample:
+            return base.with_(swap=not self.swap)
+        return base.with_(t1=self.t2, t2=self.t1, p1=self.p2, p2=self.p1)
+
+    def to_params(self) -> dict[str, str]:
+        params: dict[str, str] = {}
+        for key in ("sample", "t1", "t2", "p1", "p2", "l1", "l2", "type", "q"):
+            value = getattr(self, key)
+            if value:
+                params[key] = value
+        if self.mgs != DEFAULT_MIN_GROUP_SIZE:
+            params["mgs"] = str(self.mgs)
+        if self.swap:
+            params["swap"] = "1"
+        if self.pair is not None:
+            params["pair"] = str(self.pair)
+        for key in ("w1", "w2"):
+            window = getattr(self, key)
+            if window:
+                params[key] = f"{window[0]}-{window[1]}"
+        if self.tab != "joined":
+            params["tab"] = self.tab
+        return params
+
+
+@dataclass(frozen=True)
+class Link:
+    """A parsed query string: the view, and the names of the values that had to be dropped."""
+
+    view: View
+    problems: tuple[str, ...] = ()
+
+
+def parse(params: Mapping[str, str]) -> Link:
+    """The view a query string names; a value that cannot be used is dropped and reported, never trusted."""
+    problems: list[str] = []
+
+    def keep(key: str, value: Any, ok: bool) -> Any:
+        if params.get(key) and not ok:
+            problems.append(key)
+            return None
+        return value
+
+    digests = {key: keep(key, params.get(key) or None, is_digest(params.get(key))) for key in ("t1", "t2")}
+    paths = {key: None if settings.hosted() else params.get(key) or None for key in ("p1", "p2")}
+    sample = params.get("sample") or None
+    windows = {key: keep(key, _window(params.get(key)), _window(params.get(key)) is not None) for key in ("w1", "w2")}
+    view = View(
+        sample=keep("sample", sample, sample is not None and is_sample_name(sample)),
+        **digests,
+        **paths,
+        l1=clean_label(params.get("l1")),
+        l2=clean_label(params.get("l2")),
+        mgs=keep("mgs", _int(params.get("mgs"), 1, 1_000_000), _int(params.get("mgs"), 1, 1_000_000) is not None)
+        or DEFAULT_MIN_GROUP_SIZE,
+        swap=params.get("swap") == "1",
+        type=keep("type", params.get("type"), params.get("type") in KERNEL_TYPES),
+        pair=keep("pair", _int(params.get("pair"), 0, 10**9), _int(params.get("pair"), 0, 10**9) is not None),
+        **windows,
+        tab=keep("tab", params.get("tab"), params.get("tab") in KERNEL_TABS) or "joined",
+        q=keep("q", params.get("q"), len(params.get("q") or "") <= MAX_FILTER) or "",
+    )
+    return Link(view, tuple(problems))
+
+
+def is_sample_name(name: str) -> bool:
+    """A bundled sample's folder name can be this (short, plain characters); anything else is not echoed back."""
+    return len(name) <= MAX_SAMPLE_NAME and _SAMPLE_NAME.fullmatch(name) is not None
+
+
+def clean_label(value: str | None) -> str | None:
+    """A label as plain text: characters that markdown would turn into links or markup are dropped."""
+    if not value:
+        return None
+    return _LABEL_MARKUP.sub("", value).strip()[:MAX_LABEL] or None
+
+
+def _int(value: str | None, low: int, high: int) -> int | None:
+    if value is None or not value.strip().isdigit():
+        return None
+    number = int(value)
+    return number if low <= number <= high else None
+
+
+def _window(value: str | None) -> tuple[int, int] | None:
+    try:
+        start, stop = (int(part) for part in (value or "").split("-"))
+    except ValueError:
+        return None
+    return (start, stop) if 0 <= start <= stop else None

@@ -1,0 +1,63 @@
+"""Untrusted text (kernel and GPU names, file names, labels from links) made literal for each place it is shown,
+and numbers as text. No streamlit here.
+
+Each display sink has its own syntax, so each has one function:
+- `md`: Streamlit markdown (st.markdown, captions, messages): markdown syntax, directives and autolinks;
+  `code` shows it as a code span there instead (kernel names);
+- `label`: widget, tab and metric labels, which Streamlit renders as a markdown subset;
+- `plotly`: Plotly's HTML subset in hover text, legend entries, axis categories and annotations.
+Dataframe cells and st.code show text as it is and need nothing.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+
+_MARKDOWN_SYNTAX = re.compile(r"([\\`*_{}\[\]()<>#+!|~$:.@&=-])")
+"""Everything markdown, Streamlit's :directives: and GFM autolinks (https://, www., a@b) are made of."""
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_AUTOLINK = re.compile(r"(?i)(?<=www)(?=\.)|(?<=:)(?=//)|(?=@)")
+"""Where GFM would start an autolink (www., scheme://, a@b); escapes do not stop it, an invisible joiner does."""
+WORD_JOINER = "\u2060"
+
+
+def md(text: object) -> str:
+    """Untrusted text as literal markdown: every syntax character backslash-escaped, on one line."""
+    unlinked = _AUTOLINK.sub(WORD_JOINER, _CONTROL.sub(" ", str(text)))
+    return _MARKDOWN_SYNTAX.sub(r"\\\1", unlinked)
+
+
+def code(text: object) -> str:
+    """Untrusted text as a markdown code span: a fence longer than any backtick run inside, so nothing is interpreted."""
+    plain = _CONTROL.sub(" ", str(text))
+    fence = "`" * (max((len(run) for run in re.findall("`+", plain)), default=0) + 1)
+    return f"{fence} {plain} {fence}"
+
+
+def label(text: object) -> str:
+    """Untrusted text inside a widget, tab or metric label (the same markdown subset, so the same escape)."""
+    return md(text)
+
+
+def plotly(text: object) -> str:
+    """Untrusted text for Plotly, whose text is an HTML subset (<a href>, <b>, <br>): tags become literal."""
+    return html.escape(_CONTROL.sub(" ", str(text)), quote=False)
+
+
+def ms(us: float | None) -> str:
+    """Microseconds as a readable millisecond figure; '—' when there is none."""
+    if us is None or not math.isfinite(us):
+        return "—"
+    return f"{us / 1000:,.3f} ms" if abs(us) < 10_000 else f"{us / 1000:,.1f} ms"
+
+
+def ratio(value: float | None) -> str:
+    """A trace 1 / trace 2 ratio; '—' when a side has none."""
+    return "—" if value is None or not math.isfinite(value) else f"{value:.2f}×"
+
+
+def ratio_tick(value: float) -> str:
+    """A log-axis tick: 2×, 1×, 1/2."""
+    return f"{value:g}×" if value >= 1 else f"1/{1 / value:g}"

@@ -1,0 +1,243 @@
+"""Streamlit widgets shared by the pages, and `page()`, the call every page starts with.
+
+`page()` sets the page up (config, upload limit, style, title), reads the view from the URL (saying
+so when the link is damaged), loads the comparison, draws the sidebar and turns any failure into a
+short message, so the pages themselves only draw.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import plotly.graph_objects as go
+import streamlit as st
+from streamlit import config
+
+from fusion import settings
+from fusion.errors import ConfigError, TraceError
+from fusion.result import Comparison, FusionMapping
+from ui import charts, data, text
+from ui.state import PAGE_TITLES, PAGES, View, parse
+
+log = logging.getLogger("fusion.app")
+
+STYLE = """
+<style>
+/* Links to other views look like links (Streamlit draws page links as plain text). */
+[data-testid="stMain"] [data-testid="stPageLink-NavLink"] {
+  border: 1px solid #c9d3e3; border-radius: 0.4rem; padding: 0.15rem 0.6rem; background: #f3f6fb;
+}
+[data-testid="stMain"] [data-testid="stPageLink-NavLink"] p { color: #1f5fbf; text-decoration: underline; }
+</style>
+"""
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What a page draws: the view from the URL and, on analysis pages, its comparison."""
+
+    view: View
+    comparison: Comparison | None
+
+
+@contextmanager
+def page(title: str, *, analysed: bool = True) -> Iterator[Shown]:
+    """Every page's first call: `with page("Groups") as shown:` then draw from shown.view and shown.comparison.
+
+    With `analysed` the comparison is loaded (or the page says why not and stops); the home page
+    passes False, picks its inputs first and calls `data.analyse` itself.
+    """
+    st.set_page_config(layout="wide", page_title="Fusion Explorer", page_icon=":material/compare_arrows:")
+    st.html(STYLE)
+    st.title(title)
+    with guard():
+        enforce_upload_limit()
+        view = current_view()
+        navigation(view)
+        comparison = require_comparison(view) if analysed else None
+        if comparison is not None:
+            sidebar(view, comparison)
+        yield Shown(view, comparison)
+
+
+@contextmanager
+def guard() -> Iterator[None]:
+    """Show a failure as a short message in place of a traceback; bad input keeps its own message."""
+    try:
+        yield
+    except (TraceError, ConfigError) as exc:
+        st.error(text.md(exc))
+    except Exception as exc:
+        log.exception("page failed")
+        st.error(text.md(f"Something went wrong drawing this page: {type(exc).__name__}"))
+
+
+def enforce_upload_limit() -> None:
+    """Make FUSION_MAX_UPLOAD_MB (or the hosted default) the cap Streamlit's server enforces while receiving.
+
+    The server reads server.maxUploadSize (MiB) on each upload request, so setting it here, before
+    any uploader exists, stops an oversized upload while it streams instead of after it is buffered.
+    """
+    limit = settings.max_upload_mb()
+    if limit is None:
+        return
+    mib = max(1, math.ceil(limit * 1e6 / (1 << 20)))
+    if config.get_option("server.maxUploadSize") != mib:
+        config.set_option("server.maxUploadSize", mib, "FUSION_MAX_UPLOAD_MB")
+
+
+# --- the view in the URL ---------------------------------------------------------------------------
+
+
+def current_view() -> View:
+    """The view from the URL; else this session's last view (sidebar navigation drops the query); else the sample."""
+    params = st.query_params.to_dict()
+    if any(params.get(key) for key in params):
+        link = parse(params)
+        if link.problems:
+            st.warning(
+                "This link is damaged: the value of " + ", ".join(f"`{key}`" for key in link.problems)
+                + " could not be used and was left out."
+            )
+        view = link.view
+        if not any((view.sample, view.t1, view.t2, view.p1, view.p2)):
+            view = view.with_(**_remembered_sources())
+    elif "view" in st.session_state:
+        view = st.session_state["view"]
+    else:
+        view = View(sample=data.default_sample())
+    set_view(view)
+    return view
+
+
+def _remembered_sources() -> dict[str, Any]:
+    """The inputs of this session's last view, else the default sample (a link without inputs still opens)."""
+    last = st.session_state.get("view")
+    if last is not None:
+        return {key: getattr(last, key) for key in ("sample", "t1", "t2", "p1", "p2", "swap")}
+    return {"sample": data.default_sample()}
+
+
+def set_view(view: View) -> None:
+    """Remember the view in the session and mirror it into the URL (safe inside widget callbacks)."""
+    st.session_state["view"] = view
+    params = view.to_params()
+    if params != st.query_params.to_dict():
+        st.query_params.from_dict(params)
+
+
+def session_view() -> View:
+    """The view of this session's last run (for widget callbacks)."""
+    return st.session_state["view"]
+
+
+def bind(key: str, value: Any) -> None:
+    """Make the keyed widget created next show `value` (taken from the URL) on this run."""
+    st.session_state[key] = value
+
+
+def share_url(view: View) -> str:
+    """The full link to this page and view when the browser's URL is known, else a relative one."""
+    query = urlencode(view.to_params())
+    try:
+        base = st.context.url
+    except Exception:  # not every runtime (e.g. AppTest) has a browser URL
+        base = None
+    return f"{base}?{query}" if base else f"?{query}"
+
+
+# --- links and the sidebar ---------------------------------------------------------------------------
+
+
+def link(key: str, label: str, view: View) -> None:
+    """A link to page `key` showing `view`; `label` is our own text (it may hold markdown)."""
+    params = view.to_params()
+    try:
+        st.page_link(PAGES[key], label=label, query_params=params)
+    except st.errors.StreamlitAPIException:  # a page run on its own (tests) does not know its siblings
+        path = "" if key == "home" else Path(PAGES[key]).stem.split("_", 1)[-1]
+        st.markdown(f"[{label}](/{path}?{urlencode(params)})")
+
+
+def navigation(view: View) -> None:
+    """The sidebar's page list (Streamlit's own is hidden: it would call the home page 'app' and drop the view)."""
+    with st.sidebar:
+        for key, title in PAGE_TITLES.items():
+            link(key, title, view)
+
+
+def sidebar(view: View, comparison: Comparison) -> None:
+    """Which traces are shown and the link that reproduces this page."""
+    with st.sidebar:
+        st.divider()
+        for side in (1, 2):
+            st.markdown(f":{side_badge(side)}[**Trace {side}**] {text.md(comparison.trace(side).label)}")
+        st.caption("Link to this view")
+        st.code(share_url(view), language=None, wrap_lines=True)
+
+
+def require_comparison(view: View) -> Comparison:
+    """For the analysis pages: the comparison, or a pointer to the home page and stop."""
+    for note in data.folder_notes():
+        st.caption(text.md(note))
+    analysis = data.analyse(view)
+    for side, error in enumerate(analysis.errors, start=1):
+        if error:
+            st.error(f"Trace {side}: {text.md(error)}")
+    if analysis.comparison is None:
+        st.info("Pick two traces on the home page first.")
+        link("home", "Go to the home page", view)
+        st.stop()
+    return analysis.comparison
+
+
+# --- drawing helpers ----------------------------------------------------------------------------------
+
+
+def side_badge(side: int) -> str:
+    """Streamlit colour name closest to the side colour, for inline markdown."""
+    return "red" if side == 1 else "green"
+
+
+def side_name(comparison: Comparison, side: int) -> str:
+    """':red[**Trace 1**] label' as markdown."""
+    return f":{side_badge(side)}[**{text.md(comparison.trace(side).label)}**] (trace {side})"
+
+
+def plot(fig: go.Figure, name: str, **kwargs: Any) -> Any:
+    """Draw a plotly figure with room for its toolbar; the toolbar's camera saves it as `<name>.png`."""
+    config_ = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": name, "scale": 2}}
+    return st.plotly_chart(charts.clear_toolbar(fig), config=config_, **kwargs)
+
+
+def finding(comparison: Comparison, mapping: FusionMapping) -> str:
+    """One fusion mapping as a sentence (markdown): which side runs one kernel for which sequence, and where from."""
+    fused, unfused = mapping.fused_trace, 3 - mapping.fused_trace
+    sequence = " → ".join(text.code(t) for t in mapping.unfused_sequence)
+    also = f" (also doing {', '.join(text.md(c) for c in mapping.fused_components)})" if mapping.fused_components else ""
+    where = f" in {text.code(mapping.op)}" if mapping.op else ""
+    return (
+        f"{side_name(comparison, fused)} runs one {text.code(mapping.fused_kernel_type)} kernel{also} where "
+        f"{side_name(comparison, unfused)} runs {sequence}{where}"
+    )
+
+
+def kernel_names(mapping: FusionMapping, first: int | None = None) -> str:
+    """The raw kernel names behind a finding (the `first` of each side), as markdown list lines; '' when none."""
+    lines = []
+    for label, side, names in (("fused", mapping.fused_trace, mapping.fused_kernel_names),
+                               ("instead", 3 - mapping.fused_trace, mapping.unfused_kernel_names)):
+        if names:
+            more = f" and {len(names) - first} more" if first is not None and len(names) > first else ""
+            lines.append(f"- {label} (trace {side}): " + ", ".join(text.code(n) for n in names[:first]) + more)
+    return "\n".join(lines)
+
+
+EVIDENCE_SOURCES = {"op_calls": "matched op calls", "groups": "matched graph-launch groups", "windows": "stream windows of eager kernels"}
