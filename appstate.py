@@ -76,8 +76,7 @@ _TYPE_PALETTE = {
     "BatchNorm": "#7B4173", "GroupNorm": "#A55194", "SwiGLU": "#2CA02C", "GELU": "#98DF8A", "ReLU": "#637939",
     "RoPE": "#BCBD22", "MoE_Routing": "#E377C2", "Softmax": "#D62728", "Embedding": "#AD494A",
     "Quantize": "#E7BA52", "Reduce": "#843C39", "Sort": "#393B79", "Scan": "#6B6ECF", "Elementwise": "#DBDB8D",
-    "Triton_Pointwise": "#D6616B", "Triton_Reduce": "#B5CF6B", "Triton_Persistent": "#9C9EDE",
-    "Triton_Template": "#E7969C", "MemCopy": "#C7C7C7", "Memset": "#525252", OTHER_TYPE: "#9E9E9E",
+    "SiLU": "#B5CF6B", "Cast": "#E7969C", "MemCopy": "#C7C7C7", "Memset": "#525252", OTHER_TYPE: "#9E9E9E",
 }
 """Hand-picked so that the types seen together most (GEMM, attention, norms, MoE, sort) differ in hue."""
 _SPARE = px.colors.qualitative.Dark24

@@ -102,6 +102,12 @@ def _classify(args: argparse.Namespace) -> int:
     print(f"{result.kernel_type}\trule: {result.rule}")
     if result.components:
         print(f"fused aten ops: {', '.join(result.components)}")
+    if result.fused_components:
+        print(f"fused components: {', '.join(result.fused_components)}")
+    if result.helper:
+        print(f"helper of {result.kernel_type}: {result.helper}")
+    if result.implementation:
+        print(f"implementation: {result.implementation}")
     return 0
 
 

@@ -1,22 +1,27 @@
-"""Map GPU kernel names to vendor-neutral operation types.
+"""Map GPU kernel names (and, when the name says nothing, their launching op) to vendor-neutral operation types.
 
-The rules are data (fusion/rules.toml, plus an optional user file named by the
-FUSION_RULES environment variable); this module only loads, validates and
-applies them: for each name the first matching rule wins.
+A kernel's *type* is what it computes as a whole (a GEMM with a SiLU-and-mul epilogue is a GEMM); its
+*fused components* are the other operation types it also performs; its *implementation* is the library or
+generator that made it (Inductor, CUTLASS, Tensile, ...); its *helper* role is set when it is one part of
+another operation (a split-K reduce is GEMM with role 'split_k_reduce').
+
+The rules are data (fusion/rules.toml and fusion/op_rules.toml, plus an optional user file named by
+FUSION_RULES); this module only loads, validates and applies them. Each distinct name is classified once.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
+
+from . import settings
+from .errors import ConfigError
+from .rulefile import Entry, Matcher, compile_pattern, entries, read_toml, reject_duplicate_ids
 
 KERNEL_TYPES: tuple[str, ...] = (
     "GEMM",
@@ -30,6 +35,7 @@ KERNEL_TYPES: tuple[str, ...] = (
     "BatchNorm",
     "GroupNorm",
     "SwiGLU",
+    "SiLU",
     "GELU",
     "ReLU",
     "RoPE",
@@ -37,37 +43,42 @@ KERNEL_TYPES: tuple[str, ...] = (
     "Softmax",
     "Embedding",
     "Quantize",
+    "Cast",
     "Reduce",
     "Sort",
     "Scan",
     "Elementwise",
-    "Triton_Pointwise",
-    "Triton_Reduce",
-    "Triton_Persistent",
-    "Triton_Template",
     "MemCopy",
     "Memset",
     "Other",
 )
 
+HELPER_ROLES: tuple[str, ...] = ("split_k_reduce", "split_k_init", "split_kv_combine", "sort_pass")
+"""Roles of kernels that are one part of another operation (typed as that operation)."""
+
+ROUTES: tuple[str, ...] = ("name", "op", "unknown")
 PLATFORMS: tuple[str, ...] = ("AMD", "NVIDIA", "unknown")
+COLUMNS: tuple[str, ...] = ("type", "rule", "components", "fused_components", "implementation", "helper")
 _PLATFORM_KEYS = {p.lower(): p for p in PLATFORMS}
 RULES_ENV = "FUSION_RULES"
 BUILTIN_RULES = Path(__file__).with_name("rules.toml")
+BUILTIN_OP_RULES = Path(__file__).with_name("op_rules.toml")
 MAX_MATCH_CHARS = 8192
 """Only this many leading characters of a name are matched: bounds the cost of hostile names."""
+UNCLASSIFIED_RULE = "unclassified"
 
-_RULE_KEYS = frozenset({"id", "type", "pattern", "vendor", "note"})
-_FILE_KEYS = frozenset({"rule", "compound_ops"})
-_VENDORS = frozenset({"AMD", "NVIDIA"})
-_INDUCTOR_PREFIX = re.compile(r"triton_(?:poi|red|per|tem)_fused_")
-_ESCAPE = re.compile(r"\\.")
-_GROUP_NAME = re.compile(r"\(\?P<\w*>")
-_CHAR_CLASS = re.compile(r"\[\^?\]?[^\]]*\]")
-_QUANTIFIED_GROUP = re.compile(r"\)[*+{]")
-_UNBOUNDED = re.compile(r"[*+]|\{\d*,\}")
-_BACKREF = re.compile(r"\\[1-9]|\(\?P=")
-_META = frozenset("\\.^$*+?{}[]()|")
+_NAME_TABLES = ("compound_ops", "inductor", "inductor_op", "rule", "component", "implementation")
+_OP_TABLES = ("op", "equivalent")
+_RULE_KEYS = ("id", "type", "pattern", "vendor", "fused", "helper", "note")
+_COMPONENT_KEYS = ("id", "pattern", "fused", "types", "vendor", "note")
+_IMPLEMENTATION_KEYS = ("id", "implementation", "pattern", "vendor", "note")
+_INDUCTOR_OP_KEYS = ("id", "type", "all", "any", "absorbs", "kinds", "alone", "note")
+_INDUCTOR_KEYS = ("implementation", "fallback", "passive_ops", "note")
+_OP_KEYS = ("id", "type", "pattern", "overrides", "note")
+_EQUIVALENT_KEYS = ("canonical", "ops", "note")
+_VENDORS = ("AMD", "NVIDIA")
+INDUCTOR_KINDS: tuple[str, ...] = ("poi", "red", "per", "tem", "for")
+_INDUCTOR_PREFIX = re.compile(r"triton_(poi|red|per|tem|for)_fused_")
 
 
 @dataclass(frozen=True)
@@ -77,69 +88,134 @@ class Classification:
     kernel_type: str
     rule: str
     components: tuple[str, ...]
+    """Raw op words of an Inductor name (e.g. ('add', 'mean', 'pow', 'rsqrt')); () for other names."""
+    fused_components: tuple[str, ...] = ()
+    """Operation types the kernel also performs besides `kernel_type`."""
+    implementation: str = ""
+    helper: str = ""
 
 
-UNCLASSIFIED_RULE = "unclassified"
+# --- rule records --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class _Rule:
-    """A compiled rule: its pattern split into top-level alternatives.
-
-    Plain-text alternatives are tested with `in` and "^text" ones with
-    startswith, both much faster than re; every other alternative is its own
-    regex, so re can use its literal-prefix search on each.
-    """
-
+class _NameRule:
     id: str
     kernel_type: str
     vendor: str | None
-    literals: tuple[str, ...]
-    prefixes: tuple[str, ...]
-    regexes: tuple[re.Pattern[str], ...]
+    matcher: Matcher
+    fused: tuple[str, ...]
+    helper: str
 
-    def matches(self, text: str) -> bool:
-        for literal in self.literals:
-            if literal in text:
-                return True
-        if text.startswith(self.prefixes):
-            return True
-        for regex in self.regexes:
-            if regex.search(text):
-                return True
-        return False
+
+@dataclass(frozen=True)
+class _ComponentRule:
+    """Adds `fused` types to kernels of `types` whose name matches (epilogue, bias, activation tags)."""
+
+    id: str
+    vendor: str | None
+    matcher: Matcher
+    fused: tuple[str, ...]
+    types: frozenset[str]
+
+
+@dataclass(frozen=True)
+class _ImplementationRule:
+    id: str
+    implementation: str
+    vendor: str | None
+    matcher: Matcher
+
+
+@dataclass(frozen=True)
+class _InductorOpRule:
+    """Types an Inductor kernel whose op list has all of `all` and one of `any` (if given)."""
+
+    id: str
+    kernel_type: str
+    all: frozenset[str]
+    any: frozenset[str]
+    absorbs: frozenset[str]
+    kinds: frozenset[str]
+    alone: bool
+    """Only when every op word is this rule's or passive (a kernel that only casts)."""
+
+    def matches(self, ops: frozenset[str], kind: str, passive: frozenset[str]) -> bool:
+        if kind not in self.kinds or not self.all <= ops or (self.any and not self.any & ops):
+            return False
+        return not self.alone or ops <= self.all | self.any | self.absorbs | passive
+
+    def own(self, ops: frozenset[str]) -> frozenset[str]:
+        """The op words that made the rule match."""
+        return (self.all | self.any) & ops
+
+    def consumed(self, ops: frozenset[str]) -> frozenset[str]:
+        return (self.all | self.any | self.absorbs) & ops
+
+
+@dataclass(frozen=True)
+class _Inductor:
+    implementation: str
+    fallback: Mapping[str, str]
+    passive_ops: frozenset[str]
+    """Op words with no compute of their own (views, layout copies, extern outputs)."""
+    rules: tuple[_InductorOpRule, ...]
+
+
+@dataclass(frozen=True)
+class _OpRule:
+    id: str
+    kernel_type: str
+    pattern: re.Pattern[str]
+    overrides: frozenset[str]
 
 
 @dataclass(frozen=True)
 class _RuleSet:
-    by_platform: Mapping[str, tuple[_Rule, ...]]
+    by_platform: Mapping[str, tuple[_NameRule, ...]]
+    components: Mapping[str, tuple[_ComponentRule, ...]]
+    implementations: Mapping[str, tuple[_ImplementationRule, ...]]
+    inductor: _Inductor
     compound_ops: Mapping[str, tuple[tuple[str, ...], ...]]
     """First "_"-token of a compound op name -> its token tuples, longest first."""
 
 
+@dataclass(frozen=True)
+class _OpRuleSet:
+    rules: tuple[_OpRule, ...]
+    canonical: Mapping[str, str]
+
+
+# --- public API ------------------------------------------------------------------------------------
+
+
 def classify(name: str, platform: str = "unknown") -> Classification:
-    """Classify one kernel name; never raises on a str name."""
+    """Classify one kernel name; never raises on a str name (a bad rule file raises ConfigError)."""
     rules = _active_rules()
-    return _classify_one(name, rules.by_platform[_platform_key(platform)], rules)
+    return _classify_one(name, _platform_key(platform), rules)
 
 
 def classify_names(names: Iterable[str], platform: str = "unknown") -> pd.DataFrame:
-    """One row per distinct name (index "name"): kernel_type, rule, components."""
+    """One row per distinct name (index "name"); columns COLUMNS."""
     rules = _active_rules()
-    platform_rules = rules.by_platform[_platform_key(platform)]
+    key = _platform_key(platform)
     distinct = list(dict.fromkeys(names))
-    results = [_classify_one(name, platform_rules, rules) for name in distinct]
+    results = [_classify_one(name, key, rules) for name in distinct]
+    index = pd.Index(distinct, name="name")
     return pd.DataFrame(
         {
-            "kernel_type": [r.kernel_type for r in results],
+            "type": [r.kernel_type for r in results],
             "rule": [r.rule for r in results],
-            "components": pd.Series([r.components for r in results], index=distinct, dtype=object),
+            "components": pd.Series([r.components for r in results], index=index, dtype=object),
+            "fused_components": pd.Series([r.fused_components for r in results], index=index, dtype=object),
+            "implementation": [r.implementation for r in results],
+            "helper": [r.helper for r in results],
         },
-        index=pd.Index(distinct, name="name"),
+        index=index,
     )
 
 
-def fused_components(name: str) -> tuple[str, ...]:
+def inductor_ops(name: str) -> tuple[str, ...]:
     """The ops an Inductor kernel name lists, e.g. triton_poi_fused__to_copy_add_3 -> ("_to_copy", "add").
 
     The op list is split on "_" and then rejoined greedily (longest first) into
@@ -149,6 +225,36 @@ def fused_components(name: str) -> tuple[str, ...]:
     return _components(name, _active_rules().compound_ops)
 
 
+def type_from_op(name_type: str, op: str, op_top: str) -> tuple[str, str]:
+    """(type, route) of a kernel from its name's type and its launching ops (innermost, outermost).
+
+    The name decides (route 'name') unless an op rule overrides that name type; a name typed Other is
+    typed by the first op rule matching `op`, then `op_top` (route 'op'); otherwise ('Other', 'unknown').
+    """
+    rules = _active_op_rules().rules
+    for launching_op in (op, op_top):
+        rule = _op_rule(rules, launching_op, name_type)
+        if rule is not None:
+            return rule.kernel_type, "op"
+    if name_type != "Other":
+        return name_type, "name"
+    return "Other", "unknown"
+
+
+def canonical_op(op: str) -> str:
+    """The representative of `op`'s equivalence class (aten::addmm -> aten::mm); `op` itself when it has none."""
+    return _active_op_rules().canonical.get(op, op)
+
+
+def rule_files() -> tuple[Path, ...]:
+    """The files the classification depends on (for cache fingerprints): built-in ones and FUSION_RULES."""
+    user = settings.rules_path()
+    return (BUILTIN_RULES, BUILTIN_OP_RULES) + ((Path(user),) if user else ())
+
+
+# --- classification --------------------------------------------------------------------------------
+
+
 def _platform_key(platform: str) -> str:
     key = _PLATFORM_KEYS.get(platform.lower()) if isinstance(platform, str) else None
     if key is not None:
@@ -156,15 +262,56 @@ def _platform_key(platform: str) -> str:
     raise ValueError(f"platform must be one of {PLATFORMS}, got {platform!r}")
 
 
-def _classify_one(name: str, rules: tuple[_Rule, ...], rule_set: _RuleSet) -> Classification:
+def _classify_one(name: str, platform: str, rules: _RuleSet) -> Classification:
     if not isinstance(name, str):
         return Classification("Other", UNCLASSIFIED_RULE, ())
+    prefix = _INDUCTOR_PREFIX.match(name)
+    if prefix is not None:
+        return _classify_inductor(name, prefix.group(1), rules)
     text = name[:MAX_MATCH_CHARS].lower()
-    components = _components(name, rule_set.compound_ops)
-    for rule in rules:
-        if rule.matches(text):
-            return Classification(rule.kernel_type, rule.id, components)
-    return Classification("Other", UNCLASSIFIED_RULE, components)
+    implementation = _implementation(text, rules.implementations[platform])
+    for rule in rules.by_platform[platform]:
+        if rule.matcher.matches(text):
+            fused = _epilogue(text, rule, rules.components[platform])
+            return Classification(rule.kernel_type, rule.id, (), fused, implementation, rule.helper)
+    return Classification("Other", UNCLASSIFIED_RULE, (), (), implementation)
+
+
+def _implementation(text: str, rules: tuple[_ImplementationRule, ...]) -> str:
+    return next((r.implementation for r in rules if r.matcher.matches(text)), "")
+
+
+def _epilogue(text: str, rule: _NameRule, components: tuple[_ComponentRule, ...]) -> tuple[str, ...]:
+    """The rule's own fused types, then those of every component rule matching the name, without repeats."""
+    fused = list(rule.fused)
+    for component in components:
+        if rule.kernel_type in component.types and component.matcher.matches(text):
+            fused.extend(component.fused)
+    return tuple(t for t in dict.fromkeys(fused) if t != rule.kernel_type)
+
+
+def _classify_inductor(name: str, kind: str, rules: _RuleSet) -> Classification:
+    """Type an Inductor kernel from its op list: the first matching op rule wins.
+
+    A later matching rule adds its type to the fused components when it brings op words no earlier
+    rule consumed; op words no matching rule consumes (and not passive) are elementwise work fused in.
+    """
+    inductor = rules.inductor
+    components = _components(name, rules.compound_ops)
+    ops = frozenset(components)
+    matched = [rule for rule in inductor.rules if rule.matches(ops, kind, inductor.passive_ops)]
+    kernel_type = matched[0].kernel_type if matched else inductor.fallback[kind]
+    rule_id = matched[0].id if matched else f"inductor_{kind}"
+    consumed = set(inductor.passive_ops)
+    fused = []
+    for rule in matched:
+        if not rule.own(ops) <= consumed:
+            fused.append(rule.kernel_type)
+        consumed |= rule.consumed(ops)
+    if ops - consumed:
+        fused.append("Elementwise")
+    fused_types = tuple(t for t in dict.fromkeys(fused) if t != kernel_type)
+    return Classification(kernel_type, rule_id, components, fused_types, inductor.implementation)
 
 
 def _components(name: str, compound_ops: Mapping[str, tuple[tuple[str, ...], ...]]) -> tuple[str, ...]:
@@ -201,27 +348,54 @@ def _op_width(tokens: list[str], i: int, compound_ops: Mapping[str, tuple[tuple[
     return 2 if leading_underscore else 1
 
 
+def _op_rule(rules: tuple[_OpRule, ...], op: str, name_type: str) -> _OpRule | None:
+    """The first rule matching `op` that may decide for a kernel whose name says `name_type`."""
+    if not op:
+        return None
+    text = op.lower()
+    for rule in rules:
+        if (name_type == "Other" or name_type in rule.overrides) and rule.pattern.fullmatch(text):
+            return rule
+    return None
+
+
+# --- loading name rules ----------------------------------------------------------------------------
+
+
 def _active_rules() -> _RuleSet:
-    return _load_rules(os.environ.get(RULES_ENV, ""))
+    return _load_rules(settings.rules_path())
+
+
+def _active_op_rules() -> _OpRuleSet:
+    return _load_op_rules(settings.rules_path())
 
 
 @lru_cache(maxsize=8)
 def _load_rules(user_path: str) -> _RuleSet:
     """Built-in rules, preceded by the user's; cached per FUSION_RULES value."""
-    rules, ops = _read_rule_file(BUILTIN_RULES)
+    builtin = _read_name_rules(BUILTIN_RULES, frozenset())
+    files = [builtin]
     if user_path:
-        user_rules, user_ops = _read_rule_file(Path(user_path))
-        _reject_shadowed_ids(Path(user_path), user_rules, rules)
-        rules, ops = user_rules + rules, ops + user_ops
-    by_platform = {p: tuple(r for r in rules if r.vendor in (None, p) or p == "unknown") for p in PLATFORMS}
-    return _RuleSet(by_platform, _index_compound_ops(ops))
+        files.insert(0, _read_name_rules(Path(user_path), _ids(builtin)))
+    rules = [r for f in files for r in f["rule"]]
+    components = [r for f in files for r in f["component"]]
+    implementations = [r for f in files for r in f["implementation"]]
+    settings_ = builtin["inductor"]
+    inductor = _Inductor(settings_.implementation, settings_.fallback, settings_.passive_ops,
+                         tuple(r for f in files for r in f["inductor_op"]))
+    ops = [op for f in reversed(files) for op in f["compound_ops"]]
+    return _RuleSet(
+        _per_platform(rules), _per_platform(components), _per_platform(implementations),
+        inductor, _index_compound_ops(ops),
+    )
 
 
-def _reject_shadowed_ids(path: Path, user_rules: list[_Rule], builtin: list[_Rule]) -> None:
-    builtin_ids = {r.id for r in builtin}
-    for rule in user_rules:
-        if rule.id in builtin_ids:
-            raise ValueError(f"{path}: rule {rule.id!r}: id is already used by a built-in rule")
+def _ids(parsed: dict) -> frozenset[str]:
+    return frozenset(r.id for table in ("rule", "component", "implementation", "inductor_op") for r in parsed[table])
+
+
+def _per_platform(rules: list) -> dict[str, tuple]:
+    return {p: tuple(r for r in rules if r.vendor in (None, p) or p == "unknown") for p in PLATFORMS}
 
 
 def _index_compound_ops(ops: list[str]) -> dict[str, tuple[tuple[str, ...], ...]]:
@@ -232,122 +406,122 @@ def _index_compound_ops(ops: list[str]) -> dict[str, tuple[tuple[str, ...], ...]
     return {first: tuple(sorted(group, key=len, reverse=True)) for first, group in index.items()}
 
 
-def _read_rule_file(path: Path) -> tuple[list[_Rule], list[str]]:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read rules file: {exc}") from exc
-    unknown = set(data) - _FILE_KEYS
-    if unknown:
-        raise ValueError(f"{path}: unknown top-level keys {sorted(unknown)}; expected [[rule]] tables and compound_ops")
-    entries = data.get("rule", [])
-    if not isinstance(entries, list):
-        raise ValueError(f"{path}: 'rule' must be an array of tables ([[rule]])")
-    rules = [_parse_rule(path, n, entry) for n, entry in enumerate(entries, start=1)]
-    _reject_duplicate_ids(path, rules)
-    return rules, _parse_compound_ops(path, data.get("compound_ops", []))
+def _read_name_rules(path: Path, taken: frozenset[str]) -> dict:
+    user_file = bool(taken)
+    data = read_toml(path, _NAME_TABLES + _OP_TABLES if user_file else _NAME_TABLES)
+    parsed = {
+        "rule": [_parse_rule(Entry.of(path, "rule", n, e, _RULE_KEYS)) for n, e in _numbered(path, data, "rule")],
+        "component": [_parse_component(Entry.of(path, "component", n, e, _COMPONENT_KEYS))
+                      for n, e in _numbered(path, data, "component")],
+        "implementation": [_parse_implementation(Entry.of(path, "implementation", n, e, _IMPLEMENTATION_KEYS))
+                           for n, e in _numbered(path, data, "implementation")],
+        "inductor_op": [_parse_inductor_op(Entry.of(path, "inductor_op", n, e, _INDUCTOR_OP_KEYS))
+                        for n, e in _numbered(path, data, "inductor_op")],
+        "compound_ops": _parse_compound_ops(path, data.get("compound_ops", [])),
+    }
+    if user_file and "inductor" in data:
+        raise ConfigError(f"{path}: [inductor] settings belong to the built-in rules; add [[inductor_op]] rules instead")
+    if not user_file:
+        parsed["inductor"] = _parse_inductor(path, data.get("inductor"))
+    reject_duplicate_ids(path, [r.id for t in ("rule", "component", "implementation", "inductor_op")
+                                for r in parsed[t]], taken)
+    return parsed
 
 
-def _parse_compound_ops(path: Path, ops: Any) -> list[str]:
+def _numbered(path: Path, data: dict, table: str) -> list[tuple[int, dict]]:
+    return list(enumerate(entries(path, data, table), start=1))
+
+
+def _vendor(entry: Entry) -> str | None:
+    vendor = entry.data.get("vendor")
+    if vendor is not None and vendor not in _VENDORS:
+        entry.fail(f"vendor must be 'AMD' or 'NVIDIA', got {vendor!r}")
+    return vendor
+
+
+def _parse_rule(entry: Entry) -> _NameRule:
+    return _NameRule(
+        entry.text("id"), entry.choice("type", KERNEL_TYPES), _vendor(entry), compile_pattern(entry),
+        entry.words("fused", KERNEL_TYPES), entry.choice("helper", HELPER_ROLES, ""),
+    )
+
+
+def _parse_component(entry: Entry) -> _ComponentRule:
+    fused, types = entry.words("fused", KERNEL_TYPES), entry.words("types", KERNEL_TYPES)
+    if not fused or not types:
+        entry.fail("'fused' and 'types' must each list at least one type")
+    return _ComponentRule(entry.text("id"), _vendor(entry), compile_pattern(entry), fused, frozenset(types))
+
+
+def _parse_implementation(entry: Entry) -> _ImplementationRule:
+    return _ImplementationRule(entry.text("id"), entry.text("implementation"), _vendor(entry), compile_pattern(entry))
+
+
+def _parse_inductor_op(entry: Entry) -> _InductorOpRule:
+    required, alternatives = entry.words("all"), entry.words("any")
+    if not required and not alternatives:
+        entry.fail("needs 'all' or 'any' (op words of an Inductor name)")
+    kinds = entry.words("kinds", INDUCTOR_KINDS) or INDUCTOR_KINDS
+    return _InductorOpRule(
+        entry.text("id"), entry.choice("type", KERNEL_TYPES), frozenset(required), frozenset(alternatives),
+        frozenset(entry.words("absorbs")), frozenset(kinds), _flag(entry, "alone"),
+    )
+
+
+def _flag(entry: Entry, key: str) -> bool:
+    value = entry.data.get(key, False)
+    if not isinstance(value, bool):
+        entry.fail(f"'{key}' must be true or false")
+    return value
+
+
+def _parse_inductor(path: Path, data: object) -> _Inductor:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: needs an [inductor] table")
+    entry = Entry.of(path, "inductor", 1, data, _INDUCTOR_KEYS)
+    fallback = data.get("fallback")
+    if not isinstance(fallback, dict) or set(fallback) != set(INDUCTOR_KINDS) or not set(fallback.values()) <= set(KERNEL_TYPES):
+        entry.fail(f"'fallback' must map each of {INDUCTOR_KINDS} to a type")
+    return _Inductor(entry.text("implementation"), dict(fallback), frozenset(entry.words("passive_ops")), ())
+
+
+def _parse_compound_ops(path: Path, ops: object) -> list[str]:
     if not isinstance(ops, list) or not all(isinstance(op, str) and "_" in op for op in ops):
-        raise ValueError(f"{path}: compound_ops must be a list of op names that contain '_'")
+        raise ConfigError(f"{path}: compound_ops must be a list of op names that contain '_'")
     return ops
 
 
-def _reject_duplicate_ids(path: Path, rules: list[_Rule]) -> None:
-    seen: set[str] = set()
-    for rule in rules:
-        if rule.id in seen:
-            raise ValueError(f"{path}: rule {rule.id!r}: duplicate id")
-        seen.add(rule.id)
+# --- loading op rules ------------------------------------------------------------------------------
 
 
-def _parse_rule(path: Path, number: int, entry: Any) -> _Rule:
-    if not isinstance(entry, dict):
-        raise ValueError(f"{path}: rule #{number}: must be a table")
-    label = f"{path}: rule {entry.get('id', f'#{number}')!r}"
-    unknown = set(entry) - _RULE_KEYS
-    if unknown:
-        raise ValueError(f"{label}: unknown keys {sorted(unknown)}; allowed: {sorted(_RULE_KEYS)}")
-    for key in ("id", "type", "pattern"):
-        if not isinstance(entry.get(key), str) or not entry[key]:
-            raise ValueError(f"{label}: '{key}' must be a non-empty string")
-    if entry["type"] not in KERNEL_TYPES:
-        raise ValueError(f"{label}: type {entry['type']!r} is not one of {KERNEL_TYPES}")
-    vendor = entry.get("vendor")
-    if vendor is not None and vendor not in _VENDORS:
-        raise ValueError(f"{label}: vendor must be 'AMD' or 'NVIDIA', got {vendor!r}")
-    if not isinstance(entry.get("note", ""), str):
-        raise ValueError(f"{label}: 'note' must be a string")
-    return _Rule(entry["id"], entry["type"], vendor, *_compile(label, entry["pattern"]))
+@lru_cache(maxsize=8)
+def _load_op_rules(user_path: str) -> _OpRuleSet:
+    """Op rules of op_rules.toml; a user file's [[op]] / [[equivalent]] tables (if any) come first."""
+    rules, canonical = _read_op_rules(BUILTIN_OP_RULES)
+    if user_path:
+        user_rules, user_canonical = _read_op_rules(Path(user_path), user_file=True)
+        reject_duplicate_ids(Path(user_path), [r.id for r in user_rules], {r.id for r in rules})
+        rules, canonical = user_rules + rules, {**canonical, **user_canonical}
+    return _OpRuleSet(tuple(rules), canonical)
 
 
-def _compile(
-    label: str, pattern: str
-) -> tuple[tuple[str, ...], tuple[str, ...], tuple[re.Pattern[str], ...]]:
-    """Check a rule pattern and split it into literals, "^literal" prefixes and regexes."""
-    _check_pattern(label, pattern)
-    if pattern.startswith("(?"):
-        return (), (), (re.compile(pattern),)
-    literals, prefixes, regexes = [], [], []
-    for branch in _alternatives(pattern):
-        if not _META.intersection(branch):
-            literals.append(branch)
-        elif branch.startswith("^") and not _META.intersection(branch[1:]):
-            prefixes.append(branch[1:])
-        else:
-            regexes.append(re.compile(branch))
-    return tuple(literals), tuple(prefixes), tuple(regexes)
+def _read_op_rules(path: Path, user_file: bool = False) -> tuple[list[_OpRule], dict[str, str]]:
+    data = read_toml(path, _NAME_TABLES + _OP_TABLES if user_file else _OP_TABLES)
+    rules = [_parse_op_rule(Entry.of(path, "op", n, e, _OP_KEYS)) for n, e in _numbered(path, data, "op")]
+    reject_duplicate_ids(path, [r.id for r in rules])
+    canonical: dict[str, str] = {}
+    for n, e in _numbered(path, data, "equivalent"):
+        entry = Entry.of(path, "equivalent", n, e, _EQUIVALENT_KEYS)
+        representative = entry.text("canonical")
+        for op in (representative, *entry.words("ops")):
+            if canonical.setdefault(op, representative) != representative:
+                entry.fail(f"op {op!r} is already equivalent to {canonical[op]!r}")
+    return rules, canonical
 
 
-def _check_pattern(label: str, pattern: str) -> None:
-    """Refuse invalid patterns, upper case, and constructs that can backtrack badly.
-
-    Repeated groups ("(ab)+") backtrack exponentially and stacked unbounded
-    repeats ("\\w+\\w+x") polynomially, so only bounded repeats are allowed.
-    """
-    try:
-        re.compile(pattern)
-    except (re.error, OverflowError, RecursionError) as exc:
-        raise ValueError(f"{label}: pattern {pattern!r} is not a valid regex: {exc}") from exc
-    if _BACKREF.search(pattern):
-        raise ValueError(f"{label}: pattern {pattern!r} uses a back-reference")
-    plain = _GROUP_NAME.sub("(", _CHAR_CLASS.sub("x", _ESCAPE.sub("", pattern)))
-    if _QUANTIFIED_GROUP.search(plain):
-        raise ValueError(f"{label}: pattern {pattern!r} repeats a group (e.g. '(ab)+'); use a flat pattern")
-    if _UNBOUNDED.search(plain):
-        raise ValueError(f"{label}: pattern {pattern!r} has an unbounded repeat (*, +, {{n,}}); use e.g. .{{0,200}}")
-    if any(ch.isupper() for ch in plain):
-        raise ValueError(f"{label}: pattern {pattern!r} has upper-case letters; names are lower-cased before matching")
-
-
-def _alternatives(pattern: str) -> list[str]:
-    """Split a valid pattern at its top-level "|" (outside groups and character classes)."""
-    branches: list[str] = []
-    depth = start = i = 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if ch == "\\":
-            i += 1
-        elif ch == "[":
-            i = _class_end(pattern, i)
-        elif ch in "()":
-            depth += 1 if ch == "(" else -1
-        elif ch == "|" and depth == 0:
-            branches.append(pattern[start:i])
-            start = i + 1
-        i += 1
-    branches.append(pattern[start:])
-    return branches
-
-
-def _class_end(pattern: str, i: int) -> int:
-    """Index of the "]" that closes the character class opening at i."""
-    j = i + 1
-    if pattern.startswith("^", j):
-        j += 1
-    if pattern.startswith("]", j):
-        j += 1
-    while j < len(pattern) and pattern[j] != "]":
-        j += 2 if pattern[j] == "\\" else 1
-    return j
+def _parse_op_rule(entry: Entry) -> _OpRule:
+    compile_pattern(entry)
+    return _OpRule(
+        entry.text("id"), entry.choice("type", KERNEL_TYPES), re.compile(entry.text("pattern")),
+        frozenset(entry.words("overrides", KERNEL_TYPES)),
+    )

@@ -15,7 +15,7 @@ UNCLASSIFIED_TYPE = "Other"
 def summarize(trace: Trace, top_unclassified: int = 20) -> dict[str, Any]:
     """The `summary` CLI's JSON: per-type count and time, launches, and unclassified names by total time."""
     kernels = trace.kernels
-    other = trace.names[trace.names["kernel_type"] == UNCLASSIFIED_TYPE].head(top_unclassified)
+    other = trace.names[trace.names["type"] == UNCLASSIFIED_TYPE].head(top_unclassified)
     with_op = kernels[(kernels["op"] != "").to_numpy()]
     return {
         "platform": trace.platform,

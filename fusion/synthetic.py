@@ -244,7 +244,7 @@ def _sites() -> dict[str, FusionSite]:
         FusionSite("sort_chain", NVIDIA, _NV_SORT, "aten::sort", (sort_pass,) * 4, "Sort",
                    "MoE token sort: AMD runs four rocprim onesweep radix passes, NVIDIA one cub single-tile sort"),
         FusionSite("inductor_silu", AMD, _INDUCTOR_SILU, "triton_poi_fused_add_mul_silu", (silu_and_mul, add),
-                   "Triton_Pointwise",
+                   "SwiGLU",
                    "shared-expert silu(gate)*up + residual: AMD runs one Inductor kernel"
                    " triton_poi_fused_add_mul_silu_3, NVIDIA act_and_mul_kernel then an elementwise add"),
     ]

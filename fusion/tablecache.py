@@ -20,7 +20,7 @@ import platformdirs
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .classify import BUILTIN_RULES, KERNEL_TYPES, RULES_ENV
+from .classify import BUILTIN_OP_RULES, BUILTIN_RULES, KERNEL_TYPES, RULES_ENV
 from .store import atomic_file, evict_least_recent
 from .trace import Trace
 
@@ -102,7 +102,7 @@ class TableCache:
 
 def _rules_fingerprint() -> str:
     """Digest of the built-in rules and the user's FUSION_RULES file: types change when rules do."""
-    digest = hashlib.sha256(BUILTIN_RULES.read_bytes())
+    digest = hashlib.sha256(BUILTIN_RULES.read_bytes() + BUILTIN_OP_RULES.read_bytes())
     user_rules = os.environ.get(RULES_ENV)
     if user_rules:
         try:
@@ -148,7 +148,8 @@ def _trace_from(table: pa.Table, meta: dict[str, Any], label: str | None, source
     columns = dict(meta["names"])
     index = pd.Index(columns.pop("name"), name="name")
     names = pd.DataFrame(columns, index=index)
-    names["components"] = names["components"].map(tuple)
+    for column in ("components", "fused_components"):
+        names[column] = names[column].map(tuple)
     return Trace(
         label=label or meta["label"],
         source=source or meta["source"],

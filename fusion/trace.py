@@ -274,7 +274,7 @@ def _name_table(kernels: pd.DataFrame, platform: str) -> pd.DataFrame:
 
 def _types_for(names: pd.Series, name_table: pd.DataFrame) -> pd.Categorical:
     categories = names.cat.categories.astype(str)
-    per_code = name_table["kernel_type"].reindex(categories).fillna("Other").to_numpy()
+    per_code = name_table["type"].reindex(categories).fillna("Other").to_numpy()
     codes = names.cat.codes.to_numpy()
     return pd.Categorical(per_code[codes] if len(codes) else [], categories=list(KERNEL_TYPES))
 

@@ -19,7 +19,7 @@ def name_table(trace: Trace) -> pd.DataFrame:
     table = pd.DataFrame(
         {
             "kernel name": names.index.astype(str),
-            "type": names["kernel_type"].astype(str).to_numpy(),
+            "type": names["type"].astype(str).to_numpy(),
             "rule": names["rule"].astype(str).to_numpy(),
             "count": names["count"].astype(int).to_numpy(),
             "total time (ms)": names["time_us"].to_numpy() / 1000,
@@ -33,7 +33,7 @@ def name_table(trace: Trace) -> pd.DataFrame:
 
 
 def type_share(trace: Trace, side: int) -> go.Figure:
-    per_type = trace.names.groupby("kernel_type", observed=True)["time_us"].sum().sort_values()
+    per_type = trace.names.groupby("type", observed=True)["time_us"].sum().sort_values()
     fig = go.Figure(
         go.Bar(
             x=per_type.to_numpy() / 1000,

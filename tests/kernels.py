@@ -7,7 +7,7 @@ import hashlib
 import numpy as np
 import pandas as pd
 
-from fusion.classify import KERNEL_TYPES, fused_components
+from fusion.classify import KERNEL_TYPES, inductor_ops
 from fusion.ops import unrecorded_columns
 from fusion.trace import Trace
 
@@ -32,8 +32,9 @@ def make_trace(kernels: list[Kernel], label: str = "T", platform: str = "AMD") -
     })
     name_types = dict(zip(names, (k[1] for k in kernels)))
     info = pd.DataFrame(
-        {"kernel_type": list(name_types.values()), "rule": "test",
-         "components": [fused_components(n) for n in name_types],
+        {"type": list(name_types.values()), "rule": "test",
+         "components": [inductor_ops(n) for n in name_types],
+         "fused_components": [() for _ in name_types], "implementation": "", "helper": "",
          "count": [names.count(n) for n in name_types], "time_us": 0.0},
         index=pd.Index(list(name_types), name="name"),
     )
@@ -65,5 +66,5 @@ def layer(fused: bool, layers: int = 10) -> list[tuple[str, str]]:
     for _ in range(layers):
         body += [("gemm_qkv", "GEMM"), ("attn", "Attention"), ("gemm_o", "GEMM")]
         body += [("fused_add_rms_norm_kernel", "RMSNorm")] if fused else [("elementwise_add", "Elementwise"), ("rms_norm_kernel", "RMSNorm")]
-        body += [("gemm_up", "GEMM"), ("silu_kernel", "SwiGLU"), ("gemm_down", "GEMM")]
+        body += [("gemm_up", "GEMM"), ("silu_and_mul_kernel", "SwiGLU"), ("gemm_down", "GEMM")]
     return body

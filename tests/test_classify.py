@@ -12,19 +12,25 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fusion.classify import (
+    BUILTIN_OP_RULES,
     BUILTIN_RULES,
+    COLUMNS,
+    HELPER_ROLES,
     KERNEL_TYPES,
     MAX_MATCH_CHARS,
     RULES_ENV,
     Classification,
+    canonical_op,
     classify,
     classify_names,
-    fused_components,
+    inductor_ops,
+    type_from_op,
 )
+from fusion.errors import ConfigError
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason=f"shared traces not found at {TRACES}")
-MIN_COVERAGE = 0.95
+MIN_COVERAGE = 0.98
 
 # Real kernel names from /work/shared/traces/*/kernel_names.txt; long C++
 # names are cut after their first template arguments.
@@ -61,7 +67,7 @@ REAL_NAMES = [
     ("AMD", "void at::native::batch_norm_collect_statistics_kernel<at::native::Var, c10::BFloat16, c10::BFloat16, float, int>(at::GenericPackedTensorAccessor<c10::BFloat16 const, 3ul, at::RestrictPtrTraits, int>)", "BatchNorm"),
     ("AMD", "void (anonymous namespace)::groupnorm_kernel_dispatch_down<__hip_bfloat16, 1024u>(unsigned int, unsigned int, long, float, bool)", "GroupNorm"),
     ("AMD", "_ZN7sgl_hip10activation18act_and_mul_kernelI14__hip_bfloat16TnPFT_RKS3_EXadL_Z4siluIS2_ES3_S5_EEEEvPS3_PS4_i", "SwiGLU"),
-    ("NVIDIA", "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::silu_kernel(at::TensorIteratorBase&)::{lambda()#1}::operator()() const", "SwiGLU"),
+    ("NVIDIA", "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::silu_kernel(at::TensorIteratorBase&)::{lambda()#1}::operator()() const", "SiLU"),
     ("AMD", "void at::native::vectorized_elementwise_kernel<8, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()() const", "GELU"),
     ("NVIDIA", "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, at::native::(anonymous namespace)::threshold_kernel_impl<float>(at::TensorIteratorBase&, float, float)::{lambda(float, float)#1}>", "ReLU"),
     ("AMD", "void rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat16*, c10::BFloat16*)", "RoPE"),
@@ -84,13 +90,13 @@ REAL_NAMES = [
     ("AMD", "void rocprim::ROCPRIM_400200_NS::detail::trampoline_kernel<rocprim::ROCPRIM_400200_NS::detail::wrapped_scan_config<rocprim::ROCPRIM_400200_NS::default_config, long>", "Scan"),
     ("AMD", "void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)", "Elementwise"),
     ("NVIDIA", "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::TensorListMetadata<2>, at::native::(anonymous namespace)::BinaryOpListAlphaFunctor<float, 2, 2, 0> >", "Elementwise"),
-    ("AMD", "triton_poi_fused__unsafe_view_mul_silu_2", "Triton_Pointwise"),
-    ("AMD", "triton_poi_fused_constant_pad_nd_moe_forward_0", "Triton_Pointwise"),
-    ("AMD", "triton_red_fused_add_mean_mul_pow_rsqrt_0", "Triton_Reduce"),
-    ("AMD", "triton_per_fused__to_copy_addmm_mean_pow_view_8", "Triton_Persistent"),
-    ("NVIDIA", "triton_tem_fused_addmm_0", "Triton_Template"),
+    ("AMD", "triton_poi_fused__unsafe_view_mul_silu_2", "SwiGLU"),
+    ("AMD", "triton_poi_fused_constant_pad_nd_moe_forward_0", "MemCopy"),
+    ("AMD", "triton_red_fused_add_mean_mul_pow_rsqrt_0", "RMSNorm"),
+    ("AMD", "triton_per_fused__to_copy_addmm_mean_pow_view_8", "Reduce"),
+    ("NVIDIA", "triton_tem_fused_addmm_0", "GEMM"),
     ("NVIDIA", "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const", "MemCopy"),
-    ("AMD", "void at::native::vectorized_elementwise_kernel<4, at::native::bfloat16_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda(float)#1}, std::array<char*, 2ul> >", "MemCopy"),
+    ("AMD", "void at::native::vectorized_elementwise_kernel<4, at::native::bfloat16_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda(float)#1}, std::array<char*, 2ul> >", "Cast"),
     ("AMD", "batched_transpose_32x32_half", "MemCopy"),
     ("AMD", "__amd_rocclr_copyBuffer", "MemCopy"),
     ("NVIDIA", "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)", "Memset"),
@@ -118,13 +124,15 @@ def test_real_names_cover_every_type() -> None:
 def test_kernel_types_are_unique_with_other_last() -> None:
     assert len(set(KERNEL_TYPES)) == len(KERNEL_TYPES)
     assert KERNEL_TYPES[-1] == "Other"
-    reference = {"GEMM", "Attention", "KV_Cache", "RMSNorm", "SwiGLU", "GELU", "ReLU", "Triton_Pointwise",
-                 "Triton_Reduce", "Triton_Persistent", "Reduce", "Sort", "Softmax", "Elementwise", "MemCopy"}
+    reference = {"GEMM", "Attention", "KV_Cache", "RMSNorm", "SwiGLU", "SiLU", "GELU", "ReLU", "Cast",
+                 "Reduce", "Sort", "Softmax", "Elementwise", "MemCopy"}
     assert reference <= set(KERNEL_TYPES)
+    assert not [t for t in KERNEL_TYPES if t.startswith("Triton")]
 
 
 def test_builtin_rules_are_documented() -> None:
-    rules = tomllib.loads(BUILTIN_RULES.read_text(encoding="utf-8"))["rule"]
+    data = tomllib.loads(BUILTIN_RULES.read_text(encoding="utf-8"))
+    rules = [r for table in ("rule", "component", "implementation", "inductor_op") for r in data[table]]
     assert [r["id"] for r in rules if len(r.get("note", "")) < 20] == []
 
 
@@ -164,7 +172,7 @@ def test_every_trace_folder_has_a_vendor() -> None:
 def test_trace_coverage(trace_dir: Path) -> None:
     times = _kernel_times(trace_dir)
     table = classify_names([name for _, name in times], _manifest_vendors().get(trace_dir.name, "unknown"))
-    other = sorted(((dur, name) for dur, name in times if table.at[name, "kernel_type"] == "Other"), reverse=True)
+    other = sorted(((dur, name) for dur, name in times if table.at[name, "type"] == "Other"), reverse=True)
     total = sum(dur for dur, _ in times)
     covered = 1 - sum(dur for dur, _ in other) / total
     print(f"{trace_dir.name}: {covered:.2%} of kernel time classified")
@@ -225,13 +233,14 @@ def test_platform_is_case_insensitive_and_checked() -> None:
         ("", ()),
     ],
 )
-def test_fused_components(name: str, components: tuple[str, ...]) -> None:
-    assert fused_components(name) == components
+def test_inductor_ops(name: str, components: tuple[str, ...]) -> None:
+    assert inductor_ops(name) == components
 
 
 def test_classification_carries_components() -> None:
     result = classify("triton_red_fused_add_mean_mul_pow_rsqrt_0", "AMD")
-    assert result == Classification("Triton_Reduce", "inductor_reduction", ("add", "mean", "mul", "pow", "rsqrt"))
+    assert result == Classification("RMSNorm", "inductor_rmsnorm", ("add", "mean", "mul", "pow", "rsqrt"),
+                                    (), "Inductor", "")
 
 
 # --- hostile and odd input ----------------------------------------------------
@@ -246,7 +255,7 @@ def test_empty_name_is_other() -> None:
     [
         ("ncclKernel_AllReduce_" + "x" * 10_000_000, "Communication"),
         ("cutlass_" * 1_250_000, "Other"),
-        ("triton_poi_fused_" + "add_" * 2_500_000, "Triton_Pointwise"),
+        ("triton_poi_fused_" + "add_" * 2_500_000, "Elementwise"),
         ("a" * (10_000_000 - 4) + "gemm", "Other"),
         ("\u00e9\u4e2d\U0001f600" * 3_000_000, "Other"),
     ],
@@ -265,7 +274,8 @@ def test_ten_megabyte_names_are_fast(name: str, expected: str) -> None:
 def test_any_text_classifies(name: str) -> None:
     result = classify(name, "NVIDIA")
     assert result.kernel_type in KERNEL_TYPES
-    assert isinstance(fused_components(name), tuple)
+    assert isinstance(inductor_ops(name), tuple)
+    assert set(result.fused_components) <= set(KERNEL_TYPES) - {result.kernel_type}
 
 
 def test_matching_ignores_case() -> None:
@@ -281,9 +291,10 @@ def test_classify_names_one_row_per_distinct_name() -> None:
     table = classify_names(names, "AMD")
     assert list(table.index) == ["attn_fwd", TENSILE, "triton_poi_fused_add_0", "mystery"]
     assert table.index.name == "name"
-    assert list(table.columns) == ["kernel_type", "rule", "components"]
-    assert list(table["kernel_type"]) == ["Attention", "GEMM", "Triton_Pointwise", "Other"]
-    assert list(table["rule"]) == ["fmha", "tensile_gemm", "inductor_pointwise", "unclassified"]
+    assert list(table.columns) == list(COLUMNS)
+    assert list(table["type"]) == ["Attention", "GEMM", "Elementwise", "Other"]
+    assert list(table["rule"]) == ["fmha", "tensile_gemm", "inductor_poi", "unclassified"]
+    assert list(table["implementation"]) == ["Triton", "Tensile", "Inductor", ""]
     assert list(table["components"]) == [(), (), ("add",), ()]
     for name in table.index:
         assert tuple(table.loc[name]) == tuple(vars(classify(name, "AMD")).values())
@@ -291,7 +302,7 @@ def test_classify_names_one_row_per_distinct_name() -> None:
 
 def test_classify_names_empty() -> None:
     table = classify_names([])
-    assert table.empty and list(table.columns) == ["kernel_type", "rule", "components"]
+    assert table.empty and list(table.columns) == list(COLUMNS)
 
 
 def test_classify_names_is_linear() -> None:
@@ -299,7 +310,7 @@ def test_classify_names_is_linear() -> None:
     start = time.perf_counter()
     table = classify_names(names)
     assert time.perf_counter() - start < 3
-    assert len(table) == len(names) and set(table["kernel_type"]) == {"Other"}
+    assert len(table) == len(names) and set(table["type"]) == {"Other"}
 
 
 # --- user rules (FUSION_RULES) ------------------------------------------------------
@@ -337,7 +348,7 @@ def test_user_rules_come_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert classify(NVJET, "NVIDIA").rule == "nvjet_as_other"
     assert classify(NVJET, "unknown").rule == "nvjet_as_other"
     assert classify(TENSILE, "AMD").rule == "tensile_gemm"
-    assert fused_components("triton_poi_fused_my_fancy_op_add_0") == ("my_fancy_op", "add")
+    assert inductor_ops("triton_poi_fused_my_fancy_op_add_0") == ("my_fancy_op", "add")
 
 
 def test_user_rules_follow_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -375,8 +386,9 @@ def _rule(pattern: str = "'^x_'", extra: str = "", rule_type: str = "GEMM", rule
 )
 def test_bad_user_rules_raise(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, problem: str) -> None:
     path = _use_rules(tmp_path, monkeypatch, text)
-    with pytest.raises(ValueError, match=re.escape(str(path))) as error:
+    with pytest.raises(ConfigError, match=re.escape(str(path))) as error:
         classify("anything")
+        type_from_op("Other", "aten::mm", "")
     assert problem in str(error.value)
     rule_id = re.search(r'id = "(\w+)"', text)
     assert rule_id is None or f"rule {rule_id.group(1)!r}" in str(error.value)
@@ -384,5 +396,164 @@ def test_bad_user_rules_raise(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, t
 
 def test_missing_user_rules_file_raises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(RULES_ENV, str(tmp_path / "absent.toml"))
-    with pytest.raises(ValueError, match="absent.toml"):
+    with pytest.raises(ConfigError, match="absent.toml"):
         classify_names(["attn_fwd"])
+
+
+# --- new rule-file keys are validated like the old ones ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (_rule(extra='fused = ["Matmul"]'), "fused: 'Matmul' is not one of"),
+        (_rule(extra='fused = "SwiGLU"'), "'fused' must be a list"),
+        (_rule(extra='helper = "reducer"'), "helper 'reducer' is not one of"),
+        ('[[component]]\nid = "c1"\npattern = "x"\nfused = ["GELU"]\n', "'fused' and 'types' must each list"),
+        ('[[component]]\nid = "c2"\npattern = "x"\nfused = ["GELU"]\ntypes = ["Gemm"]\n', "types: 'Gemm' is not one of"),
+        ('[[implementation]]\nid = "i1"\npattern = "x"\n', "'implementation' must be a non-empty string"),
+        ('[[inductor_op]]\nid = "o1"\ntype = "GEMM"\n', "needs 'all' or 'any'"),
+        ('[[inductor_op]]\nid = "o2"\ntype = "GEMM"\nany = ["mm"]\nkinds = ["pointwise"]\n', "kinds: 'pointwise'"),
+        ('[[inductor_op]]\nid = "o3"\ntype = "GEMM"\nany = ["mm"]\nalone = "yes"\n', "'alone' must be true or false"),
+        ('[inductor]\nimplementation = "X"\n', "[inductor] settings belong to the built-in rules"),
+        ('[[op]]\nid = "p1"\ntype = "GEMM"\npattern = "aten::.*"\n', "unbounded repeat"),
+        ('[[op]]\nid = "p2"\ntype = "GEMM"\npattern = "x"\noverrides = ["Gemm"]\n', "overrides: 'Gemm'"),
+        ('[[op]]\nid = "op_gemm"\ntype = "GEMM"\npattern = "x"\n', "already used by a built-in rule"),
+        ('[[equivalent]]\ncanonical = "a::x"\nops = ["a::y"]\n[[equivalent]]\ncanonical = "a::z"\nops = ["a::y"]\n',
+         "already equivalent to"),
+    ],
+)
+def test_bad_new_keys_raise(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, problem: str) -> None:
+    path = _use_rules(tmp_path, monkeypatch, text)
+    with pytest.raises(ConfigError, match=re.escape(str(path))) as error:
+        classify("anything")
+        type_from_op("Other", "aten::mm", "")
+        canonical_op("aten::mm")
+    assert problem in str(error.value)
+
+
+def test_rules_path_is_read_through_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(RULES_ENV, "   ")
+    assert classify(NVJET, "NVIDIA").rule == "nvjet_gemm"
+
+
+def test_user_op_rules_come_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _use_rules(tmp_path, monkeypatch, "[[op]]\nid = 'my_op'\ntype = 'Attention'\npattern = 'mylib::fancy_\\w{0,20}'\n"
+               '[[equivalent]]\ncanonical = "mylib::a"\nops = ["mylib::b"]\n')
+    assert type_from_op("Other", "mylib::fancy_attn", "") == ("Attention", "op")
+    assert canonical_op("mylib::b") == "mylib::a"
+    assert canonical_op("aten::addmm") == "aten::mm"
+
+
+# --- fused components, implementation, helper roles ----------------------------------------------
+
+CUTLASS_SWIGLU = ("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int>, "
+                  "cutlass::epilogue::collective::CollectiveEpilogue<cutlass::epilogue::fusion::"
+                  "LinCombDeEltActSiLuAndMul<cutlass::bfloat16_t, float> > > >(Params)")
+
+
+@pytest.mark.parametrize(
+    ("name", "platform", "expected"),
+    [
+        (CUTLASS_SWIGLU, "NVIDIA", ("GEMM", ("SwiGLU",), "CUTLASS", "")),
+        ("triton_tem_fused_add_addmm_mean_mul_pow_rsqrt_1", "NVIDIA", ("GEMM", ("RMSNorm",), "Inductor", "")),
+        ("triton_tem_fused_addmm_gelu_0", "NVIDIA", ("GEMM", ("GELU",), "Inductor", "")),
+        ("triton_poi_fused_mul_silu_0", "AMD", ("SwiGLU", (), "Inductor", "")),
+        ("triton_poi_fused_silu_0", "AMD", ("SiLU", (), "Inductor", "")),
+        ("triton_poi_fused__to_copy_1", "AMD", ("Cast", (), "Inductor", "")),
+        ("triton_poi_fused__to_copy_add_mul_2", "AMD", ("Elementwise", (), "Inductor", "")),
+        ("triton_per_fused__softmax_12", "AMD", ("Softmax", (), "Inductor", "")),
+        ("triton_poi_fused_addmm_gelu_view_17", "AMD", ("GELU", ("Elementwise",), "Inductor", "")),
+        ("triton_per_fused__native_batch_norm_legit_functional_relu_4", "AMD", ("BatchNorm", ("ReLU",), "Inductor", "")),
+        ("triton_red_fused_mean_pow_rsqrt_0", "AMD", ("RMSNorm", (), "Inductor", "")),
+        ("triton_tem_fused_0", "AMD", ("GEMM", (), "Inductor", "")),
+        ("triton_red_fused_sum_0", "AMD", ("Reduce", (), "Inductor", "")),
+        ("std::enable_if<true, void>::type vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*)", "NVIDIA",
+         ("RMSNorm", ("Elementwise",), "vLLM", "")),
+        ("_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi64ELi8ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_diiiiiiib", "AMD",
+         ("RMSNorm", ("Elementwise", "Quantize"), "aiter", "")),
+        ("void vllm::act_and_mul_kernel<c10::BFloat16, &vllm::silu_kernel<c10::BFloat16>, true>(c10::BFloat16*)", "NVIDIA",
+         ("SwiGLU", (), "vLLM", "")),
+        ("_matmul_ogs_NNT_bf16xbf16xmxfp4_128x128x128x1_swiglu", "AMD", ("MoE_GEMM", ("SwiGLU",), "Triton", "")),
+        ("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8>(Params)", "NVIDIA",
+         ("GEMM", (), "CUTLASS", "")),
+        ("void splitKreduce_kernel<float, float, float, float, true, false, false>(cublasSplitKParams<float>, float const*)",
+         "NVIDIA", ("GEMM", (), "cuBLAS", "split_k_reduce")),
+        ("Cijk_SS_BiasS_HAS_ScaleAlphaVec_PostGSU16_VW4", "AMD", ("GEMM", (), "Tensile", "split_k_reduce")),
+        ("void flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, cutlass::bfloat16_t>, 16, 4, false>(Flash_fwd_params)",
+         "NVIDIA", ("Attention", (), "FlashAttention", "split_kv_combine")),
+        ("reduce_segments", "AMD", ("Attention", (), "vLLM", "split_kv_combine")),
+        ("void cub::DeviceRadixSortOnesweepKernel<cub::DeviceRadixSortPolicy<long, int, int>::Policy800, false, long, int, int, int>(int*)",
+         "NVIDIA", ("Sort", (), "cub", "sort_pass")),
+        ("void cub::DeviceRadixSortHistogramKernel<cub::DeviceRadixSortPolicy<long, int, int>::Policy800, false, long, int>(int*)",
+         "NVIDIA", ("Sort", (), "cub", "")),
+    ],
+    ids=lambda v: str(v)[:40],
+)
+def test_fused_components_implementation_and_helper(name: str, platform: str, expected: tuple) -> None:
+    result = classify(name, platform)
+    assert (result.kernel_type, result.fused_components, result.implementation, result.helper) == expected
+
+
+def test_helper_roles_are_known() -> None:
+    data = tomllib.loads(BUILTIN_RULES.read_text(encoding="utf-8"))
+    assert {r["helper"] for r in data["rule"] if "helper" in r} == set(HELPER_ROLES)
+
+
+# --- op-based typing -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name_type", "op", "op_top", "expected"),
+    [
+        ("Other", "aten::addmm", "aten::linear", ("GEMM", "op")),
+        ("Other", "aten::cudnn_convolution", "aten::conv2d", ("Convolution", "op")),
+        ("Other", "aten::_scaled_dot_product_flash_attention", "aten::scaled_dot_product_attention", ("Attention", "op")),
+        ("Other", "aten::_flash_attention_forward", "aten::scaled_dot_product_attention", ("Attention", "op")),
+        ("Other", "vllm::unified_attention", "vllm::unified_attention", ("Attention", "op")),
+        ("Other", "deep_ep::dispatch", "", ("Communication", "op")),
+        ("Other", "aten::embedding", "aten::embedding", ("Embedding", "op")),
+        ("Other", "aten::native_layer_norm", "aten::layer_norm", ("LayerNorm", "op")),
+        ("Other", "", "", ("Other", "unknown")),
+        ("Other", "mylib::mystery", "", ("Other", "unknown")),
+        ("GEMM", "aten::miopen_convolution", "aten::conv2d", ("Convolution", "op")),
+        ("Convolution", "aten::miopen_convolution", "aten::conv2d", ("Convolution", "name")),
+        ("GEMM", "aten::addmm", "aten::linear", ("GEMM", "name")),
+        ("Elementwise", "aten::index_select", "aten::embedding", ("Embedding", "op")),
+        ("MemCopy", "aten::copy_", "aten::to", ("Cast", "op")),
+        ("MemCopy", "aten::_to_copy", "aten::_to_copy", ("Cast", "op")),
+        ("MemCopy", "aten::copy_", "aten::contiguous", ("MemCopy", "name")),
+        ("Memset", "aten::fill_", "aten::_flash_attention_forward", ("Memset", "name")),
+        ("SiLU", "aten::silu", "aten::silu", ("SiLU", "name")),
+        ("Elementwise", "aten::add", "aten::add", ("Elementwise", "name")),
+    ],
+)
+def test_type_from_op(name_type: str, op: str, op_top: str, expected: tuple[str, str]) -> None:
+    assert type_from_op(name_type, op, op_top) == expected
+
+
+@pytest.mark.parametrize(
+    ("op", "canonical"),
+    [
+        ("aten::addmm", "aten::mm"),
+        ("aten::linear", "aten::mm"),
+        ("aten::mm", "aten::mm"),
+        ("aten::_scaled_dot_product_flash_attention", "aten::scaled_dot_product_attention"),
+        ("aten::_scaled_dot_product_efficient_attention", "aten::scaled_dot_product_attention"),
+        ("aten::_scaled_dot_product_cudnn_attention", "aten::scaled_dot_product_attention"),
+        ("aten::_flash_attention_forward", "aten::scaled_dot_product_attention"),
+        ("aten::cudnn_convolution", "aten::convolution"),
+        ("aten::miopen_convolution", "aten::convolution"),
+        ("aten::native_layer_norm", "aten::layer_norm"),
+        ("aten::add", "aten::add"),
+        ("", ""),
+    ],
+)
+def test_canonical_op(op: str, canonical: str) -> None:
+    assert canonical_op(op) == canonical
+
+
+def test_op_rule_types_are_known() -> None:
+    data = tomllib.loads(BUILTIN_OP_RULES.read_text(encoding="utf-8"))
+    assert {r["type"] for r in data["op"]} <= set(KERNEL_TYPES)
+    assert [r["id"] for r in data["op"] if len(r.get("note", "")) < 20] == []

@@ -61,7 +61,7 @@ def test_summary_json_has_the_documented_keys_and_the_loaded_counts(trace_path: 
     for kernel_type, entry in summary["types"].items():
         assert list(entry) == ["count", "time_us"]
         assert entry["time_us"] == pytest.approx(by_type.loc[kernel_type, "sum"], abs=1e-3)
-    other = trace.names[trace.names["kernel_type"] == "Other"]
+    other = trace.names[trace.names["type"] == "Other"]
     for entry in summary["unclassified"]:
         assert list(entry) == ["name", "count", "time_us"]
         assert entry["count"] == other.loc[entry["name"], "count"]
@@ -100,8 +100,18 @@ def test_classify_prints_the_type_and_the_rule(name: str, platform: str, capsys)
 
 
 def test_classify_lists_the_aten_ops_of_a_fused_kernel(capsys) -> None:
-    assert main(["classify", "triton_poi_fused_add_mul_0"]) == 0
-    assert capsys.readouterr().out == "Triton_Pointwise\trule: inductor_pointwise\nfused aten ops: add, mul\n"
+    assert main(["classify", "triton_poi_fused_add_mul_silu_0"]) == 0
+    assert capsys.readouterr().out == (
+        "SwiGLU\trule: inductor_swiglu\nfused aten ops: add, mul, silu\nfused components: Elementwise\n"
+        "implementation: Inductor\n"
+    )
+
+
+def test_classify_names_a_helper_kernel(capsys) -> None:
+    assert main(["classify", "void splitKreduce_kernel<float>(cublasSplitKParams<float>)", "--platform", "NVIDIA"]) == 0
+    assert capsys.readouterr().out == (
+        "GEMM\trule: cublas_split_k_reduce\nhelper of GEMM: split_k_reduce\nimplementation: cuBLAS\n"
+    )
 
 
 @pytest.fixture
