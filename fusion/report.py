@@ -9,9 +9,21 @@ from dataclasses import asdict
 import orjson
 import pandas as pd
 
+from .opcompare import (
+    CALLS,
+    KERNEL_NAMES,
+    KERNELS_PER_CALL,
+    MODULE,
+    OP_CALLS_SOURCE,
+    OP_NAMES,
+    TIME_RATIO,
+    TIME_US,
+    side_column,
+)
 from .result import Comparison, FusionMapping, Opportunity, field_names, plain
 
 TOP_OPPORTUNITIES = 10
+TOP_OPS = 10
 
 
 def to_json(comparison: Comparison) -> str:
@@ -109,3 +121,54 @@ def _notes(c: Comparison) -> str:
         return ""
     return "\n".join(["One-sided kernels (not fusions)"] +
                      [f"  trace {n.side}: {n.count} x {n.kernel_type} - {n.reason}" for n in c.one_sided])
+
+
+def op_findings_text(mappings: list[FusionMapping]) -> str:
+    """The op-level findings (evidence_source 'op_calls'): each op, both sides' kernels, the cited calls."""
+    found = [m for m in mappings if m.evidence_source == OP_CALLS_SOURCE]
+    if not found:
+        return "Op-level findings: none"
+    lines = ["Op-level findings (same op call, different kernels)"]
+    for m in found:
+        lines.append(f"  [{m.detector}] {m.evidence}")
+        lines.append(f"      {m.pattern_confidence:.0%} of the op's aligned calls, {m.time_saved_us / 1000:.3f} ms"
+                     f" in Trace {3 - m.fused_trace}'s extra kernels")
+        for ref in m.evidence_refs[:3]:
+            lines.append(f"      op call: trace1 kernels {ref.window1[0]}..{ref.window1[1] - 1},"
+                         f" trace2 kernels {ref.window2[0]}..{ref.window2[1] - 1}")
+    return "\n".join(lines)
+
+
+def op_table_text(table: pd.DataFrame, labels: tuple[str, str], limit: int = TOP_OPS) -> str:
+    """The ops with the largest time gap: calls, kernels per call and time on each side."""
+    if table.empty:
+        return ""
+    lines = [f"Top ops by time gap (trace 1: {labels[0]}, trace 2: {labels[1]})",
+             f"  {'op':<40} {'module':<30} {'calls':>11} {'kernels/call':>13} {'ms':>17} {'ratio':>6}"]
+    for _, row in table.head(limit).iterrows():
+        calls, per_call, ms = ([row[side_column(c, s)] for s in (1, 2)] for c in (CALLS, KERNELS_PER_CALL, TIME_US))
+        ratio = "-" if pd.isna(row[TIME_RATIO]) else f"{row[TIME_RATIO]:.2f}"
+        op = ", ".join(row[OP_NAMES]) or row[OP]
+        lines.append(f"  {op[:40]:<40} {_path_tail(row[MODULE], 30):<30} {calls[0]:>5} {calls[1]:>5}"
+                     f" {_per_call(per_call[0]):>6} {_per_call(per_call[1]):>6}"
+                     f" {ms[0] / 1000:>8.3f} {ms[1] / 1000:>8.3f} {ratio:>6}")
+    return "\n".join(lines)
+
+
+def _path_tail(path: str, width: int) -> str:
+    """The innermost whole segments of a module path that fit in `width` characters."""
+    parts = path.split("/")
+    while len(parts) > 1 and len("…/" + "/".join(parts)) > width:
+        parts.pop(0)
+    tail = "/".join(parts)
+    return tail if tail == path else "…/" + tail
+
+
+def _per_call(value: float) -> str:
+    return "-" if pd.isna(value) else f"{value:.2f}"
+
+
+def op_table_csv(table: pd.DataFrame) -> str:
+    """The op table as CSV; lists (op names, each side's kernel names) joined by ' | '."""
+    names = [OP_NAMES, *(side_column(KERNEL_NAMES, s) for s in (1, 2))]
+    return table.assign(**{c: table[c].map(" | ".join) for c in names}).to_csv(index=False)
