@@ -36,7 +36,7 @@ def launch_columns(kernels: pd.DataFrame, cpu: CpuEvents) -> dict[str, pd.Catego
     """The OP_COLUMNS of `kernels`, resolved through `cpu`'s launches and ranges."""
     if not len(cpu.launches.correlation):
         return unrecorded_columns(len(kernels))
-    launch = _launch_of(kernels["correlation"].to_numpy(), cpu.launches.correlation)
+    launch = launch_rows(kernels["correlation"].to_numpy(), cpu.launches.correlation)
     found = launch >= 0
     used, per_kernel = np.unique(launch[found], return_inverse=True)
     thread, ts = cpu.launches.thread[used], cpu.launches.ts[used]
@@ -46,10 +46,10 @@ def launch_columns(kernels: pd.DataFrame, cpu: CpuEvents) -> dict[str, pd.Catego
         out[found] = per_launch[per_kernel]
         return out
 
-    ops = _Forest.of(cpu.ranges.of_kind(RangeKind.OP))
+    ops = Nesting.of(cpu.ranges.of_kind(RangeKind.OP))
     op = ops.innermost(thread, ts)
     top = _take(ops.top(), op)
-    modules = _Forest.of(cpu.ranges.of_kind(RangeKind.MODULE))
+    modules = Nesting.of(cpu.ranges.of_kind(RangeKind.MODULE))
     paths, path_of = modules.paths(modules.innermost(thread, ts), cpu.names)
     graph = np.array([bool(GRAPH_LAUNCH.search(cpu.names[c])) for c in cpu.launches.name[used]], dtype=np.int64)
     kind = np.where(found, spread(graph), LAUNCH_KINDS.index("none"))
@@ -111,8 +111,11 @@ def launched_only(trace: Trace) -> Trace:
 
 
 @dataclass
-class _Forest:
-    """Ranges of one kind sorted by (thread, start, longest first); `parent` is the enclosing range's row."""
+class Nesting:
+    """Ranges of one kind sorted by (thread, start, longest first); `parent` is the enclosing range's row.
+
+    Answers "which range encloses this point on this thread" for many points at once; built for ops and
+    module frames here, and usable as is for annotations (steps, phases)."""
 
     thread: np.ndarray
     start: np.ndarray
@@ -121,7 +124,7 @@ class _Forest:
     parent: np.ndarray
 
     @classmethod
-    def of(cls, ranges: Ranges) -> _Forest:
+    def of(cls, ranges: Ranges) -> Nesting:
         order = np.lexsort((-ranges.end, ranges.start, ranges.thread))
         thread, start, end, name = (column[order] for column in (ranges.thread, ranges.start, ranges.end, ranges.name))
         return cls(thread, start, end, name, _parents(thread, start, end))
@@ -208,7 +211,7 @@ def _last_starting_at_or_before(
     return np.where(same_thread, row, NO_ROW)
 
 
-def _launch_of(correlation: np.ndarray, launch_correlation: np.ndarray) -> np.ndarray:
+def launch_rows(correlation: np.ndarray, launch_correlation: np.ndarray) -> np.ndarray:
     """Per kernel, the row of the first launch with its correlation id; NO_ROW where there is none."""
     order = np.argsort(launch_correlation, kind="stable")
     ordered = launch_correlation[order]

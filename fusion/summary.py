@@ -13,7 +13,7 @@ UNCLASSIFIED_TYPE = "Other"
 
 
 def summarize(trace: Trace, top_unclassified: int = 20) -> dict[str, Any]:
-    """The `summary` CLI's JSON: per-type count and time, launches, and unclassified names by total time."""
+    """The `summary` CLI's JSON: per-type count and time, what typed the kernels, launches, unclassified names."""
     kernels = trace.kernels
     other = trace.names[trace.names["type"] == UNCLASSIFIED_TYPE].head(top_unclassified)
     with_op = kernels[(kernels["op"] != "").to_numpy()]
@@ -23,6 +23,7 @@ def summarize(trace: Trace, top_unclassified: int = 20) -> dict[str, Any]:
         "kernels": trace.kernel_count,
         "kernel_time_us": round(trace.kernel_time_us, 3),
         "types": _breakdown(kernels, "type"),
+        "type_routes": _breakdown(kernels, "type_route"),
         "launches": _breakdown(kernels, "launch"),
         "with_op": {"count": len(with_op), "time_us": round(float(with_op["dur"].sum()), 3)},
         "unlaunched": unlaunched_note(kernels),
@@ -37,7 +38,10 @@ def _breakdown(kernels: pd.DataFrame, column: str) -> dict[str, dict[str, float]
     """Kernel count and time per value of `column`, largest time first; values without kernels left out."""
     table = kernels.groupby(column, observed=True)["dur"].agg(count="size", time_us="sum")
     table = table.sort_values("time_us", ascending=False, kind="stable")
-    return {str(value): {"count": int(row["count"]), "time_us": round(float(row["time_us"]), 3)} for value, row in table.iterrows()}
+    return {
+        str(value): {"count": int(row["count"]), "time_us": round(float(row["time_us"]), 3)}
+        for value, row in table.iterrows()
+    }
 
 
 def summary_text(trace: Trace, summary: dict[str, Any]) -> str:
@@ -54,7 +58,7 @@ def summary_text(trace: Trace, summary: dict[str, Any]) -> str:
     for kernel_type, row in summary["types"].items():
         share = 100 * row["time_us"] / total
         lines.append(f"{kernel_type:<20}{row['count']:>10,}{row['time_us'] / 1e3:>14,.3f}{share:>7.1f}%")
-    lines += ["", _shares("launch", summary["launches"], total)]
+    lines += ["", _shares("typed by", summary["type_routes"], total), _shares("launch", summary["launches"], total)]
     with_op = summary["with_op"]
     lines.append(f"with op    {with_op['count']:,} kernels, {100 * with_op['time_us'] / total:.1f}% of kernel time")
     if summary["unlaunched"]:
@@ -68,6 +72,6 @@ def summary_text(trace: Trace, summary: dict[str, Any]) -> str:
 
 
 def _shares(title: str, breakdown: dict[str, dict[str, float]], total: float) -> str:
-    """'launch     kernel 1,053 (69.1% of time), none 463 (30.9%)' on one line."""
-    parts = [f"{value} {row['count']:,} ({100 * row['time_us'] / total:.1f}%)" for value, row in breakdown.items()]
-    return f"{title:<11}" + ", ".join(parts) + "  [kernels (share of kernel time)]"
+    """'launch     kernel: 1,053 kernels, 69.1% of time; none: 463 kernels, 30.9% of time' on one line."""
+    parts = [f"{value}: {row['count']:,} kernels, {100 * row['time_us'] / total:.1f}% of time" for value, row in breakdown.items()]
+    return f"{title:<11}" + "; ".join(parts)

@@ -17,7 +17,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from .classify import KERNEL_TYPES, classify_names
+from .classify import KERNEL_TYPES, classify_names, type_from_op
 from .columns import MISSING_ID, decode_args, id_column, numbers
 from .cpu_events import RANGE_CATEGORIES, RUNTIME_CATEGORIES, CpuCollector, RangeKind
 from .errors import TraceError
@@ -26,7 +26,9 @@ from .ops import OP_COLUMNS, launch_columns
 from .reader import DEFAULT_MAX_BYTES, Progress, TraceSource, open_input
 
 KERNEL_CATEGORIES = frozenset({"kernel", "Kernel"})
-KERNEL_COLUMNS = ("name", "type", "ts", "dur", "correlation", "stream", "device", *OP_COLUMNS)
+KERNEL_COLUMNS = ("name", "type", "type_route", "ts", "dur", "correlation", "stream", "device", *OP_COLUMNS)
+TYPE_ROUTES = ("name", "op", "unknown")
+"""What typed a kernel: its name's rule, its launching op, or nothing (type Other)."""
 _KERNEL, _RUNTIME = range(2)
 _BUCKET = {
     **dict.fromkeys(KERNEL_CATEGORIES, _KERNEL),
@@ -188,7 +190,9 @@ def load(
     kernels, warnings = _kernel_table(collector, raw.source)
     kernels = kernels.assign(**launch_columns(kernels, collector.cpu.events()))
     names = _name_table(kernels, platform)
-    kernels.insert(1, "type", _types_for(kernels["name"], names))
+    types, routes = _kernel_types(kernels, names)
+    kernels.insert(1, "type", types)
+    kernels.insert(2, "type_route", routes)
     return Trace(
         label=label or default_label(platform, gpu, recorded, raw.source),
         source=raw.source,
@@ -272,11 +276,28 @@ def _name_table(kernels: pd.DataFrame, platform: str) -> pd.DataFrame:
     return info.join(stats).sort_values("time_us", ascending=False)
 
 
-def _types_for(names: pd.Series, name_table: pd.DataFrame) -> pd.Categorical:
-    categories = names.cat.categories.astype(str)
-    per_code = name_table["type"].reindex(categories).fillna("Other").to_numpy()
-    codes = names.cat.codes.to_numpy()
-    return pd.Categorical(per_code[codes] if len(codes) else [], categories=list(KERNEL_TYPES))
+def _kernel_types(kernels: pd.DataFrame, name_table: pd.DataFrame) -> tuple[pd.Categorical, pd.Categorical]:
+    """Per kernel, its type and what typed it, from the name's type and the launching ops.
+
+    Each distinct (name, op, op_top) is classified once: the codes of the three are packed into one
+    integer key, and classify.type_from_op runs on the distinct keys only.
+    """
+    columns = [kernels[c].cat for c in ("name", "op", "op_top")]
+    name_types = name_table["type"].reindex(columns[0].categories.astype(str)).fillna("Other").to_numpy()
+    sizes = [max(len(c.categories), 1) for c in columns]
+    key = (columns[0].codes.to_numpy(np.int64) * sizes[1] + columns[1].codes) * sizes[2] + columns[2].codes
+    distinct, inverse = np.unique(key, return_inverse=True)
+    name_code, rest = np.divmod(distinct, sizes[1] * sizes[2])
+    op_code, top_code = np.divmod(rest, sizes[2])
+    ops, tops = columns[1].categories, columns[2].categories
+    typed = [type_from_op(name_types[n], ops[o], tops[t]) for n, o, t in zip(name_code, op_code, top_code)]
+    types = np.array([t for t, _ in typed], dtype=object)
+    routes = np.array([r for _, r in typed], dtype=object)
+    index = inverse.reshape(-1)
+    return (
+        pd.Categorical(types[index], categories=list(KERNEL_TYPES)),
+        pd.Categorical(routes[index], categories=list(TYPE_ROUTES)),
+    )
 
 
 def _quality_warnings(collector: _Collector) -> list[str]:

@@ -15,7 +15,8 @@ from fusion.__main__ import main
 from fusion.classify import classify
 from fusion.trace import load
 
-SUMMARY_KEYS = ["platform", "gpu", "kernels", "kernel_time_us", "types", "launches", "with_op", "unlaunched", "unclassified"]
+SUMMARY_KEYS = ["platform", "gpu", "kernels", "kernel_time_us", "types", "type_routes", "launches", "with_op",
+                "unlaunched", "unclassified"]
 
 
 def _refuse_constant(name: str) -> None:

@@ -21,6 +21,8 @@ from builders import (
     trace_json,
 )
 
+from fusion import classify as classify_module
+from fusion import trace as trace_module
 from fusion.__main__ import main
 from fusion.compare import compare
 from fusion.ops import LAUNCH_KINDS, OP_COLUMNS, launched_only
@@ -191,6 +193,40 @@ def test_compare_leaves_unlaunched_kernels_out_unless_asked(tmp_path) -> None:
         assert orjson.loads(out.read_bytes())["metadata"]["trace1_total_kernels"] == kernels
 
 
+INDEX_SELECT = "void at::native::(anonymous namespace)::indexSelectLargeIndex<c10::BFloat16, long, unsigned int, 2, 2, -2, true>(int)"
+
+
+def test_types_come_from_the_name_then_the_launching_op() -> None:
+    trace = EagerTrace("AMD")
+    trace.run(
+        Op("aten::linear", [Op("aten::mm", [Launch("mystery_kernel_a"), Launch("Cijk_Alik_Bljk_HHS_BH_MT128x128x32")])]),
+        Op("aten::embedding", [Op("aten::index_select", [Launch(INDEX_SELECT)])]),
+        Launch("mystery_kernel_a"),
+        Op("aten::index_select", [Launch(INDEX_SELECT)]),
+    )
+    kernels = load(trace.data()).kernels
+    assert list(zip(kernels["type"], kernels["type_route"])) == [
+        ("GEMM", "op"), ("GEMM", "name"), ("Embedding", "op"), ("Other", "unknown"), ("Elementwise", "name"),
+    ]
+    summary = summarize(load(trace.data()))
+    assert {route: entry["count"] for route, entry in summary["type_routes"].items()} == {"op": 2, "name": 2, "unknown": 1}
+
+
+def test_each_distinct_name_and_ops_is_typed_once(monkeypatch) -> None:
+    calls: list[tuple[str, str, str]] = []
+
+    def counted(name_type: str, op: str, op_top: str) -> tuple[str, str]:
+        calls.append((name_type, op, op_top))
+        return classify_module.type_from_op(name_type, op, op_top)
+
+    monkeypatch.setattr(trace_module, "type_from_op", counted)
+    trace = EagerTrace()
+    trace.run(*(Op("aten::linear", [Op("aten::mm", [Launch("mystery_kernel_a")])]) for _ in range(50)),
+              *(Op("aten::mm", [Launch("mystery_kernel_a")]) for _ in range(50)), Launch("mystery_kernel_a"))
+    assert len(load(trace.data()).kernels) == 101
+    assert sorted(calls) == [("Other", "", ""), ("Other", "aten::mm", "aten::linear"), ("Other", "aten::mm", "aten::mm")]
+
+
 # The real pair: 463 (MI300X) and 436 (H100) kernels carry correlation ids below the first runtime launch of
 # the profiled step (49485 and 682747 are the first runtime calls, a device synchronize): the tail of the
 # previous step, captured on the GPU side only. Checked against the files with a plain JSON parse.
@@ -218,8 +254,16 @@ def test_real_qwen_attention_resolves_to_the_sdpa_op(name: str, attention: str) 
     assert set(attn["op_top"]) == {"aten::scaled_dot_product_attention"}
     assert set(attn["op"]) == {"aten::_flash_attention_forward"}
     assert attn["module"].str.endswith(tuple(f"Qwen2Attention_{i}" for i in range(24))).all()
+    assert set(attn["type"]) == {"Attention"}
     sdpa = launched[launched["op_top"] == "aten::scaled_dot_product_attention"]
     assert sdpa.groupby("op_call").size().value_counts().to_dict() == ({2: 24} if "mi300" in name else {1: 24})
+
+
+@pytest.mark.parametrize("name", sorted(QWEN_UNLAUNCHED))
+def test_real_qwen_embedding_lookup_is_typed_by_its_op(name: str) -> None:
+    kernels = load(shared_trace(name)).kernels
+    lookup = kernels[kernels["name"].astype(str).str.contains("indexSelectLargeIndex")]
+    assert list(zip(lookup["op_top"], lookup["type"], lookup["type_route"])) == [("aten::embedding", "Embedding", "op")]
 
 
 def test_real_graph_replay_kernels_share_the_graph_launch() -> None:
@@ -244,3 +288,4 @@ def test_every_shared_trace_has_consistent_op_columns(name: str) -> None:
     assert ((kernels["op_call"] >= 0).to_numpy() == has_op).all()
     assert kernels.loc[has_op, "launch"].isin(("kernel", "graph")).all()
     assert (kernels.loc[kernels["launch"].isin(("none", "unrecorded")).to_numpy(), "thread"] == -1).all()
+    assert ((kernels["type_route"] == "unknown") == (kernels["type"] == "Other")).all()
