@@ -53,7 +53,7 @@ KERNEL_TYPES: tuple[str, ...] = (
     "Other",
 )
 
-HELPER_ROLES: tuple[str, ...] = ("split_k_reduce", "split_k_init", "split_kv_combine", "sort_pass")
+HELPER_ROLES: tuple[str, ...] = ("split_k_reduce", "split_kv_combine", "sort_pass")
 """Roles of kernels that are one part of another operation (typed as that operation)."""
 
 ROUTES: tuple[str, ...] = ("name", "op", "unknown")

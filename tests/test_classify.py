@@ -31,6 +31,7 @@ from fusion.errors import ConfigError
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason=f"shared traces not found at {TRACES}")
 MIN_COVERAGE = 0.98
+LINEAR_SLACK = 2.0
 
 # Real kernel names from /work/shared/traces/*/kernel_names.txt; long C++
 # names are cut after their first template arguments.
@@ -305,11 +306,18 @@ def test_classify_names_empty() -> None:
     assert table.empty and list(table.columns) == list(COLUMNS)
 
 
-def test_classify_names_is_linear() -> None:
-    names = [f"hostile_kernel_{i}_" + "q" * 150 for i in range(20_000)]
+def _seconds(names: list[str]) -> float:
     start = time.perf_counter()
+    classify_names(names)
+    return time.perf_counter() - start
+
+
+def test_classify_names_is_linear() -> None:
+    """Ten times the names take about ten times as long (the absolute speed is measured in bench/)."""
+    names = [f"hostile_kernel_{i}_" + "q" * 150 for i in range(20_000)]
+    small = min(_seconds(names[:2_000]) for _ in range(3))
+    assert _seconds(names) < LINEAR_SLACK * 10 * small
     table = classify_names(names)
-    assert time.perf_counter() - start < 3
     assert len(table) == len(names) and set(table["type"]) == {"Other"}
 
 

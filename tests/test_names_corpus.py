@@ -1,0 +1,72 @@
+"""Every name of the names corpus (tests/names_corpus.tsv) classifies as its row says.
+
+The corpus holds real kernel names from public traces and kernel sources, one family per row or few,
+with the expected type, implementation, fused components and helper role. A rule change that
+breaks a family fails here with the name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from fusion.classify import HELPER_ROLES, KERNEL_TYPES, RULES_ENV, classify
+
+CORPUS = Path(__file__).with_name("names_corpus.tsv")
+MIN_ROWS = 200
+FIELDS = 7
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    platform: str
+    kernel_type: str
+    implementation: str
+    fused_components: tuple[str, ...]
+    helper: str
+    source: str
+
+
+def _rows() -> list[Row]:
+    rows = []
+    for line in CORPUS.read_text(encoding="utf-8").splitlines():
+        if not line or line.startswith("#"):
+            continue
+        cells = line.split("\t")
+        assert len(cells) == FIELDS, f"{CORPUS.name}: {FIELDS} tab-separated fields expected: {line[:80]}"
+        name, platform, kernel_type, implementation, fused, helper, source = cells
+        rows.append(Row(name, platform, kernel_type, implementation, tuple(filter(None, fused.split(","))), helper,
+                        source))
+    return rows
+
+
+ROWS = _rows()
+
+
+@pytest.fixture(autouse=True)
+def _builtin_rules_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(RULES_ENV, raising=False)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.name[:60])
+def test_corpus_name_classifies_as_expected(row: Row) -> None:
+    result = classify(row.name, row.platform)
+    got = (result.kernel_type, result.implementation, result.fused_components, result.helper)
+    assert got == (row.kernel_type, row.implementation, row.fused_components, row.helper), row.source
+
+
+def test_corpus_is_large_unique_and_uses_known_words() -> None:
+    assert len(ROWS) >= MIN_ROWS
+    assert len({r.name for r in ROWS}) == len(ROWS)
+    for row in ROWS:
+        assert row.platform in ("AMD", "NVIDIA")
+        assert row.kernel_type in KERNEL_TYPES and set(row.fused_components) <= set(KERNEL_TYPES)
+        assert row.helper in ("", *HELPER_ROLES) and row.source
+
+
+def test_corpus_covers_every_type_and_role() -> None:
+    assert {r.kernel_type for r in ROWS} == set(KERNEL_TYPES)
+    assert {r.helper for r in ROWS} - {""} == set(HELPER_ROLES)
