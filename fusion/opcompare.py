@@ -378,7 +378,8 @@ def _unaligned_notes(calls: tuple[OpCalls, OpCalls], aligned: np.ndarray) -> lis
 
 def op_table(calls: tuple[OpCalls, OpCalls]) -> pd.DataFrame:
     """Per (canonical op, module): calls, kernels per call, top kernel names and time per side; by time gap."""
-    sides = [_side_table(c) for c in calls]
+    sides = [_side_table(c).rename(columns={OP_NAMES: f"{OP_NAMES}{c.side}", **{n: side_column(n, c.side) for n in SIDE_COLUMNS}})
+             for c in calls]
     table = sides[0].join(sides[1], how="outer")
     for s in (1, 2):
         table[side_column(CALLS, s)] = table[side_column(CALLS, s)].fillna(0).astype(np.int64)
@@ -394,8 +395,14 @@ def op_table(calls: tuple[OpCalls, OpCalls]) -> pd.DataFrame:
     return table.iloc[order].reset_index(drop=True)[list(OP_TABLE_COLUMNS)]
 
 
+def op_times(trace: Trace) -> pd.DataFrame:
+    """One trace's eager ops by kernel time: op, op_names, module and the SIDE_COLUMNS (unprefixed)."""
+    table = _side_table(op_calls(trace, 1)).reset_index()
+    return table.sort_values(TIME_US, ascending=False, kind="stable").reset_index(drop=True)
+
+
 def _side_table(calls: OpCalls) -> pd.DataFrame:
-    """One side's op table columns, indexed by (op, module), plus the spelled op names (column OP_NAMES)."""
+    """One side's OP_NAMES and SIDE_COLUMNS, indexed by (op, module)."""
     call_of_row = np.repeat(np.arange(len(calls)), calls.counts)
     rows = pd.DataFrame({OP: calls.ops[call_of_row], MODULE: calls.modules[call_of_row], "call": call_of_row,
                          OP_NAMES: calls.raw_ops[call_of_row], "name": calls.names[calls.rows],
@@ -412,5 +419,4 @@ def _side_table(calls: OpCalls) -> pd.DataFrame:
     table[KERNEL_NAMES] = top.groupby(keys)["name"].agg(list).reindex(table.index)
     table[KERNELS_PER_CALL] = table["kernels"] / table[CALLS]
     table[TIME_PER_CALL_US] = table[TIME_US] / table[CALLS]
-    renamed = {c: side_column(c, calls.side) for c in SIDE_COLUMNS} | {OP_NAMES: f"{OP_NAMES}{calls.side}"}
-    return table[[*SIDE_COLUMNS, OP_NAMES]].rename(columns=renamed)
+    return table[[OP_NAMES, *SIDE_COLUMNS]]

@@ -16,7 +16,7 @@ from fusion.classify import classify
 from fusion.trace import load
 
 SUMMARY_KEYS = ["platform", "gpu", "kernels", "kernel_time_us", "types", "type_routes", "launches", "with_op",
-                "unlaunched", "unclassified"]
+                "unlaunched", "ops", "unclassified"]
 
 
 def _refuse_constant(name: str) -> None:

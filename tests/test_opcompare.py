@@ -33,6 +33,7 @@ from fusion.opcompare import (
     compare_ops,
     side_column,
 )
+from fusion.summary import summarize, summary_text
 from fusion.trace import Trace, load
 
 ROWWISE = "void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<float, float>(long, float, float const*, float*, float*)"
@@ -336,3 +337,11 @@ def test_real_qwen_attention_is_two_kernels_on_mi300x_and_one_on_h100(real_pair)
     assert any("FillFunctor<int>" in n for n in sdpa.unfused_kernel_names) and "attn_fwd" in sdpa.unfused_kernel_names
     assert any("flash_fwd_kernel" in n for n in sdpa.fused_kernel_names)
     assert "launches 2 vs 1 kernels" in sdpa.evidence
+
+
+def test_summary_lists_the_ops_with_most_kernel_time():
+    trace = pair(3, DIFFERENT)[0]
+    ops = summarize(trace)["ops"]
+    assert ops[0] == {"op": "aten::linear", "module": "", "calls": 12, "kernels_per_call": 2.0, "time_us": 276.0}
+    assert [entry["time_us"] for entry in ops] == sorted((entry["time_us"] for entry in ops), reverse=True)
+    assert "top ops by kernel time (eager launches):" in summary_text(trace, summarize(trace))
