@@ -87,6 +87,23 @@ class OpComparison:
     aligned_calls: int
     calls: tuple[int, int]
     notes: list[str] = field(default_factory=list)
+    claimed: tuple[np.ndarray, np.ndarray] = (np.zeros(0, dtype=bool), np.zeros(0, dtype=bool))
+    """Per side, a mask over the kernel rows: launched by an op call of a finding."""
+
+    def supersedes(self, mapping: FusionMapping) -> bool:
+        """Does a mapping from groups or windows cite only kernels of this comparison's op-level findings?
+
+        Op calls are the primary evidence: such a mapping describes the same kernels (a sample of its
+        occurrences, its evidence refs, all lies in finding calls on both sides) and is reported once.
+        """
+        refs = mapping.evidence_refs
+        return mapping.evidence_source != OP_CALLS_SOURCE and bool(refs) and all(
+            _inside(self.claimed[0], ref.window1) and _inside(self.claimed[1], ref.window2) for ref in refs)
+
+
+def _inside(mask: np.ndarray, window: tuple[int, int]) -> bool:
+    start, stop = window
+    return 0 <= start < stop <= len(mask) and bool(mask[start:stop].all())
 
 
 @dataclass
@@ -167,9 +184,17 @@ def compare_ops(trace1: Trace, trace2: Trace, thresholds: OpThresholds | None = 
         return OpComparison([], table, 0, (len(calls[0]), len(calls[1])),
                             [f"no eager op calls recorded in {', '.join(missing)}: no op-level comparison"])
     aligned = align_calls(*calls)
-    findings, notes = op_findings(calls, aligned, limits)
+    findings, notes, shown = op_findings(calls, aligned, limits)
     notes += _unaligned_notes(calls, aligned)
-    return OpComparison(findings, table, len(aligned), (len(calls[0]), len(calls[1])), notes)
+    return OpComparison(findings, table, len(aligned), (len(calls[0]), len(calls[1])), notes,
+                        tuple(_mask(c, [pair[c.side - 1] for pair in shown]) for c in calls))
+
+
+def _mask(calls: OpCalls, chosen: list[int]) -> np.ndarray:
+    mask = np.zeros(len(calls.trace.kernels), dtype=bool)
+    if chosen:
+        mask[np.concatenate([calls.kernels(c) for c in chosen])] = True
+    return mask
 
 
 def align_calls(calls1: OpCalls, calls2: OpCalls) -> np.ndarray:
@@ -220,8 +245,10 @@ class _Difference:
 
 
 def op_findings(calls: tuple[OpCalls, OpCalls], aligned: np.ndarray,
-                limits: OpThresholds) -> tuple[list[FusionMapping], list[str]]:
-    """Repeated, consistent kernel-count differences of aligned calls become findings; the others notes."""
+                limits: OpThresholds) -> tuple[list[FusionMapping], list[str], list[tuple[int, int]]]:
+    """Repeated, consistent kernel-count differences of aligned calls become findings; the others notes.
+
+    Also returns the call pairs the findings stand on."""
     ops = calls[0].ops[aligned[:, 0]] if len(aligned) else np.zeros(0, dtype=object)
     per_op = Counter(ops.tolist())
     differing = np.flatnonzero(calls[0].counts[aligned[:, 0]] != calls[1].counts[aligned[:, 1]]) if len(aligned) else []
@@ -230,16 +257,17 @@ def op_findings(calls: tuple[OpCalls, OpCalls], aligned: np.ndarray,
         i, j = (int(x) for x in aligned[k])
         key = (ops[k], tuple(calls[0].types[calls[0].kernels(i)]), tuple(calls[1].types[calls[1].kernels(j)]))
         groups.setdefault(key, _Difference(*key)).pairs.append((i, j))
-    findings, notes = [], []
+    findings, notes, shown = [], [], []
     for diff in groups.values():
         share = len(diff.pairs) / per_op[diff.op]
         if len(diff.pairs) >= limits.min_calls and share >= limits.min_consistency:
             findings.append(_finding(diff, share, calls, limits))
+            shown += diff.pairs
         else:
             notes.append(f"{diff.op}: {len(diff.pairs)} of {per_op[diff.op]} aligned calls launch"
                          f" {len(diff.types1)} vs {len(diff.types2)} kernels; below {limits.min_calls} calls or"
                          f" {limits.min_consistency:.0%} of the op's calls, not reported")
-    return sorted(findings, key=lambda m: -m.time_saved_us), notes
+    return sorted(findings, key=lambda m: -m.time_saved_us), notes, shown
 
 
 def _finding(diff: _Difference, share: float, calls: tuple[OpCalls, OpCalls], limits: OpThresholds) -> FusionMapping:

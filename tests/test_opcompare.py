@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -33,6 +34,7 @@ from fusion.opcompare import (
     compare_ops,
     side_column,
 )
+from fusion.result import EvidenceRef
 from fusion.summary import summarize, summary_text
 from fusion.trace import Trace, load
 
@@ -345,3 +347,17 @@ def test_summary_lists_the_ops_with_most_kernel_time():
     assert ops[0] == {"op": "aten::linear", "module": "", "calls": 12, "kernels_per_call": 2.0, "time_us": 276.0}
     assert [entry["time_us"] for entry in ops] == sorted((entry["time_us"] for entry in ops), reverse=True)
     assert "top ops by kernel time (eager launches):" in summary_text(trace, summarize(trace))
+
+
+def test_a_window_mapping_of_the_same_kernels_is_superseded_by_the_op_finding():
+    trace1, trace2 = pair(4, DIFFERENT)
+    result = compare_ops(trace1, trace2)
+    layer_norm = next(m for m in result.findings if m.op == "aten::layer_norm")
+    ref = layer_norm.evidence_refs[0]
+    window = replace(layer_norm, evidence_source="windows", evidence_refs=[EvidenceRef(3, -1, -1, ref.window1, ref.window2)])
+    assert result.supersedes(window)
+    assert not result.supersedes(layer_norm)
+    gelu_rows = np.flatnonzero(trace1.kernels["op_top"].astype(str).to_numpy() == "aten::gelu")
+    elsewhere = EvidenceRef(3, -1, -1, (int(gelu_rows[0]), int(gelu_rows[0]) + 1), ref.window2)
+    assert not result.supersedes(replace(window, evidence_refs=[*window.evidence_refs, elsewhere]))
+    assert not result.supersedes(replace(window, evidence_refs=[]))
