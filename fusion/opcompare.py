@@ -23,6 +23,7 @@ import pandas as pd
 
 from .align import GAP, align_codes, stream_windows
 from .classify import canonical_op
+from .ops import MODULE_SEPARATOR, OP_COLUMNS
 from .result import EvidenceRef, FusionMapping
 from .trace import Trace
 
@@ -32,7 +33,7 @@ OP_EVIDENCE_PAIR = -1
 """EvidenceRef.pair_id of op-call evidence: it is no Comparison pair; the windows cite the two calls' kernels
 and correlation1/2 are the correlation ids of each call's first kernel."""
 EAGER_LAUNCH = "kernel"
-OP_COLUMNS = frozenset({"op_top", "op_call", "thread", "launch"})
+"""The loader's `launch` value of an eagerly launched kernel (ops.LAUNCH_KINDS)."""
 NAME_CHARS = 100
 """Raw kernel names are cut to this many characters in evidence text (the mapping keeps them whole)."""
 
@@ -56,7 +57,7 @@ TIME_GAP_US = "time_gap_us"
 """trace1 time - trace2 time; the table is ranked by its absolute value."""
 SIDE_COLUMNS = (CALLS, KERNELS_PER_CALL, KERNEL_NAMES, TIME_US, TIME_PER_CALL_US)
 TOP_OP_NAMES = 3
-_INSTANCE = re.compile(r"_\d+(?=/|$)")
+_INSTANCE = re.compile(rf"_\d+(?={re.escape(MODULE_SEPARATOR)}|$)")
 """The instance number the profiler appends to a module name (Linear_3)."""
 
 
@@ -69,6 +70,8 @@ OP_TABLE_COLUMNS = (OP, OP_NAMES, MODULE, *(side_column(c, s) for s in (1, 2) fo
 
 @dataclass(frozen=True)
 class OpThresholds:
+    """When an op-level difference is a finding, and how much evidence it carries."""
+
     min_calls: int = 3
     """An op-level difference must show in at least this many aligned call pairs."""
     min_consistency: float = 0.8
@@ -87,7 +90,7 @@ class OpComparison:
     aligned_calls: int
     calls: tuple[int, int]
     notes: list[str] = field(default_factory=list)
-    claimed: tuple[np.ndarray, np.ndarray] = (np.zeros(0, dtype=bool), np.zeros(0, dtype=bool))
+    claimed: tuple[np.ndarray, np.ndarray] = field(default_factory=lambda: (np.zeros(0, dtype=bool),) * 2)
     """Per side, a mask over the kernel rows: launched by an op call of a finding."""
 
     def supersedes(self, mapping: FusionMapping) -> bool:
@@ -142,7 +145,7 @@ class OpCalls:
 def op_calls(trace: Trace, side: int) -> OpCalls:
     """The trace's eager op calls (none when it records no op context)."""
     kernels = trace.kernels
-    if OP_COLUMNS <= set(kernels.columns):
+    if set(OP_COLUMNS) <= set(kernels.columns):
         call = kernels["op_call"].to_numpy(np.int64)
         rows = np.flatnonzero((call >= 0) & (kernels["launch"].to_numpy() == EAGER_LAUNCH))
     else:

@@ -20,6 +20,7 @@ from .opcompare import (
     TIME_US,
     side_column,
 )
+from .ops import MODULE_SEPARATOR
 from .result import Comparison, FusionMapping, Opportunity, field_names, plain
 
 TOP_OPPORTUNITIES = 10
@@ -157,11 +158,11 @@ def op_table_text(table: pd.DataFrame, labels: tuple[str, str], limit: int = TOP
 
 def _path_tail(path: str, width: int) -> str:
     """The innermost whole segments of a module path that fit in `width` characters."""
-    parts = path.split("/")
-    while len(parts) > 1 and len("…/" + "/".join(parts)) > width:
+    parts = path.split(MODULE_SEPARATOR)
+    while len(parts) > 1 and len("…" + MODULE_SEPARATOR.join(["", *parts])) > width:
         parts.pop(0)
-    tail = "/".join(parts)
-    return tail if tail == path else "…/" + tail
+    tail = MODULE_SEPARATOR.join(parts)
+    return tail if tail == path else "…" + MODULE_SEPARATOR + tail
 
 
 def _per_call(value: float) -> str:
