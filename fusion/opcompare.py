@@ -61,6 +61,10 @@ _INSTANCE = re.compile(rf"_\d+(?={re.escape(MODULE_SEPARATOR)}|$)")
 """The instance number the profiler appends to a module name (Linear_3)."""
 
 
+ALL = slice(None)
+"""Every kernel row."""
+
+
 def side_column(name: str, side: int) -> str:
     return f"trace{side}_{name}"
 
@@ -156,7 +160,7 @@ def op_calls(trace: Trace, side: int) -> OpCalls:
     return OpCalls(side, trace, _per_category(kernels, "op_top", heads, canonical_op),
                    _per_category(kernels, "op_top", heads, str), _modules(kernels, heads),
                    _column(kernels, "thread", heads), rows, np.r_[first, len(rows)].astype(np.int64),
-                   kernels["name"].to_numpy().astype(str), kernels["type"].to_numpy().astype(str),
+                   _per_category(kernels, "name", ALL, str), _per_category(kernels, "type", ALL, str),
                    kernels["dur"].to_numpy(np.float64), kernels["correlation"].to_numpy(np.int64))
 
 
@@ -169,9 +173,12 @@ def _modules(kernels: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     return _per_category(kernels, "module", rows, lambda path: _INSTANCE.sub("", path))
 
 
-def _per_category(kernels: pd.DataFrame, column: str, rows: np.ndarray, rewrite: Callable[[str], str]) -> np.ndarray:
+def _per_category(kernels: pd.DataFrame, column: str, rows: np.ndarray | slice,
+                  rewrite: Callable[[str], str]) -> np.ndarray:
+    """`rewrite` of a categorical column's value at `rows`, as an object array of shared strings (8 bytes a row);
+    each distinct value is rewritten once."""
     if column not in kernels.columns:
-        return np.full(len(rows), "", dtype=object)
+        return np.full(len(kernels), "", dtype=object)[rows]
     values = kernels[column].astype("category")
     rewritten = np.array([rewrite(str(v)) for v in values.cat.categories] + [""], dtype=object)
     return rewritten[values.cat.codes.to_numpy()[rows]]
