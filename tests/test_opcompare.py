@@ -361,3 +361,12 @@ def test_a_window_mapping_of_the_same_kernels_is_superseded_by_the_op_finding():
     elsewhere = EvidenceRef(3, -1, -1, (int(gelu_rows[0]), int(gelu_rows[0]) + 1), ref.window2)
     assert not result.supersedes(replace(window, evidence_refs=[*window.evidence_refs, elsewhere]))
     assert not result.supersedes(replace(window, evidence_refs=[]))
+
+
+@pytest.mark.parametrize("name", ["hta_trace_diff_control", "tl_mi300_qwen1.5-0.5b"])
+def test_a_real_trace_against_itself_aligns_every_call_and_finds_nothing(name):
+    trace = load(shared_trace(name))
+    result = compare_ops(trace, trace)
+    assert result.findings == [] and result.notes == []
+    assert result.aligned_calls == result.calls[0] > 0
+    assert (result.op_table[TIME_GAP_US] == 0).all()
