@@ -388,7 +388,9 @@ def _evidence_text(op: str, diff: _Difference, calls: tuple[OpCalls, OpCalls], c
         count = len(diff.types(s))
         listed = ", ".join(f"`{_cut(str(n))}`" for n in names)
         sides.append(f"{call.trace.label} {count} kernel{'s' if count != 1 else ''} ({listed})")
-    head = f"{op}: {sides[0]}, {sides[1]}, {len(diff.pairs)} calls"
+    per_call = [sum(c.dur[c.kernels(p[c.side - 1])].sum() for p in diff.pairs) / len(diff.pairs) for c in calls]
+    head = (f"{op}: {sides[0]}, {sides[1]}, {len(diff.pairs)} calls,"
+            f" {per_call[0]:.1f} vs {per_call[1]:.1f} us of kernel time per call")
     fused_label, unfused_label = calls[fused - 1].trace.label, calls[unfused - 1].trace.label
     counts = f"{len(diff.types(unfused))} vs {len(diff.types(fused))} kernels"
     if helpers:

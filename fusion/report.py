@@ -124,19 +124,18 @@ def _notes(c: Comparison) -> str:
                      [f"  trace {n.side}: {n.count} x {n.kernel_type} - {n.reason}" for n in c.one_sided])
 
 
-def op_findings_text(mappings: list[FusionMapping]) -> str:
-    """The op-level findings (evidence_source 'op_calls'): each op, both sides' kernels, the cited calls."""
+def op_findings_text(mappings: list[FusionMapping], notes: list[str]) -> str:
+    """The op-level findings (evidence_source 'op_calls'): each op, both sides' kernels, the cited calls; notes."""
     found = [m for m in mappings if m.evidence_source == OP_CALLS_SOURCE]
-    if not found:
-        return "Op-level findings: none"
-    lines = ["Op-level findings (same op call, different kernels)"]
+    lines = ["Op-level findings (same op call, different kernels)" if found else "Op-level findings: none"]
     for m in found:
         lines.append(f"  [{m.detector}] {m.evidence}")
-        lines.append(f"      {m.pattern_confidence:.0%} of the op's aligned calls, {m.time_saved_us / 1000:.3f} ms"
-                     f" in Trace {3 - m.fused_trace}'s extra kernels")
+        lines.append(f"      {m.pattern_confidence:.0%} of the op's aligned calls; {m.time_saved_us / 1000:.3f} ms"
+                     f" in Trace {3 - m.fused_trace}'s kernels without a same-type counterpart")
         for ref in m.evidence_refs[:3]:
             lines.append(f"      op call: trace1 kernels {ref.window1[0]}..{ref.window1[1] - 1},"
                          f" trace2 kernels {ref.window2[0]}..{ref.window2[1] - 1}")
+    lines += [f"  note: {note}" for note in notes]
     return "\n".join(lines)
 
 

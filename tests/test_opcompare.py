@@ -144,7 +144,8 @@ def test_finding_names_both_sides_with_raw_names_and_time():
     assert finding.pattern_confidence == 1.0
     assert finding.time_saved_us == pytest.approx(8 * 4.0)
     assert finding.evidence.startswith(f"aten::layer_norm: MI300X 2 kernels (`{ROWWISE[:99]}…`, `{LN_FORWARD[:99]}…`),"
-                                       f" H100 1 kernel (`{LN_VECTORIZED[:99]}…`), 8 calls")
+                                       f" H100 1 kernel (`{LN_VECTORIZED[:99]}…`), 8 calls,"
+                                       " 10.0 vs 7.0 us of kernel time per call")
     assert finding.evidence.endswith("; H100 fuses LayerNorm + LayerNorm into one LayerNorm kernel")
 
 
@@ -298,8 +299,10 @@ def test_op_table_rows_per_module_class_across_layers():
 def test_report_lists_op_findings_and_top_ops():
     trace1, trace2 = pair(4, only("aten::layer_norm"))
     result = compare_ops(trace1, trace2)
-    text = report.op_findings_text(result.findings)
+    text = report.op_findings_text(result.findings, ["a note"])
     assert "[op_kernels] aten::layer_norm: MI300X 2 kernels" in text and "op call: trace1 kernels 0..1" in text
+    assert text.endswith("\n  note: a note")
+    assert report.op_findings_text([], []) == "Op-level findings: none"
     table = report.op_table_text(result.op_table, (trace1.label, trace2.label), limit=2)
     assert table.splitlines()[0] == "Top ops by time gap (trace 1: MI300X, trace 2: H100)"
     assert len(table.splitlines()) == 4 and "aten::layer_norm" in table
