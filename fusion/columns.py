@@ -15,6 +15,8 @@ MISSING_ID = -1
 """Stored in an id column when the event does not carry that field."""
 _INT64_MAX = 2**63 - 1
 _NO_NUMBER = np.nan
+_NUMBER_TYPES = frozenset({int, float})
+_INT_TYPE = frozenset({int})
 
 
 class IdArgs(msgspec.Struct):
@@ -35,7 +37,7 @@ def _is_plain_number(value: Any) -> bool:
 
 def numbers(values: list[Any]) -> np.ndarray:
     """A float64 column; NaN where a value is not a plain finite number (bools, strings, None, huge)."""
-    if all(type(v) is float or type(v) is int for v in values):
+    if set(map(type, values)) <= _NUMBER_TYPES:
         try:
             column = np.array(values, dtype=np.float64)
         except OverflowError:
@@ -48,7 +50,7 @@ def numbers(values: list[Any]) -> np.ndarray:
 
 def id_column(values: list[Any]) -> tuple[np.ndarray, int]:
     """An int64 id column with MISSING_ID where a value is not a non-negative int64; and how many were not."""
-    if all(type(v) is int for v in values):
+    if set(map(type, values)) <= _INT_TYPE:
         try:
             column = np.array(values, dtype=np.int64)
         except OverflowError:

@@ -130,8 +130,10 @@ class CpuCollector:
 
 
 def _intern(keys: list[Any], table: dict[Any, int]) -> np.ndarray:
-    """The code of each key in `table`, new keys numbered in order of appearance."""
-    return np.fromiter((table.setdefault(k, len(table)) for k in keys), dtype=np.int32, count=len(keys))
+    """The code of each key in `table`, new keys numbered in order of appearance (a piece has few distinct keys)."""
+    for key in dict.fromkeys(keys):
+        table.setdefault(key, len(table))
+    return np.fromiter(map(table.__getitem__, keys), dtype=np.int32, count=len(keys))
 
 
 def _hashable(value: Any) -> Any:

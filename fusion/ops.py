@@ -51,7 +51,8 @@ def launch_columns(kernels: pd.DataFrame, cpu: CpuEvents) -> dict[str, pd.Catego
     top = _take(ops.top(), op)
     modules = Nesting.of(cpu.ranges.of_kind(RangeKind.MODULE))
     paths, path_of = modules.paths(modules.innermost(thread, ts), cpu.names)
-    graph = np.array([bool(GRAPH_LAUNCH.search(cpu.names[c])) for c in cpu.launches.name[used]], dtype=np.int64)
+    launch_names, name_of = np.unique(cpu.launches.name[used], return_inverse=True)
+    graph = np.array([bool(GRAPH_LAUNCH.search(cpu.names[c])) for c in launch_names], dtype=np.int64)[name_of]
     kind = np.where(found, spread(graph), LAUNCH_KINDS.index("none"))
     return {
         "op": _categorical(spread(_take(ops.name, op)), cpu.names),
