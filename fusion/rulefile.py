@@ -80,6 +80,13 @@ class Entry:
             self.fail(f"{key} {value!r} is not one of {tuple(allowed)}")
         return value
 
+    def flag(self, key: str) -> bool:
+        """A boolean value, False when the key is absent."""
+        value = self.data.get(key, False)
+        if not isinstance(value, bool):
+            self.fail(f"'{key}' must be true or false")
+        return value
+
     def words(self, key: str, allowed: Collection[str] | None = None) -> tuple[str, ...]:
         """A list of non-empty strings (empty when absent), each in `allowed` when given."""
         value = self.data.get(key, [])

@@ -7,12 +7,13 @@ breaks a family fails here with the name.
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from fusion.classify import HELPER_ROLES, KERNEL_TYPES, RULES_ENV, classify
+from fusion.classify import BUILTIN_RULES, HELPER_ROLES, KERNEL_TYPES, RULES_ENV, classify
 
 CORPUS = Path(__file__).with_name("names_corpus.tsv")
 MIN_ROWS = 200
@@ -70,3 +71,12 @@ def test_corpus_is_large_unique_and_uses_known_words() -> None:
 def test_corpus_covers_every_type_and_role() -> None:
     assert {r.kernel_type for r in ROWS} == set(KERNEL_TYPES)
     assert {r.helper for r in ROWS} - {""} == set(HELPER_ROLES)
+
+
+def test_every_builtin_rule_decides_some_corpus_name() -> None:
+    data = tomllib.loads(BUILTIN_RULES.read_text(encoding="utf-8"))
+    rule_ids = {r["id"] for table in ("rule", "inductor_op") for r in data[table] if not r.get("fused_only")}
+    used = {classify(r.name, r.platform).rule for r in ROWS}
+    assert rule_ids - used == set()
+    fused_only = {r["type"] for r in data["inductor_op"] if r.get("fused_only")}
+    assert fused_only <= {t for r in ROWS if r.name.startswith("triton_") for t in r.fused_components}
