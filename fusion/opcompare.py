@@ -195,7 +195,7 @@ def compare_ops(trace1: Trace, trace2: Trace, thresholds: OpThresholds | None = 
                             [f"no eager op calls recorded in {', '.join(missing)}: no op-level comparison"])
     aligned = align_calls(*calls)
     findings, notes, shown = op_findings(calls, aligned, limits)
-    notes += _unaligned_notes(calls, aligned)
+    notes += _unaligned_notes(calls, aligned) + [n for c in calls if (n := _outside_ops_note(c))]
     return OpComparison(findings, table, len(aligned), (len(calls[0]), len(calls[1])), notes,
                         tuple(_mask(c, [pair[c.side - 1] for pair in shown]) for c in calls))
 
@@ -414,6 +414,17 @@ def _unaligned_notes(calls: tuple[OpCalls, OpCalls], aligned: np.ndarray) -> lis
         if left:
             notes.append(f"{call.trace.label}: {left} of {len(call)} op calls have no counterpart with the same op")
     return notes
+
+
+def _outside_ops_note(calls: OpCalls) -> str:
+    """How many eagerly launched kernels no op call encloses ('' when none): they are not compared by op."""
+    kernels = calls.trace.kernels
+    outside = (kernels["launch"].to_numpy() == EAGER_LAUNCH) & (kernels["op_call"].to_numpy() < 0)
+    if not outside.any():
+        return ""
+    time_ms = float(kernels["dur"].to_numpy()[outside].sum()) / 1000
+    return (f"{calls.trace.label}: eagerly launched kernels with no enclosing op: {int(outside.sum())}"
+            f" ({time_ms:.3f} ms); not part of the op-level comparison")
 
 
 def op_table(calls: tuple[OpCalls, OpCalls]) -> pd.DataFrame:
