@@ -69,7 +69,8 @@ def side_column(name: str, side: int) -> str:
     return f"trace{side}_{name}"
 
 
-OP_TABLE_COLUMNS = (OP, OP_NAMES, MODULE, *(side_column(c, s) for s in (1, 2) for c in SIDE_COLUMNS), TIME_RATIO, TIME_GAP_US)
+OP_TABLE_COLUMNS = (OP, OP_NAMES, MODULE, *(side_column(c, s) for s in (1, 2) for c in SIDE_COLUMNS),
+                    TIME_RATIO, TIME_GAP_US)
 
 
 @dataclass(frozen=True)
@@ -398,7 +399,8 @@ def _evidence_text(op: str, diff: _Difference, calls: tuple[OpCalls, OpCalls], c
         return f"{head}; {unfused_label} splits the op ({counts}): helper kernel {roles}"
     if set(diff.types(unfused)) <= set(diff.types(fused)) | set(components):
         what = " + ".join(diff.types(unfused))
-        into = f"one {diff.types(fused)[0]} kernel" if len(diff.types(fused)) == 1 else f"{len(diff.types(fused))} kernels"
+        fewer = diff.types(fused)
+        into = f"one {fewer[0]} kernel" if len(fewer) == 1 else f"{len(fewer)} kernels"
         return f"{head}; {fused_label} fuses {what} into {into}"
     return f"{head}; the same op launches {counts} ({unfused_label} vs {fused_label})"
 
@@ -429,7 +431,8 @@ def _outside_ops_note(calls: OpCalls) -> str:
 
 def op_table(calls: tuple[OpCalls, OpCalls]) -> pd.DataFrame:
     """Per (canonical op, module): calls, kernels per call, top kernel names and time per side; by time gap."""
-    sides = [_side_table(c).rename(columns={OP_NAMES: f"{OP_NAMES}{c.side}", **{n: side_column(n, c.side) for n in SIDE_COLUMNS}})
+    sides = [_side_table(c).rename(columns={OP_NAMES: f"{OP_NAMES}{c.side}",
+                                            **{name: side_column(name, c.side) for name in SIDE_COLUMNS}})
              for c in calls]
     table = sides[0].join(sides[1], how="outer")
     for s in (1, 2):

@@ -249,7 +249,8 @@ def test_graph_replays_and_kernels_outside_ops_are_left_out():
     assert set(trace1.kernels["launch"].astype(str)) == {"kernel", "graph"}
     assert "aten::layer_norm" not in set(result.op_table.loc[result.op_table[side_column(CALLS, 1)] > 0, OP])
     assert result.calls == (32, 40)
-    assert result.notes[-1] == "MI300X: eagerly launched kernels with no enclosing op: 1 (0.004 ms); not part of the op-level comparison"
+    assert result.notes[-1] == ("MI300X: eagerly launched kernels with no enclosing op: 1 (0.004 ms);"
+                                " not part of the op-level comparison")
 
 
 def test_traces_without_op_context_give_an_empty_comparison():
