@@ -277,6 +277,7 @@ def test_any_text_classifies(name: str) -> None:
     assert result.kernel_type in KERNEL_TYPES
     assert isinstance(inductor_ops(name), tuple)
     assert set(result.fused_components) <= set(KERNEL_TYPES) - {result.kernel_type}
+    assert result.helper in ("", *HELPER_ROLES)
 
 
 def test_matching_ignores_case() -> None:
