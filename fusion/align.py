@@ -1,9 +1,10 @@
 """Kernel-by-kernel alignment of two kernel-type sequences (Needleman-Wunsch, numpy row DP).
 
-Scores: same type +2, different type -3, gap -2. A substitution (-3) is cheaper than a pair of gaps (-4),
-so two kernels of different types at the same place are a substitution, but dearer than one gap, so a
-run of extra kernels on one side (4 sorts vs 1) is not smeared into substitutions with its neighbours. Alignments are cached by the
-pair of type sequences: identical decode steps are aligned once.
+Scores: same type +2, gap -2, different types -5: dearer than a pair of gaps, so a kernel of one operation
+type never stands for a kernel of another (an epilogue fused on one side and a prologue on the other stay two
+one-sided kernels). A kernel whose type is unknown (no rule knows its name) may stand for any type: against it
+a different type costs -3, cheaper than two gaps. Codes carry two flag bits for this (FOLDED, UNKNOWN; see
+unit_codes). Alignments are cached by the pair of code sequences: identical decode steps are aligned once.
 
 Each DP row is solved with numpy: the left-gap recurrence H[j] = max(E[j], H[j-1] + gap) is a running
 maximum of E[k] - gap*k, so a row costs a few vector operations.
@@ -16,7 +17,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-MATCH_SCORE, MISMATCH_SCORE, GAP_SCORE = 2, -3, -2
+MATCH_SCORE, MISMATCH_SCORE, UNKNOWN_MISMATCH_SCORE, GAP_SCORE = 2, -5, -3, -2
 GAP = -1
 MATCH, SUBSTITUTE, ONLY1, ONLY2 = 0, 1, 2, 3
 OP_NAMES = np.array(["match", "substitute", "only1", "only2"])
@@ -25,6 +26,38 @@ STREAM_CHUNK = 512
 """Kernels per side aligned at once when walking a long eager stream."""
 STREAM_KEEP = 0.75
 """Fraction of a chunk's alignment kept before the next chunk starts (chunk ends are unreliable)."""
+FOLDED = 1 << 12
+"""Code bit of a helper kernel folded into the kernel of its operation (GEMM + split-K reduce)."""
+UNKNOWN = 1 << 13
+"""Code bit of a kernel of the unknown type: it may align with a kernel of any type."""
+UNKNOWN_TYPE = "Other"
+"""The classification's type for names no rule knows."""
+
+
+def unit_codes(codes: np.ndarray, helper: np.ndarray, unknown_code: int = -1) -> np.ndarray:
+    """Alignment codes: a helper kernel next to a kernel of its operation type carries FOLDED.
+
+    In a run of kernels of one type, helpers are folded into the run's other kernels (before or after
+    them: a split-K reduce follows its GEMM, a BetaOnly scaling precedes it); a run of helpers only keeps
+    its first kernel unfolded. A folded helper never aligns with the other side's real kernel of that type,
+    only with a folded helper, so "GEMM + splitKreduce" vs "GEMM" aligns the two GEMMs and leaves the
+    reduce one-sided. Kernels of `unknown_code` (the unknown type's code) carry UNKNOWN.
+    """
+    codes = np.asarray(codes, dtype=np.int16)
+    helper = np.asarray(helper, dtype=bool)
+    if not len(codes):
+        return codes
+    starts = np.r_[True, codes[1:] != codes[:-1]]
+    run = np.cumsum(starts) - 1
+    has_main = np.bincount(run, weights=~helper)[run] > 0
+    folded = helper & (has_main | ~starts)
+    flags = np.where(folded, FOLDED, 0) | np.where(codes == unknown_code, UNKNOWN, 0)
+    return (codes | flags).astype(np.int16)
+
+
+def type_code(codes: np.ndarray) -> np.ndarray:
+    """The type code of alignment codes (flag bits removed)."""
+    return np.asarray(codes) & (FOLDED - 1)
 
 
 def align_codes(a: np.ndarray, b: np.ndarray, free_end: bool = False) -> np.ndarray:
@@ -63,8 +96,11 @@ def _needleman_wunsch(a: np.ndarray, b: np.ndarray, free_end: bool) -> np.ndarra
     direction[0, :] = _LEFT
     last_col = np.empty(n + 1, dtype=np.int64)
     last_col[0] = prev[m]
+    b_unknown = (b & UNKNOWN) != 0
     for i in range(1, n + 1):
-        diag = prev[:-1] + np.where(b == a[i - 1], MATCH_SCORE, MISMATCH_SCORE)
+        mismatch = UNKNOWN_MISMATCH_SCORE if a[i - 1] & UNKNOWN else np.where(b_unknown, UNKNOWN_MISMATCH_SCORE,
+                                                                               MISMATCH_SCORE)
+        diag = prev[:-1] + np.where(b == a[i - 1], MATCH_SCORE, mismatch)
         up = prev[1:] + GAP_SCORE
         best = np.maximum(diag, up)
         row = np.empty(m + 1, dtype=np.int64)
@@ -80,8 +116,12 @@ def _needleman_wunsch(a: np.ndarray, b: np.ndarray, free_end: bool) -> np.ndarra
 
 
 def _free_end_cell(last_row: np.ndarray, last_col: np.ndarray, n: int, m: int) -> tuple[int, int]:
-    j, i = int(np.argmax(last_row)), int(np.argmax(last_col))
-    return (n, j) if last_row[j] >= last_col[i] else (i, m)
+    """The best end cell; among equal scores the one that aligns the most kernels (never an early stop)."""
+    j = m - int(np.argmax(last_row[::-1]))
+    i = n - int(np.argmax(last_col[::-1]))
+    if last_row[j] != last_col[i]:
+        return (n, j) if last_row[j] > last_col[i] else (i, m)
+    return (n, j) if n + j >= i + m else (i, m)
 
 
 def _traceback(direction: np.ndarray, i: int, j: int) -> np.ndarray:
@@ -122,11 +162,19 @@ def stream_windows(codes1: np.ndarray, codes2: np.ndarray, budget: int) -> list[
         a, b = codes1[c1 : min(c1 + STREAM_CHUNK, n1)], codes2[c2 : min(c2 + STREAM_CHUNK, n2)]
         keep = 1.0 if c1 + len(a) >= n1 or c2 + len(b) >= n2 else STREAM_KEEP
         used1, used2 = _kept(align_codes(a, b, free_end=True), len(a), len(b), keep)
-        windows.append((c1, c1 + used1, c2, c2 + used2))
-        c1, c2 = c1 + used1, c2 + used2
+        stop1, stop2 = _past_helpers(codes1, c1 + used1, n1), _past_helpers(codes2, c2 + used2, n2)
+        windows.append((c1, stop1, c2, stop2))
+        c1, c2 = stop1, stop2
     if c1 < n1 or c2 < n2:
         windows.append((c1, n1, c2, n2))
     return windows
+
+
+def _past_helpers(codes: np.ndarray, stop: int, end: int) -> int:
+    """Move a window's end past folded helpers, so an operation's kernels stay in one window."""
+    while stop < end and codes[stop] & FOLDED:
+        stop += 1
+    return stop
 
 
 def _kept(path: np.ndarray, n: int, m: int, keep: float) -> tuple[int, int]:
@@ -139,14 +187,26 @@ def _kept(path: np.ndarray, n: int, m: int, keep: float) -> tuple[int, int]:
     return max(1, int(done1[k])), max(1, int(done2[k]))
 
 
-def alignment_table(kernels1: pd.DataFrame, kernels2: pd.DataFrame, rows1: np.ndarray, rows2: np.ndarray) -> pd.DataFrame:
-    """Side-by-side aligned kernels of one pair: global index, name, type, dur and rel_ts per side, and op."""
+def kernel_helpers(kernels: pd.DataFrame, names: pd.DataFrame) -> np.ndarray:
+    """Per kernel row: is it a helper kernel of its operation (names table `helper` != '')."""
+    helper = (names["helper"] != "").reindex(kernels["name"].cat.categories.astype(str), fill_value=False)
+    codes = kernels["name"].cat.codes.to_numpy()
+    return helper.to_numpy(bool)[codes] if len(codes) else np.zeros(0, dtype=bool)
+
+
+def alignment_table(kernels1: pd.DataFrame, kernels2: pd.DataFrame, rows1: np.ndarray, rows2: np.ndarray,
+                    helpers1: np.ndarray, helpers2: np.ndarray) -> pd.DataFrame:
+    """Side-by-side aligned kernels of one pair: global index, name, type, dur and rel_ts per side, and op.
+
+    `helpers1/2` flag each kernel row of the traces that is a helper (see unit_codes).
+    """
     types = sorted(set(kernels1["type"].cat.categories) | set(kernels2["type"].cat.categories))
     code = {t: i for i, t in enumerate(types)}
     a = kernels1["type"].to_numpy()[rows1]
     b = kernels2["type"].to_numpy()[rows2]
-    a_codes = np.array([code[t] for t in a], dtype=np.int16)
-    b_codes = np.array([code[t] for t in b], dtype=np.int16)
+    unknown = code.get(UNKNOWN_TYPE, -1)
+    a_codes = unit_codes(np.array([code[t] for t in a], dtype=np.int16), helpers1[rows1], unknown)
+    b_codes = unit_codes(np.array([code[t] for t in b], dtype=np.int16), helpers2[rows2], unknown)
     path = align_codes(a_codes, b_codes)
     table = {"op": OP_NAMES[ops(path, a_codes, b_codes)]}
     for side, kernels, rows in ((1, kernels1, rows1), (2, kernels2, rows2)):

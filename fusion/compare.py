@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .align import stream_windows
+from .align import UNKNOWN_TYPE, stream_windows, unit_codes
 from .classify import KERNEL_TYPES
 from .detect import (
     Segment,
@@ -30,7 +30,7 @@ from .detect import (
     type_stats,
 )
 from .groups import Groups, correlation_groups, type_codes
-from .match import Matching, match_groups, similarity
+from .match import Matching, candidate_size, match_across_threshold, similarity
 from .ops import launched_only
 from .result import Comparison, EvidenceRef
 from .trace import Trace, load
@@ -45,6 +45,8 @@ class PairIndex:
     groups: tuple[Groups, Groups]
     group_pairs: np.ndarray
     windows: list[tuple[int, int, int, int]]
+    stream_codes: tuple[np.ndarray, np.ndarray]
+    """Alignment codes (align.unit_codes) of each side's stream of kernels outside groups."""
 
     def __len__(self) -> int:
         return len(self.group_pairs) + len(self.windows)
@@ -65,6 +67,18 @@ class PairIndex:
     def kind(self, pair_id: int) -> str:
         return "group" if pair_id < len(self.group_pairs) else "stream"
 
+    def alignment_codes(self, pair_id: int, sides: tuple[Side, Side], types: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """What the alignment of one pair compares: type codes with helpers folded into their operation."""
+        if pair_id < len(self.group_pairs):
+            rows = self.kernel_indices(pair_id)
+            return _unit_codes(sides[0], rows[0], types), _unit_codes(sides[1], rows[1], types)
+        s1, e1, s2, e2 = self.windows[pair_id - len(self.group_pairs)]
+        return self.stream_codes[0][s1:e1], self.stream_codes[1][s2:e2]
+
+
+def _unit_codes(side: Side, rows: np.ndarray, types: list[str]) -> np.ndarray:
+    return unit_codes(side.codes[rows], side.helper[rows], types.index(UNKNOWN_TYPE))
+
 
 def compare(trace1: Trace, trace2: Trace, *, min_group_size: int = 50, progress: Progress | None = None,
             keep_unlaunched: bool = False, **thresholds: Any) -> Comparison:
@@ -78,14 +92,15 @@ def compare(trace1: Trace, trace2: Trace, *, min_group_size: int = 50, progress:
     types = _types(trace1, trace2)
     sides = (Side.of(1, trace1, type_codes(trace1.kernels, types)), Side.of(2, trace2, type_codes(trace2.kernels, types)))
     report("groups", 0.0)
-    groups = tuple(correlation_groups(s.trace.kernels, s.codes, len(types), min_group_size) for s in sides)
+    candidates = [correlation_groups(s.trace.kernels, s.codes, len(types), candidate_size(min_group_size)) for s in sides]
     report("match", 0.2)
-    matching = match_groups(groups[0].type_counts, groups[1].type_counts)
+    first, second, matching = match_across_threshold(candidates[0], candidates[1], min_group_size)
+    groups = (first, second)
     report("align", 0.4)
-    windows = stream_windows(sides[0].codes[groups[0].residual_rows], sides[1].codes[groups[1].residual_rows],
-                             limits.stream_budget)
-    index = PairIndex(groups, matching.pairs, windows)
-    evidence = collect_evidence(_segments(index, sides), sides, types, limits)
+    stream = tuple(_unit_codes(s, g.residual_rows, types) for s, g in zip(sides, groups))
+    windows = stream_windows(stream[0], stream[1], limits.stream_budget)
+    index = PairIndex(groups, matching.pairs, windows, stream)
+    evidence = collect_evidence(_segments(index, sides, types), sides, types, limits)
     report("detect", 0.7)
     result = _assemble(sides, groups, matching, index, evidence, types, limits, min_group_size)
     report("detect", 1.0)
@@ -105,19 +120,20 @@ def _types(trace1: Trace, trace2: Trace) -> list[str]:
     return list(KERNEL_TYPES) + sorted(present - set(KERNEL_TYPES))
 
 
-def _segments(index: PairIndex, sides: tuple[Side, Side]) -> list[Segment]:
-    """Pairs grouped by their pair of type sequences, so each distinct alignment is computed once."""
+def _segments(index: PairIndex, sides: tuple[Side, Side], types: list[str]) -> list[Segment]:
+    """Pairs grouped by their pair of kernel-name sequences, so each distinct alignment is computed once."""
     by_key: dict[tuple[bytes, bytes, str], list[int]] = {}
     rows = [index.kernel_indices(pid) for pid in range(len(index))]
     for pid, (rows1, rows2) in enumerate(rows):
-        key = (sides[0].codes[rows1].tobytes(), sides[1].codes[rows2].tobytes(), index.kind(pid))
+        key = (sides[0].names[rows1].tobytes(), sides[1].names[rows2].tobytes(), index.kind(pid))
         by_key.setdefault(key, []).append(pid)
     segments = []
     for (_, _, kind), pids in by_key.items():
         rows1, rows2 = rows[pids[0]]
+        codes1, codes2 = index.alignment_codes(pids[0], sides, types)
         correlations = np.array([index.correlations(p) for p in pids], dtype=np.int64).reshape(-1, 2)
         segments.append(Segment(
-            codes1=sides[0].codes[rows1], codes2=sides[1].codes[rows2],
+            codes1=codes1, codes2=codes2,
             rows1=np.vstack([rows[p][0] for p in pids]).reshape(len(pids), len(rows1)),
             rows2=np.vstack([rows[p][1] for p in pids]).reshape(len(pids), len(rows2)),
             pair_ids=np.array(pids), correlations1=correlations[:, 0], correlations2=correlations[:, 1], kind=kind,
@@ -135,10 +151,10 @@ def _assemble(sides: tuple[Side, Side], groups: tuple[Groups, Groups], matching:
     pairs = _pairs_table(index, sides, types)
     pair_refs = [_group_ref(index, pid) for pid in range(len(matching.pairs))]
     mappings, notes = fusion_mappings(evidence, sides, limits)
-    mappings += group_imbalance(evidence, counts1, counts2, pair_refs, types, mappings, limits)
+    mappings += group_imbalance(evidence, counts1, counts2, pair_refs, types, mappings, sides, limits)
     opportunities = fusion_opportunities(stats, _group_counts(groups, matching, types), len(matching.pairs), limits)
-    check = comparability(stats, sides, (len(groups[0]), len(groups[1])), len(matching.pairs),
-                          _attention_per_pair(counts1, counts2, types))
+    check = comparability(sides, types, (len(groups[0]), len(groups[1])), len(matching.pairs),
+                          _attention_per_pair(counts1, counts2, types), limits)
     warnings = [f"{t.label}: {w}" for t in (trace1, trace2) for w in t.warnings] + check.warnings
     warnings += _budget_warnings(groups, limits)
     return Comparison(
@@ -146,8 +162,8 @@ def _assemble(sides: tuple[Side, Side], groups: tuple[Groups, Groups], matching:
         trace2=trace2,
         params={"min_group_size": min_group_size, **asdict(limits)},
         type_stats=stats,
-        groups1=_with_kind(groups[0].table, matching.kinds1),
-        groups2=_with_kind(groups[1].table, matching.kinds2),
+        groups1=_with_kind(groups[0].table, matching.kinds1, min_group_size),
+        groups2=_with_kind(groups[1].table, matching.kinds2, min_group_size),
         group_types1=_type_frame(groups[0], types, present),
         group_types2=_type_frame(groups[1], types, present),
         pairs=pairs,
@@ -158,7 +174,7 @@ def _assemble(sides: tuple[Side, Side], groups: tuple[Groups, Groups], matching:
         one_sided=notes,
         comparability=check,
         warnings=warnings,
-        metadata=_metadata(sides, groups, matching, index, check),
+        metadata=_metadata(sides, groups, matching, index, check, min_group_size),
         pair_kernels=index,
     )
 
@@ -231,8 +247,9 @@ def _attention_per_pair(counts1: np.ndarray, counts2: np.ndarray, types: list[st
     return float(np.median(counts1[:, t])), float(np.median(counts2[:, t]))
 
 
-def _with_kind(table: pd.DataFrame, kinds: np.ndarray) -> pd.DataFrame:
-    return table.assign(kind=kinds, significant=True)
+def _with_kind(table: pd.DataFrame, kinds: np.ndarray, min_group_size: int) -> pd.DataFrame:
+    """Compared groups; `significant` is False for a smaller group paired with a significant one."""
+    return table.assign(kind=kinds, significant=table["size"] >= min_group_size)
 
 
 def _type_frame(groups: Groups, types: list[str], present: list[str]) -> pd.DataFrame:
@@ -249,14 +266,14 @@ def _budget_warnings(groups: tuple[Groups, Groups], limits: Thresholds) -> list[
 
 
 def _metadata(sides: tuple[Side, Side], groups: tuple[Groups, Groups], matching: Matching, index: PairIndex,
-              check: Any) -> dict[str, Any]:
+              check: Any, min_group_size: int) -> dict[str, Any]:
     meta: dict[str, Any] = {}
     for side, group in zip(sides, groups):
         s, trace = side.number, side.trace
         meta.update({
             f"trace{s}_gpu": trace.gpu,
             f"trace{s}_total_kernels": trace.kernel_count,
-            f"trace{s}_correlation_groups": len(group),
+            f"trace{s}_correlation_groups": int((group.table["size"] >= min_group_size).sum()),
             f"trace{s}_platform": trace.platform,
             f"trace{s}_label": trace.label,
             f"trace{s}_all_correlation_ids": group.total_groups,

@@ -40,6 +40,17 @@ class Groups:
     def correlations(self) -> np.ndarray:
         return self.table["correlation"].to_numpy()
 
+    def select(self, keep: np.ndarray) -> Groups:
+        """The groups where `keep` (bool per group) holds; the kernels of the others join residual_rows."""
+        sizes = np.diff(self.offsets)
+        member = np.repeat(keep, sizes)
+        offsets = np.zeros(int(keep.sum()) + 1, dtype=np.int64)
+        np.cumsum(sizes[keep], out=offsets[1:])
+        table = self.table[keep].reset_index(drop=True).assign(order=np.arange(int(keep.sum())))
+        residual = np.sort(np.concatenate([self.residual_rows, self.kernel_rows[~member]]))
+        return Groups(table, self.type_counts[keep], self.type_time_us[keep], self.kernel_rows[member], offsets,
+                      residual, self.total_groups)
+
 
 def type_codes(kernels: pd.DataFrame, types: list[str]) -> np.ndarray:
     """Kernel types as small ints indexing `types` (a superset of the trace's type categories)."""

@@ -13,9 +13,12 @@ Cost: O(groups x kinds), with kinds small in practice.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from .groups import Groups
 
 KIND_SIMILARITY = 0.9
 """Two groups of one trace are the same kind at this similarity or above."""
@@ -117,6 +120,38 @@ def match_groups(counts1: np.ndarray, counts2: np.ndarray, threshold: float = MI
         unmatched1=np.setdiff1d(np.arange(len(counts1)), pairs[:, 0]),
         unmatched2=np.setdiff1d(np.arange(len(counts2)), pairs[:, 1]),
     )
+
+
+def candidate_size(min_group_size: int) -> int:
+    """The smallest group that may pair with a significant one: fusion shrinks groups by up to MAX_SIZE_RATIO."""
+    return max(1, math.ceil(min_group_size / MAX_SIZE_RATIO))
+
+
+def match_across_threshold(groups1: Groups, groups2: Groups, min_group_size: int,
+                           threshold: float = MIN_PAIR_SIMILARITY) -> tuple[Groups, Groups, Matching]:
+    """Match groups of at least candidate_size kernels; keep a pair when either side is significant.
+
+    A decode graph of 55 kernels on one side and 45 on the fused side is one pair across a threshold of 50;
+    a pair with both sides below it is dropped, and unpaired small groups return to the eager stream.
+    """
+    matching = match_groups(groups1.type_counts, groups2.type_counts, threshold)
+    big1, big2 = (g.table["size"].to_numpy() >= min_group_size for g in (groups1, groups2))
+    pairs = matching.pairs
+    kept = big1[pairs[:, 0]] | big2[pairs[:, 1]]
+    keep1, keep2 = big1.copy(), big2.copy()
+    keep1[pairs[kept, 0]] = True
+    keep2[pairs[kept, 1]] = True
+    new_pairs = np.column_stack([(np.cumsum(keep1) - 1)[pairs[kept, 0]], (np.cumsum(keep2) - 1)[pairs[kept, 1]]])
+    new_pairs = new_pairs.astype(np.int64).reshape(-1, 2)
+    kept_matching = Matching(
+        pairs=new_pairs,
+        similarity=matching.similarity[kept],
+        kinds1=matching.kinds1[keep1],
+        kinds2=matching.kinds2[keep2],
+        unmatched1=np.setdiff1d(np.arange(int(keep1.sum())), new_pairs[:, 0]),
+        unmatched2=np.setdiff1d(np.arange(int(keep2.sum())), new_pairs[:, 1]),
+    )
+    return groups1.select(keep1), groups2.select(keep2), kept_matching
 
 
 def _bundles(kind_pairs: list[tuple[int, int]], n1: int, n2: int) -> tuple[np.ndarray, np.ndarray]:

@@ -9,6 +9,7 @@ from dataclasses import asdict
 import orjson
 import pandas as pd
 
+from .detect.mappings import SPLIT_DETECTOR
 from .opcompare import (
     CALLS,
     KERNEL_NAMES,
@@ -25,6 +26,10 @@ from .result import Comparison, FusionMapping, Opportunity, field_names, plain
 
 TOP_OPPORTUNITIES = 10
 TOP_OPS = 10
+NAME_COLUMNS = ("fused_kernel_names", "unfused_kernel_names", "fused_components")
+"""List fields of a mapping written as one CSV cell each."""
+NAME_SEPARATOR = " | "
+"""Between raw kernel names in a CSV cell (names contain commas and semicolons, never ' | ')."""
 
 
 def to_json(comparison: Comparison) -> str:
@@ -52,6 +57,8 @@ def _flat_mapping(mapping: FusionMapping) -> dict:
     row = asdict(mapping)
     row["unfused_sequence"] = " + ".join(mapping.unfused_sequence)
     row["unfused_count_per_type"] = "; ".join(f"{t}={n}" for t, n in mapping.unfused_count_per_type.items())
+    for column in NAME_COLUMNS:
+        row[column] = NAME_SEPARATOR.join(getattr(mapping, column))
     row["evidence_refs"] = "; ".join(
         f"pair {r.pair_id} kernels {r.window1[0]}-{r.window1[1]} / {r.window2[0]}-{r.window2[1]}" for r in mapping.evidence_refs
     )
@@ -108,13 +115,25 @@ def _mappings(mappings: list[FusionMapping]) -> str:
         return "Fusion mappings: none"
     lines = ["Fusion mappings"]
     for m in mappings:
-        lines.append(f"  [{m.detector}] Trace {m.fused_trace} fuses {' + '.join(m.unfused_sequence)} -> {m.fused_kernel_type}"
-                     f"  x{m.pattern_count}, confidence {m.pattern_confidence:.0%}, {m.time_saved_us / 1000:.3f} ms extra")
+        lines.append(f"  [{m.detector}] {_headline(m)}  x{m.pattern_count}, confidence {m.pattern_confidence:.0%},"
+                     f" {m.time_saved_us / 1000:.3f} ms extra")
         lines.append(f"      {m.evidence}")
+        lines.append(f"      fused kernel (trace {m.fused_trace}): {'; '.join(m.fused_kernel_names) or '-'}")
+        if m.fused_components:
+            lines.append(f"      which also performs: {', '.join(m.fused_components)}")
+        lines.append(f"      replaced kernels (trace {3 - m.fused_trace}): {'; '.join(m.unfused_kernel_names) or '-'}")
+        lines.append(f"      evidence from: {m.evidence_source}")
         for ref in m.evidence_refs[:3]:
             lines.append(f"      pair {ref.pair_id}: trace1 kernels {ref.window1[0]}..{ref.window1[1] - 1},"
                          f" trace2 kernels {ref.window2[0]}..{ref.window2[1] - 1}")
     return "\n".join(lines)
+
+
+def _headline(m: FusionMapping) -> str:
+    if m.detector == SPLIT_DETECTOR:
+        return (f"Trace {3 - m.fused_trace} runs {m.fused_kernel_type} as {len(m.unfused_sequence)} kernels,"
+                f" Trace {m.fused_trace} as 1")
+    return f"Trace {m.fused_trace} fuses {' + '.join(m.unfused_sequence)} -> {m.fused_kernel_type}"
 
 
 def _notes(c: Comparison) -> str:

@@ -121,8 +121,8 @@ class Comparison:
 
     - type_stats: index kernel_type; trace1_count, trace2_count, trace1_time_us, trace2_time_us,
       count_ratio, time_ratio (NaN when a side is 0), only_in (0, 1 or 2)
-    - groups1/groups2: significant groups; correlation, size, start_us, end_us, kernel_time_us,
-      first_index, order, kind
+    - groups1/groups2: compared groups (significant ones, and smaller ones paired with a significant one);
+      correlation, size, start_us, end_us, kernel_time_us, first_index, order, kind, significant
     - group_types1/group_types2: index correlation, one column per kernel type (counts)
     - pairs: pair_id, kind ('group' or 'stream'), correlation1, correlation2, size1, size2, time1_us,
       time2_us, similarity, kernels_differing, top_differences
@@ -154,10 +154,11 @@ class Comparison:
     def alignment(self, pair_id: int) -> pd.DataFrame:
         """Aligned kernels of one pair: index1/index2 (global rows or -1), name, type, dur, rel_ts, op."""
         if pair_id not in self._alignments:
-            from .align import alignment_table
+            from .align import alignment_table, kernel_helpers
 
             idx1, idx2 = self.pair_kernels.kernel_indices(pair_id)
-            self._alignments[pair_id] = alignment_table(self.trace1.kernels, self.trace2.kernels, idx1, idx2)
+            helpers = [kernel_helpers(t.kernels, t.names) for t in (self.trace1, self.trace2)]
+            self._alignments[pair_id] = alignment_table(self.trace1.kernels, self.trace2.kernels, idx1, idx2, *helpers)
         return self._alignments[pair_id]
 
     def pairs_with_difference(self, kernel_type: str) -> pd.DataFrame:

@@ -22,6 +22,10 @@ from typing import IO, Callable, Iterator, Sequence
 import orjson
 
 ALL_FUSIONS: tuple[str, ...] = ("add_rmsnorm", "moe_swiglu", "sort_chain", "inductor_silu")
+CASES: tuple[str, ...] = ("gemm_silu_epilogue", "template_rmsnorm", "split_k", "split_k_partial", "unknown_attention")
+"""Further differences, off by default: a GEMM epilogue and an Inductor template prologue fusion, split-K on
+NVIDIA (every o_proj and lm_head call; or only o_proj while AMD runs one GEMM name for every shape), and an
+NVIDIA attention kernel no classification rule knows."""
 SCENARIOS: tuple[str, ...] = ("full_graph", "piecewise", "eager")
 AMD, NVIDIA = "AMD", "NVIDIA"
 PLATFORMS: tuple[str, str] = (AMD, NVIDIA)
@@ -42,6 +46,7 @@ class PairSpec:
     prefill2: bool | None = None
     cpu_fill: int = 0
     cpu_fill2: int | None = None
+    cases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.scenario not in SCENARIOS:
@@ -49,13 +54,15 @@ class PairSpec:
         unknown = set(self.fusions) - set(ALL_FUSIONS)
         if unknown:
             raise ValueError(f"unknown fusions {sorted(unknown)}; known: {ALL_FUSIONS}")
+        if set(self.cases) - set(CASES):
+            raise ValueError(f"unknown cases {sorted(set(self.cases) - set(CASES))}; known: {CASES}")
         if self.layers < 1 or self.steps < 1 or (self.steps2 is not None and self.steps2 < 1):
             raise ValueError("layers and steps must be >= 1")
 
     @classmethod
     def from_dict(cls, data: dict) -> PairSpec:
         """Rebuild a spec from its ground-truth JSON form."""
-        return cls(**{**data, "fusions": tuple(data["fusions"])})
+        return cls(**{**data, "fusions": tuple(data["fusions"]), "cases": tuple(data.get("cases", ()))})
 
     def for_trace(self, trace: int) -> tuple[int, bool, int]:
         """(steps, prefill, cpu_fill) for trace 1 or 2."""
@@ -164,6 +171,24 @@ _NV_PREFILL_ATTN = (
 _NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 _RCCL = "ncclDevKernel_Generic(ncclDevComm*, channelMasks, ncclWork*)"
 _AMD_MEMSET = "__amd_rocclr_fillBufferAligned"
+_AMD_ANY_SHAPE_GEMM = _cijk("128x128x64")
+_SPLIT_K_REDUCE = Kernel(
+    "void cublasLt::splitKreduce_kernel<32, 16, int, __nv_bfloat16, __nv_bfloat16, float, __nv_bfloat16, true,"
+    " true, false>(cublasLt::cublasSplitKParams<float>, __nv_bfloat16 const*, __nv_bfloat16 const*, __nv_bfloat16*,"
+    " float const*, float const*, __nv_bfloat16 const*, __nv_bfloat16 const*, __nv_bfloat16*, void*, long, float*,"
+    " int*)", "GEMM", 3.0, "aten::mm", (48, 1, 1), (512, 1, 1))
+_CUTLASS_SILU_AND_MUL = (
+    "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int>,"
+    " cutlass::gemm::collective::CollectiveMma<cutlass::gemm::MainloopSm90TmaGmmaWarpSpecializedCooperative<4,"
+    " cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, cutlass::gemm::KernelTmaWarpSpecializedCooperative>,"
+    " cute::tuple<cute::C<128>, cute::C<128>, cute::C<64> >, cutlass::bfloat16_t>,"
+    " cutlass::epilogue::collective::CollectiveEpilogue<cutlass::epilogue::Sm90TmaWarpSpecializedCooperative,"
+    " cutlass::epilogue::fusion::LinCombDeEltActSiLuAndMul<cutlass::bfloat16_t, float> >, void> >"
+    "(cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int> >::Params)"
+)
+_TEMPLATE_RMSNORM_GEMM = "triton_tem_fused_addmm_mean_mul_pow_rsqrt_0"
+_UNKNOWN_ATTN = "void hkv_fwd_tile_kernel<128, 64, 2>(HKParams)"
+"""An attention kernel of a family no rule knows (made up, so that no future rule learns it)."""
 
 _GEMM_NAMES = {
     AMD: {"qkv": _cijk("256x128x64"), "o_proj": _cijk("128x64x64"), "lm_head": _cijk("256x256x64")},
@@ -187,17 +212,34 @@ def _kv_cache(platform: str) -> str:
     )
 
 
-def _gemm(platform: str, role: str) -> Kernel:
+def _gemm(platform: str, role: str, spec: PairSpec) -> Kernel:
     dur = _GEMM_DUR[role] * (1.1 if platform == AMD else 1.0)
-    return Kernel(_GEMM_NAMES[platform][role], "GEMM", dur, "aten::mm", (304, 1, 1), (256, 1, 1))
+    one_name = platform == AMD and "split_k_partial" in spec.cases
+    name = _AMD_ANY_SHAPE_GEMM if one_name else _GEMM_NAMES[platform][role]
+    return Kernel(name, "GEMM", dur, "aten::mm", (304, 1, 1), (256, 1, 1))
 
 
-def _attention(platform: str, prefill: bool) -> Kernel:
+def _split_k_roles(platform: str, spec: PairSpec) -> tuple[str, ...]:
+    """GEMM roles that NVIDIA runs as GEMM + splitKreduce."""
+    if platform != NVIDIA:
+        return ()
+    return ("o_proj", "lm_head") if "split_k" in spec.cases else ("o_proj",) if "split_k_partial" in spec.cases else ()
+
+
+def _gemm_call(platform: str, role: str, spec: PairSpec) -> list[Kernel]:
+    """One GEMM call: its kernel, followed by a split-K reduce where the case asks for one."""
+    gemm = _gemm(platform, role, spec)
+    return [gemm, _SPLIT_K_REDUCE] if role in _split_k_roles(platform, spec) else [gemm]
+
+
+def _attention(platform: str, prefill: bool, spec: PairSpec) -> Kernel:
     if platform == AMD:
-        name = "kernel_unified_attention_2d"
+        name, ktype = "kernel_unified_attention_2d", "Attention"
+    elif "unknown_attention" in spec.cases:
+        name, ktype = _UNKNOWN_ATTN, "Other"
     else:
-        name = _NV_PREFILL_ATTN if prefill else _NV_ATTN
-    return Kernel(name, "Attention", 38.0 if platform == AMD else 32.0, "vllm::unified_attention_with_output",
+        name, ktype = (_NV_PREFILL_ATTN if prefill else _NV_ATTN), "Attention"
+    return Kernel(name, ktype, 38.0 if platform == AMD else 32.0, "vllm::unified_attention_with_output",
                   (32, 8, 1), (128, 1, 1))
 
 
@@ -249,6 +291,14 @@ def _sites() -> dict[str, FusionSite]:
                    "SwiGLU",
                    "shared-expert silu(gate)*up + residual: AMD runs one Inductor kernel"
                    " triton_poi_fused_add_mul_silu_3, NVIDIA act_and_mul_kernel then an elementwise add"),
+        FusionSite("gemm_silu_epilogue", NVIDIA, _CUTLASS_SILU_AND_MUL, "aten::mm",
+                   (Kernel(_cijk("256x256x64"), "GEMM", 20.0, "aten::mm", (304, 1, 1)), silu_and_mul), "GEMM",
+                   "dense MLP gate/up GEMM and SiLU-and-mul: AMD runs a hipBLASLt GEMM then act_and_mul_kernel,"
+                   " NVIDIA one CUTLASS GEMM whose epilogue is LinCombDeEltActSiLuAndMul"),
+        FusionSite("template_rmsnorm", NVIDIA, _TEMPLATE_RMSNORM_GEMM, "aten::addmm",
+                   (Kernel(_RMS_NORM, "RMSNorm", 4.5, "_C::rms_norm"), _gemm(AMD, "qkv", PairSpec())), "GEMM",
+                   "input RMSNorm + QKV projection: AMD runs rms_norm_kernel then the GEMM, NVIDIA one Inductor"
+                   " template GEMM with the norm as its prologue (triton_tem_fused_addmm_mean_mul_pow_rsqrt_0)"),
     ]
     return {s.id: s for s in sites}
 
@@ -263,23 +313,32 @@ def _layer(platform: str, spec: PairSpec, prefill: bool) -> list[Slot]:
                   (256, 1, 1))
     moe_down = Kernel(_MOE_GEMM, "MoE_GEMM", 41.0, "vllm::moe_forward", (64, 8, 1), (256, 1, 1))
     topk = Kernel("_topk_forward", "MoE_Routing", 5.0, "vllm::moe_forward", (32, 1, 1), (128, 1, 1))
-    slots: list[Slot] = [
-        ("graph", Kernel(_RMS_NORM, "RMSNorm", 4.5, "_C::rms_norm")),
-        ("graph", _gemm(platform, "qkv")),
+    slots: list[Slot] = _input_norm_and_qkv(platform, spec)
+    slots += [
         ("graph", Kernel(_ROPE, "RoPE", 3.0, "_C::rotary_embedding")),
         ("split", Kernel(_kv_cache(platform), "KV_Cache", 3.0, "_C_cache_ops::reshape_and_cache_flash",
                          (32, 1, 1), (128, 1, 1))),
-        ("split", _attention(platform, prefill)),
-        ("graph", _gemm(platform, "o_proj")),
-        ("graph", comm),
+        ("split", _attention(platform, prefill, spec)),
     ]
+    slots += [("graph", k) for k in _gemm_call(platform, "o_proj", spec)]
+    slots.append(("graph", comm))
     slots += [("graph", k) for k in SITES["add_rmsnorm"].kernels(platform, "add_rmsnorm" in on)]
     slots.append(("graph", topk))
     for site in ("sort_chain", "moe_swiglu"):
         slots += [("graph", k) for k in SITES[site].kernels(platform, site in on)]
     slots.append(("graph", moe_down))
     slots += [("graph", k) for k in SITES["inductor_silu"].kernels(platform, "inductor_silu" in on)]
+    if "gemm_silu_epilogue" in spec.cases:
+        slots += [("graph", k) for k in SITES["gemm_silu_epilogue"].kernels(platform, True)]
+        slots.append(("graph", Kernel(_GEMM_NAMES[platform]["o_proj"], "GEMM", 14.0, "aten::mm", (304, 1, 1))))
     return slots
+
+
+def _input_norm_and_qkv(platform: str, spec: PairSpec) -> list[Slot]:
+    """The layer's input RMSNorm and QKV GEMM (one template GEMM on NVIDIA with template_rmsnorm)."""
+    if "template_rmsnorm" in spec.cases:
+        return [("graph", k) for k in SITES["template_rmsnorm"].kernels(platform, True)]
+    return [("graph", Kernel(_RMS_NORM, "RMSNorm", 4.5, "_C::rms_norm")), ("graph", _gemm(platform, "qkv", spec))]
 
 
 def _extra_memset(platform: str, spec: PairSpec) -> bool:
@@ -294,8 +353,8 @@ def forward_slots(platform: str, spec: PairSpec, prefill: bool = False) -> list[
     for _ in range(spec.layers):
         slots += _layer(platform, spec, prefill)
     slots.append(("graph", Kernel(_RMS_NORM, "RMSNorm", 4.5, "_C::rms_norm")))
+    slots += [("tail", k) for k in _gemm_call(platform, "lm_head", spec)]
     slots += [
-        ("tail", _gemm(platform, "lm_head")),
         ("tail", Kernel(_SOFTMAX, "Softmax", 8.0, "aten::softmax", (32, 1, 1), (1024, 1, 1))),
         ("tail", Kernel(_ARGMAX, "Reduce", 5.0, "aten::argmax", (32, 1, 1), (512, 1, 1))),
     ]
@@ -653,12 +712,40 @@ def _fusion_truth(site: FusionSite, spec: PairSpec) -> dict:
         "fused_platform": site.fused_platform,
         "fused_kernel_type": site.fused_type,
         "fused_kernel_name": site.fused_name,
+        "fused_kernel_names": [site.fused_name],
         "unfused_sequence": [k.ktype for k in site.unfused],
-        "unfused_kernel_names": [k.name for k in site.unfused],
+        "unfused_kernel_names": list(dict.fromkeys(k.name for k in site.unfused)),
         "per_layer": 1,
         "occurrences": {f"trace{t}": spec.layers * _passes(spec, t) for t in (1, 2)},
         "description": site.description,
     }
+
+
+def _split_k_truth(spec: PairSpec) -> dict:
+    roles = _split_k_roles(NVIDIA, spec)
+    amd = list(dict.fromkeys(_gemm(AMD, r, spec).name for r in roles))
+    passes = _passes(spec, 1)
+    return {
+        "id": "split_k",
+        "detector": "split_kernel",
+        "fused_trace": 1,
+        "fused_platform": AMD,
+        "fused_kernel_type": "GEMM",
+        "fused_kernel_name": amd[0],
+        "fused_kernel_names": amd,
+        "unfused_sequence": ["GEMM", "GEMM"],
+        "unfused_kernel_names": [_gemm(NVIDIA, r, spec).name for r in roles] + [_SPLIT_K_REDUCE.name],
+        "occurrences": {f"trace{t}": passes * (spec.layers + ("lm_head" in roles)) for t in (1, 2)},
+        "description": "NVIDIA runs these GEMMs as a GEMM plus cublasLt::splitKreduce_kernel (split-K), AMD as one"
+                       " kernel" + ("; AMD uses one GEMM kernel name for every shape" if "split_k_partial" in spec.cases
+                                    else ""),
+    }
+
+
+def _case_truths(spec: PairSpec) -> list[dict]:
+    """Ground truth of the enabled CASES that are fusions or splits."""
+    out = [_fusion_truth(SITES[c], spec) for c in ("gemm_silu_epilogue", "template_rmsnorm") if c in spec.cases]
+    return out + ([_split_k_truth(spec)] if _split_k_roles(NVIDIA, spec) else [])
 
 
 def _passes(spec: PairSpec, trace: int) -> int:
@@ -680,6 +767,11 @@ def _non_fusion_truth(spec: PairSpec) -> list[dict]:
                       "kernel_name": _AMD_MEMSET, "per_step": 1,
                       "description": "AMD zero-fills a buffer once per forward pass (__amd_rocclr_fillBufferAligned);"
                                      " NVIDIA has no such kernel: an extra kernel, not a fusion"})
+    if "unknown_attention" in spec.cases:
+        diffs.append({"id": "unknown_attention", "trace": 2, "platform": NVIDIA, "kernel_type": "Other",
+                      "kernel_name": _UNKNOWN_ATTN,
+                      "description": "NVIDIA's attention kernel belongs to a family no classification rule knows (typed"
+                                     " Other): same count as AMD's attention, not a difference of the workload"})
     return diffs
 
 
@@ -691,9 +783,9 @@ def ground_truth(spec: PairSpec, *, gzip: bool = True) -> dict:
         for t in (1, 2)
     }
     return {
-        "spec": {**dataclasses.asdict(spec), "fusions": list(spec.fusions)},
+        "spec": {**dataclasses.asdict(spec), "fusions": list(spec.fusions), "cases": list(spec.cases)},
         **traces,
-        "fusions": [_fusion_truth(SITES[f], spec) for f in ALL_FUSIONS if f in spec.fusions],
+        "fusions": [_fusion_truth(SITES[f], spec) for f in ALL_FUSIONS if f in spec.fusions] + _case_truths(spec),
         "non_fusion_differences": _non_fusion_truth(spec),
         "expected_counts": {f"trace{t}": kernel_counts(spec, t) for t in (1, 2)},
     }
@@ -733,6 +825,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fusions", default=",".join(ALL_FUSIONS),
                         help=f"comma-separated subset of {','.join(ALL_FUSIONS)}, or 'none'")
+    parser.add_argument("--cases", default="", help=f"comma-separated subset of {','.join(CASES)}")
     parser.add_argument("--no-non-fusion", action="store_true", help="omit the extra AMD memset")
     parser.add_argument("--prefill", action="store_true", help="an eager prefill pass before decoding")
     parser.add_argument("--prefill2", choices=("on", "off"), default=None, help="override --prefill on trace 2")
@@ -746,7 +839,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     fusions = () if args.fusions == "none" else tuple(f for f in args.fusions.split(",") if f)
     spec = PairSpec(scenario=args.scenario, layers=args.layers, steps=args.steps, fusions=fusions,
                     non_fusion=not args.no_non_fusion, steps2=args.steps2, seed=args.seed, prefill=args.prefill,
-                    prefill2=None if args.prefill2 is None else args.prefill2 == "on")
+                    prefill2=None if args.prefill2 is None else args.prefill2 == "on",
+                    cases=tuple(c for c in args.cases.split(",") if c))
     target = None if args.target_mb is None else int(args.target_mb * 1_000_000)
     files = write_pair(args.out_dir, spec, gzip=not args.plain, target_bytes=target)
     for path in (files.trace1, files.trace2, files.ground_truth):

@@ -15,8 +15,12 @@ Kernel = tuple[str, str, float, int]
 """(name, kernel_type, dur_us, correlation)."""
 
 
-def make_trace(kernels: list[Kernel], label: str = "T", platform: str = "AMD") -> Trace:
-    """A Trace whose kernels run back to back in list order (1 µs apart)."""
+def make_trace(kernels: list[Kernel], label: str = "T", platform: str = "AMD",
+               fused: dict[str, tuple[str, ...]] | None = None, helpers: dict[str, str] | None = None) -> Trace:
+    """A Trace whose kernels run back to back in list order (1 µs apart).
+
+    `fused` gives a name's fused components (operation types), `helpers` a name's helper role.
+    """
     names = [k[0] for k in kernels]
     dur = np.array([k[2] for k in kernels], dtype=np.float64)
     ts = np.cumsum(np.r_[0.0, dur[:-1] + 1.0]) if len(kernels) else np.zeros(0)
@@ -31,10 +35,12 @@ def make_trace(kernels: list[Kernel], label: str = "T", platform: str = "AMD") -
         **unrecorded_columns(len(kernels)),
     })
     name_types = dict(zip(names, (k[1] for k in kernels)))
+    fused, helpers = fused or {}, helpers or {}
     info = pd.DataFrame(
         {"type": list(name_types.values()), "rule": "test",
          "components": [inductor_ops(n) for n in name_types],
-         "fused_components": [() for _ in name_types], "implementation": "", "helper": "",
+         "fused_components": [fused.get(n, ()) for n in name_types], "implementation": "",
+         "helper": [helpers.get(n, "") for n in name_types],
          "count": [names.count(n) for n in name_types], "time_us": 0.0},
         index=pd.Index(list(name_types), name="name"),
     )

@@ -3,7 +3,20 @@ import time
 import numpy as np
 import pandas as pd
 
-from fusion.align import MATCH, ONLY1, ONLY2, SUBSTITUTE, align_codes, alignment_table, ops, stream_windows
+from fusion.align import (
+    FOLDED,
+    MATCH,
+    ONLY1,
+    ONLY2,
+    SUBSTITUTE,
+    UNKNOWN,
+    align_codes,
+    alignment_table,
+    kernel_helpers,
+    ops,
+    stream_windows,
+    unit_codes,
+)
 from kernels import make_trace
 
 
@@ -13,8 +26,15 @@ def test_one_sided_run_beside_its_match():
     assert ops(path, a, b).tolist() == [MATCH, MATCH, ONLY1, ONLY1, ONLY1, MATCH, MATCH]
 
 
-def test_extra_kernel_on_side_two_and_substitution():
+def test_different_known_types_never_stand_for_each_other():
     a, b = np.array([5, 6, 8]), np.array([5, 9, 10, 8])
+    path = align_codes(a, b)
+    assert sorted(ops(path, a, b).tolist()) == sorted([MATCH, ONLY1, ONLY2, ONLY2, MATCH])
+
+
+def test_a_kernel_of_unknown_type_may_stand_for_any_type():
+    a, b = unit_codes(np.array([5, 6, 8]), np.zeros(3, bool), 9), unit_codes(np.array([5, 9, 10, 8]), np.zeros(4, bool), 9)
+    assert b[1] == 9 | UNKNOWN
     path = align_codes(a, b)
     assert sorted(ops(path, a, b).tolist()) == sorted([MATCH, SUBSTITUTE, ONLY2, MATCH])
     assert path[0].tolist() == [0, 0] and path[-1].tolist() == [2, 3]
@@ -50,7 +70,41 @@ def test_stream_windows_cover_streams_advancing_at_different_rates():
 def test_alignment_table_uses_global_rows():
     t1 = make_trace([("x", "GEMM", 1.0, 1), ("add", "Elementwise", 1.0, 1), ("n", "RMSNorm", 1.0, 1)])
     t2 = make_trace([("y", "GEMM", 1.0, 5), ("fused_add_norm", "RMSNorm", 1.0, 5)])
-    table = alignment_table(t1.kernels, t2.kernels, np.array([0, 1, 2]), np.array([0, 1]))
+    helpers = [kernel_helpers(t.kernels, t.names) for t in (t1, t2)]
+    table = alignment_table(t1.kernels, t2.kernels, np.array([0, 1, 2]), np.array([0, 1]), *helpers)
     assert table["op"].tolist() == ["match", "only1", "match"]
     assert table["index2"].tolist() == [0, -1, 1]
     assert pd.isna(table["name2"].iloc[1]) and table["rel_ts1"].iloc[0] == 0.0
+
+
+def test_helpers_fold_into_the_kernel_of_their_operation_next_to_them():
+    codes = np.array([0, 0, 0, 1, 0, 2, 2, 3, 3, 3])
+    helper = np.array([False, True, True, False, True, True, False, True, True, True])
+    assert unit_codes(codes, helper).tolist() == [0, FOLDED, FOLDED, 1, 0, 2 | FOLDED, 2, 3, 3 | FOLDED, 3 | FOLDED]
+
+
+def test_free_end_tie_prefers_the_full_alignment():
+    """Every call one kernel longer on side 2: stopping early scores the same and must not win."""
+    a = np.tile([0, 2], 50)
+    b = np.tile([0, 0 | FOLDED, 2], 50)
+    path = align_codes(a, b, free_end=True)
+    assert path[:, 0].max() == 99 and path[:, 1].max() == 149
+    assert stream_windows(a, b, budget=1000) == [(0, 100, 0, 150)]
+
+
+def test_alignment_table_keeps_a_split_k_reduce_one_sided():
+    t1 = make_trace([("cijk", "GEMM", 1.0, 1), ("add", "Elementwise", 1.0, 1)])
+    t2 = make_trace([("cutlass", "GEMM", 1.0, 5), ("splitKreduce", "GEMM", 1.0, 5), ("add", "Elementwise", 1.0, 5)],
+                    helpers={"splitKreduce": "split_k_reduce"})
+    helpers = [kernel_helpers(t.kernels, t.names) for t in (t1, t2)]
+    table = alignment_table(t1.kernels, t2.kernels, np.array([0, 1]), np.array([0, 1, 2]), *helpers)
+    assert table["op"].tolist() == ["match", "only2", "match"]
+    assert table["name1"].iloc[0] == "cijk" and table["name2"].iloc[0] == "cutlass"
+
+
+def test_stream_windows_keep_a_helper_with_its_operation():
+    step1 = np.array([5, 5] + [0, 2] * 300)
+    step2 = np.array([5, 5] + [0, 0 | FOLDED, 2] * 300)
+    windows = stream_windows(step1, step2, budget=100000)
+    assert len(windows) > 1
+    assert all(not step2[start] & FOLDED for _, _, start, stop in windows if start < len(step2))

@@ -124,6 +124,23 @@ def test_real_cross_vendor_pairs(model):
     assert comparison.metadata["stream_windows"] >= 1
 
 
+@pytest.mark.parametrize("model", ["bert_small", "falconsai_nsfw", "qwen1.5-0.5b", "timesformer"])
+def test_real_pair_mappings_are_covered_and_named(model):
+    """Property: a mapping's fused kernel performs every type it replaces (or the rest are its helpers), and
+    it names kernels of the right types that are in the traces."""
+    comparison = compare(load(shared_trace(f"tl_mi300_{model}")), load(shared_trace(f"tl_h100_{model}")))
+    for m in comparison.mappings:
+        fused, unfused = comparison.trace(m.fused_trace).names, comparison.trace(3 - m.fused_trace).names
+        assert m.fused_kernel_names and m.unfused_kernel_names
+        assert set(m.fused_kernel_names) <= set(fused.index) and set(m.unfused_kernel_names) <= set(unfused.index)
+        kernels = comparison.trace(m.fused_trace).kernels
+        assert m.fused_kernel_type in set(kernels.loc[kernels["name"].isin(m.fused_kernel_names), "type"])
+        if m.detector == "split_kernel":
+            assert (unfused.loc[m.unfused_kernel_names, "helper"] != "").any()
+        else:
+            assert set(m.unfused_sequence) <= {m.fused_kernel_type, *m.fused_components}
+
+
 @pytest.mark.parametrize("name", ["tl_vllm_decode_full_exec", "tl_xdit_flux_aiter_profile", "tl_vllm_pd_piecewise_exec"])
 def test_real_graph_trace_against_itself(name):
     trace = load(shared_trace(name))

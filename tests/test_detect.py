@@ -10,14 +10,28 @@ def mapping_keys(comparison):
     return {(m.detector, m.fused_trace, m.fused_kernel_type, tuple(m.unfused_sequence)) for m in comparison.mappings}
 
 
+FUSED_NORM = {"fused_add_rms_norm_kernel": ("Elementwise",)}
+
+
 def test_sequence_fusion_named_by_the_fused_kernel():
-    c = compare(make_trace(steps(layer(False), 6)), make_trace(steps(layer(True), 6)))
+    c = compare(make_trace(steps(layer(False), 6)), make_trace(steps(layer(True), 6), fused=FUSED_NORM))
     assert mapping_keys(c) == {("sequence", 2, "RMSNorm", ("Elementwise", "RMSNorm"))}
     m = c.mappings[0]
     assert m.pattern_count == 60 and m.pattern_confidence == 1.0
+    assert m.fused_kernel_names == ["fused_add_rms_norm_kernel"] and m.fused_components == ["Elementwise"]
+    assert m.unfused_kernel_names == ["elementwise_add", "rms_norm_kernel"] and m.evidence_source == "groups"
+    assert "fused_add_rms_norm_kernel" in m.evidence and "elementwise_add" in m.evidence
     ref = m.evidence_refs[0]
     assert c.trace1.kernels["name"].iloc[ref.window1[0]] == "elementwise_add"
     assert c.trace2.kernels["name"].iloc[ref.window2[0]] == "fused_add_rms_norm_kernel"
+
+
+def test_a_kernel_that_does_not_cover_the_run_gets_no_fusion():
+    """Without a name that says the norm kernel also adds, the extra add is a note, not a fusion."""
+    c = compare(make_trace(steps(layer(False), 6)), make_trace(steps(layer(True), 6)))
+    assert c.mappings == []
+    assert [(n.side, n.kernel_type) for n in c.one_sided] == [(1, "Elementwise")]
+    assert "performs" in c.one_sided[0].reason
 
 
 def test_intra_type_chain_four_sorts_vs_one():
@@ -30,11 +44,13 @@ def test_intra_type_chain_four_sorts_vs_one():
 
 
 def test_inductor_kernel_with_op_list():
-    side1 = [("gemm", "GEMM"), ("triton_poi_fused_add_mul_silu_3", "SwiGLU"), ("norm", "RMSNorm")] * 30
+    inductor = "triton_poi_fused_add_mul_silu_3"
+    side1 = [("gemm", "GEMM"), (inductor, "SwiGLU"), ("norm", "RMSNorm")] * 30
     side2 = [("gemm", "GEMM"), ("silu_and_mul", "SwiGLU"), ("add_kernel", "Elementwise"), ("norm", "RMSNorm")] * 30
-    c = compare(make_trace(steps(side1, 4)), make_trace(steps(side2, 4)))
+    c = compare(make_trace(steps(side1, 4), fused={inductor: ("Elementwise",)}), make_trace(steps(side2, 4)))
     assert mapping_keys(c) == {("inductor_fusion", 1, "SwiGLU", ("SwiGLU", "Elementwise"))}
     assert "add, mul, silu" in c.mappings[0].evidence
+    assert c.mappings[0].unfused_kernel_names == ["silu_and_mul", "add_kernel"]
 
 
 def test_name_differences_at_equal_count_are_not_fusion():
@@ -68,11 +84,15 @@ def test_group_imbalance_names_target_from_alignment():
         unfused.append(kernel)
         if i % 3 == 1 and i % 2 == 0:
             unfused.append(("ew_before", "Elementwise"))
-    c = compare(make_trace(steps(unfused, 6)), make_trace(steps(fused, 6)), min_pattern_confidence=1.01)
+    covering = {"norm": ("Elementwise",)}
+    c = compare(make_trace(steps(unfused, 6)), make_trace(steps(fused, 6), fused=covering), min_pattern_confidence=1.01)
     detectors = {m.detector for m in c.mappings}
     assert detectors == {"group_imbalance"}
     m = c.mappings[0]
     assert m.fused_trace == 2 and m.unfused_sequence == ["Elementwise"] and m.fused_kernel_type == "RMSNorm"
+    assert m.fused_kernel_names == ["norm"] and m.unfused_kernel_names == ["ew_before"]
+    no_cover = compare(make_trace(steps(unfused, 6)), make_trace(steps(fused, 6)), min_pattern_confidence=1.01)
+    assert no_cover.mappings == []
 
 
 def test_global_counts_one_sided_type_has_null_ratio():
@@ -95,5 +115,108 @@ def test_opportunities_ranked_by_time_impact():
 def test_comparability_flags_different_workloads():
     c = compare(make_trace(steps(layer(False), 6)), make_trace(steps([("gemm", "GEMM"), ("s", "Sort")] * 40, 6)))
     assert not c.comparability.ok and c.comparability.level == "mismatch"
+    assert any("attention kernel counts differ too much" in w for w in c.comparability.warnings)
     same = compare(make_trace(steps(layer(False), 6)), make_trace(steps(layer(True), 6), platform="NVIDIA"))
     assert same.comparability.ok and same.comparability.level == "ok"
+
+
+SPLIT_K = {"splitKreduce_kernel": "split_k_reduce"}
+
+
+def test_split_k_is_a_split_not_a_one_sided_gemm():
+    """GEMM + splitKreduce vs one GEMM: the GEMMs align, the reduce is the GEMM's second kernel."""
+    one = [("Cijk_gemm", "GEMM"), ("add", "Elementwise"), ("norm", "RMSNorm")] * 20
+    two = [("cutlass_gemm", "GEMM"), ("splitKreduce_kernel", "GEMM"), ("add", "Elementwise"), ("norm", "RMSNorm")] * 20
+    c = compare(make_trace(steps(one, 4)), make_trace(steps(two, 4), platform="NVIDIA", helpers=SPLIT_K))
+    assert mapping_keys(c) == {("split_kernel", 1, "GEMM", ("GEMM", "GEMM"))}
+    m = c.mappings[0]
+    assert m.pattern_count == 80 and m.pattern_confidence == 1.0 and m.fused_components == []
+    assert m.fused_kernel_names == ["Cijk_gemm"] and m.unfused_kernel_names == ["cutlass_gemm", "splitKreduce_kernel"]
+    assert m.time_saved_us == 80 * 5.0, "the helpers' own time"
+    assert "as 2 kernels (split_k_reduce: cutlass_gemm, splitKreduce_kernel)" in m.evidence
+    assert c.one_sided == [] and c.comparability.level == "ok"
+    table = c.alignment(0)
+    reduce_row = table[table["name2"] == "splitKreduce_kernel"].iloc[0]
+    assert reduce_row["op"] == "only2"
+
+
+def test_split_on_some_calls_of_a_kernel_that_serves_many_shapes():
+    """One AMD name for every GEMM; the reduce follows only one shape's GEMM: confidence over the reduces."""
+    one = [("Cijk_any_shape", "GEMM"), ("add", "Elementwise")] * 30
+    two = []
+    for i in range(30):
+        two += [("cutlass_a", "GEMM"), ("splitKreduce_kernel", "GEMM")] if i % 3 == 0 else [("cutlass_b", "GEMM")]
+        two.append(("add", "Elementwise"))
+    c = compare(make_trace(steps(one, 3)), make_trace(steps(two, 3), helpers=SPLIT_K))
+    assert mapping_keys(c) == {("split_kernel", 1, "GEMM", ("GEMM", "GEMM"))}
+    m = c.mappings[0]
+    assert m.pattern_count == 30 and m.pattern_confidence == 1.0
+    assert m.unfused_kernel_names == ["cutlass_a", "splitKreduce_kernel"]
+
+
+def test_one_sided_norm_is_not_fused_into_a_communication_kernel():
+    one = [("gemm", "GEMM"), ("allreduce", "Communication"), ("norm", "RMSNorm"), ("attn", "Attention")] * 20
+    two = [("gemm", "GEMM"), ("allreduce", "Communication"), ("attn", "Attention")] * 20
+    c = compare(make_trace(steps(one, 6)), make_trace(steps(two, 6)))
+    assert c.mappings == []
+    assert [(n.side, n.kernel_type, n.count) for n in c.one_sided] == [(1, "RMSNorm", 120)]
+
+
+def test_groups_that_straddle_the_threshold_are_matched():
+    """60 kernels per step on one side, 45 on the fused side, min_group_size 50: every step differs the same way."""
+    fused = [("gemm", "GEMM"), ("fused_add_rms_norm_kernel", "RMSNorm"), ("attn", "Attention")] * 15
+    unfused = [("gemm", "GEMM"), ("elementwise_add", "Elementwise"), ("rms_norm_kernel", "RMSNorm"),
+               ("attn", "Attention")] * 15
+    c = compare(make_trace(steps(unfused, 6)), make_trace(steps(fused, 6), fused=FUSED_NORM))
+    assert c.metadata["matched_groups"] == 6
+    assert c.metadata["trace1_correlation_groups"] == 6 and c.metadata["trace2_correlation_groups"] == 0
+    assert list(c.groups2["significant"]) == [False] * 6
+    assert mapping_keys(c) == {("sequence", 2, "RMSNorm", ("Elementwise", "RMSNorm"))}
+    assert c.mappings[0].pattern_count == 90
+
+
+def test_groups_both_below_the_threshold_are_not_matched():
+    step = [("gemm", "GEMM"), ("norm", "RMSNorm"), ("attn", "Attention")] * 15
+    c = compare(make_trace(steps(step, 4)), make_trace(steps(step, 4)))
+    assert c.metadata["matched_groups"] == 0 and c.metadata["stream_windows"] >= 1
+
+
+def test_every_call_one_extra_helper_in_eager_windows():
+    """GEMM + add vs GEMM + splitKreduce + add in every call: a split, the adds one to one, nothing else."""
+    one = steps([("Cijk_gemm", "GEMM"), ("add", "Elementwise")] * 50, 1, eager=True)
+    two = steps([("cutlass_gemm", "GEMM"), ("splitKreduce_kernel", "GEMM"), ("add", "Elementwise")] * 50, 1,
+                eager=True)
+    c = compare(make_trace(one), make_trace(two, helpers=SPLIT_K))
+    assert mapping_keys(c) == {("split_kernel", 1, "GEMM", ("GEMM", "GEMM"))}
+    assert c.mappings[0].pattern_count == 50 and c.mappings[0].evidence_source == "windows"
+    assert c.one_sided == []
+
+
+def test_unknown_attention_names_do_not_break_comparability():
+    one = [("gemm", "GEMM"), ("unified_attention", "Attention"), ("norm", "RMSNorm")] * 38
+    two = [("gemm", "GEMM"), ("sage_fwd", "Other"), ("norm", "RMSNorm")] * 38
+    c = compare(make_trace(steps(one, 6)), make_trace(steps(two, 6)))
+    assert c.comparability.ok and c.comparability.level == "warn"
+    assert any("no rule" in w for w in c.comparability.warnings)
+    assert c.opportunities == [] and c.mappings == []
+
+
+def test_split_counts_the_kernels_of_the_operation_on_both_sides():
+    """GEMM + 2 reduces vs GEMM + 1 reduce: 3 kernels against 2, not 2 against 1."""
+    one = [("Cijk_gemm", "GEMM"), ("PostGSU", "GEMM"), ("add", "Elementwise")] * 20
+    two = [("cutlass_gemm", "GEMM"), ("splitKreduce_kernel", "GEMM"), ("splitKreduce_kernel", "GEMM"),
+           ("add", "Elementwise")] * 20
+    c = compare(make_trace(steps(one, 4), helpers={"PostGSU": "split_k_reduce"}),
+                make_trace(steps(two, 4), platform="NVIDIA", helpers=SPLIT_K))
+    assert mapping_keys(c) == {("split_kernel", 1, "GEMM", ("GEMM", "GEMM", "GEMM"))}
+    assert "as 3 kernels" in c.mappings[0].evidence and "as 2 (Cijk_gemm" in c.mappings[0].evidence
+
+
+def test_a_rare_split_is_a_note_with_its_reason():
+    one = [("Cijk_gemm", "GEMM"), ("add", "Elementwise")] * 30
+    two = [("cutlass_gemm", "GEMM"), ("add", "Elementwise")] * 29 + [("cutlass_gemm", "GEMM"),
+                                                                      ("splitKreduce_kernel", "GEMM"), ("add", "Elementwise")]
+    c = compare(make_trace(steps(one, 2)), make_trace(steps(two, 2), platform="NVIDIA", helpers=SPLIT_K))
+    assert c.mappings == []
+    assert [(n.side, n.kernel_type, n.count) for n in c.one_sided] == [(2, "GEMM", 2)]
+    assert "too rarely" in c.one_sided[0].reason

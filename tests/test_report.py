@@ -6,10 +6,13 @@ from fusion.compare import compare
 from fusion.report import to_csv, to_json, to_text
 from kernels import layer, make_trace, steps
 
+FUSED_NORM = {"fused_add_rms_norm_kernel": ("Elementwise",)}
+
 
 def comparison():
     unfused = [("fill", "Memset")] + layer(False)
-    return compare(make_trace(steps(unfused, 6), label="AMD MI300X"), make_trace(steps(layer(True), 6), label="NVIDIA H100"))
+    return compare(make_trace(steps(unfused, 6), label="AMD MI300X"),
+                   make_trace(steps(layer(True), 6), label="NVIDIA H100", fused=FUSED_NORM))
 
 
 def test_json_is_strict_and_reference_shaped():
@@ -22,7 +25,9 @@ def test_json_is_strict_and_reference_shaped():
 def test_text_report_has_traces_warnings_types_and_mappings():
     text = to_text(comparison())
     for expected in ("AMD MI300X", "NVIDIA H100", "Comparability:", "Kernel types", "Fusion opportunities",
-                     "[sequence] Trace 2 fuses Elementwise + RMSNorm -> RMSNorm", "6 x Memset"):
+                     "[sequence] Trace 2 fuses Elementwise + RMSNorm -> RMSNorm", "6 x Memset",
+                     "fused kernel (trace 2): fused_add_rms_norm_kernel", "which also performs: Elementwise",
+                     "replaced kernels (trace 1): elementwise_add; rms_norm_kernel", "evidence from: groups"):
         assert expected in text
 
 
@@ -31,5 +36,18 @@ def test_csv_tables():
     assert set(tables) == {"opportunities", "mappings", "type_stats"}
     mappings = list(csv.DictReader(io.StringIO(tables["mappings"])))
     assert mappings[0]["unfused_sequence"] == "Elementwise + RMSNorm" and mappings[0]["detector"] == "sequence"
+    assert mappings[0]["fused_kernel_names"] == "fused_add_rms_norm_kernel"
+    assert mappings[0]["unfused_kernel_names"] == "elementwise_add | rms_norm_kernel"
+    assert mappings[0]["fused_components"] == "Elementwise" and mappings[0]["evidence_source"] == "groups"
     types = list(csv.DictReader(io.StringIO(tables["type_stats"])))
     assert {"kernel_type", "trace1_count", "only_in"} <= set(types[0])
+
+
+def test_split_is_reported_as_kernels_per_operation():
+    one = [("Cijk_gemm", "GEMM"), ("add", "Elementwise")] * 30
+    two = [("cutlass_gemm", "GEMM"), ("splitKreduce_kernel", "GEMM"), ("add", "Elementwise")] * 30
+    c = compare(make_trace(steps(one, 3), label="AMD MI300X"),
+                make_trace(steps(two, 3), label="NVIDIA H100", helpers={"splitKreduce_kernel": "split_k_reduce"}))
+    text = to_text(c)
+    assert "[split_kernel] Trace 2 runs GEMM as 2 kernels, Trace 1 as 1  x90" in text
+    assert "replaced kernels (trace 2): cutlass_gemm; splitKreduce_kernel" in text

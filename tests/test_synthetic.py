@@ -12,6 +12,7 @@ import pytest
 
 from fusion.synthetic import (
     ALL_FUSIONS,
+    CASES,
     PLATFORMS,
     SITES,
     PairSpec,
@@ -187,7 +188,8 @@ def test_committed_samples_are_up_to_date(tmp_path: Path, directory: Path) -> No
 
 def test_names_classify_as_intended() -> None:
     classify = pytest.importorskip("fusion.classify", reason="fusion/classify.py not written yet").classify
-    specs = [PairSpec(scenario="eager", layers=1, steps=1, prefill=True, fusions=f) for f in (ALL_FUSIONS, ())]
+    specs = [PairSpec(scenario="eager", layers=1, steps=1, prefill=True, fusions=f, cases=c)
+             for f, c in ((ALL_FUSIONS, ()), ((), CASES))]
     wrong = {}
     for spec in specs:
         for trace in (1, 2):
@@ -196,3 +198,15 @@ def test_names_classify_as_intended() -> None:
                 if got != intended:
                     wrong[name] = (intended, got)
     assert not wrong
+
+
+def test_cases_change_only_what_they_inject() -> None:
+    """Each case alone: the generator's counts differ from the baseline by exactly the case's kernels."""
+    base = PairSpec(layers=2, steps=1, fusions=(), non_fusion=False)
+    for case, trace, delta in (("split_k", 2, {"GEMM": 3}), ("split_k_partial", 2, {"GEMM": 2}),
+                               ("gemm_silu_epilogue", 1, {"GEMM": 4, "SwiGLU": 2}),
+                               ("template_rmsnorm", 2, {"RMSNorm": -2}), ("unknown_attention", 2, {"Attention": -2,
+                                                                                                   "Other": 2})):
+        changed = Counter(kernel_counts(dataclasses.replace(base, cases=(case,)), trace))
+        changed.subtract(kernel_counts(base, trace))
+        assert {t: n for t, n in changed.items() if n} == delta, case

@@ -1,0 +1,83 @@
+"""Do both traces look like the same workload? Totals, GEMM and attention operations, steps."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..align import UNKNOWN_TYPE
+from ..pair_checks import pair_warnings
+from ..result import Comparability
+from .evidence import Side
+from .opportunities import unknown_could_hide
+from .thresholds import Thresholds
+
+CHECKED_OPERATIONS = (("GEMM", ("GEMM", "MoE_GEMM")), ("attention", ("Attention",)))
+"""Operations whose counts tell a workload apart: label and the types counted."""
+
+
+def comparability(sides: tuple[Side, Side], types: list[str], groups: tuple[int, int], matched: int,
+                  attention_per_pair: tuple[float, float] | None, limits: Thresholds) -> Comparability:
+    """Operations are counted without helper kernels (a split-K reduce is part of its GEMM)."""
+    warnings: list[str] = []
+    checks: dict[str, object] = {}
+    totals = (len(sides[0].codes), len(sides[1].codes))
+    checks["kernel_ratio"] = _safe_ratio(*totals)
+    band = limits.kernel_count_band
+    if checks["kernel_ratio"] is not None and not 1 / band <= checks["kernel_ratio"] <= band:
+        warnings.append(f"total kernel counts differ {checks['kernel_ratio']:.2f}x ({totals[0]} vs {totals[1]})")
+    unknown = tuple(_operations(side, types, (UNKNOWN_TYPE,)) for side in sides)
+    severe = False
+    for label, members in CHECKED_OPERATIONS:
+        counts = tuple(_operations(side, types, members) for side in sides)
+        checks[f"{label}_ratio"] = _safe_ratio(*counts)
+        problem, is_severe = _operation_check(label, counts, unknown, limits)
+        warnings += [problem] if problem else []
+        severe = severe or is_severe
+    warnings += _group_warnings(groups, matched, attention_per_pair)
+    severe = severe or (min(groups) > 0 and matched == 0)
+    warnings += pair_warnings(sides[0].trace, sides[1].trace)
+    checks.update(groups1=groups[0], groups2=groups[1], matched_groups=matched)
+    level = "mismatch" if severe else ("warn" if warnings else "ok")
+    return Comparability(ok=not severe, level=level, warnings=warnings, checks=checks)
+
+
+def _operations(side: Side, types: list[str], members: tuple[str, ...]) -> int:
+    """Kernels of these types that are not helpers: the number of operations."""
+    wanted = np.isin(side.codes, [types.index(t) for t in members if t in types])
+    return int((wanted & ~side.helper).sum())
+
+
+def _operation_check(label: str, counts: tuple[int, int], unknown: tuple[int, int], limits: Thresholds) -> tuple[str, bool]:
+    """(warning or '', severe?) for one operation's counts on both sides."""
+    if counts == (0, 0):
+        return "", False
+    ratio = _safe_ratio(*counts)
+    severe_band, warn_band = limits.op_count_mismatch_band, limits.op_count_warn_band
+    if ratio is not None and 1 / warn_band <= ratio <= warn_band:
+        return "", False
+    if unknown_could_hide(*counts, unknown):
+        return (f"{label} kernel counts differ ({counts[0]} vs {counts[1]}), but the side with fewer has as many"
+                f" more unclassified kernels ({unknown[0]} vs {unknown[1]}): some may be {label} kernels no rule"
+                " knows"), False
+    if ratio is None or not 1 / severe_band <= ratio <= severe_band:
+        return f"{label} kernel counts differ too much ({counts[0]} vs {counts[1]}): probably not the same workload", True
+    return f"{label} kernel counts differ {ratio:.2f}x ({counts[0]} vs {counts[1]}): different step counts or shapes?", False
+
+
+def _group_warnings(groups: tuple[int, int], matched: int, attention_per_pair: tuple[float, float] | None) -> list[str]:
+    g1, g2 = groups
+    out = []
+    if (g1 == 0) != (g2 == 0):
+        out.append(f"only one trace has significant groups ({g1} vs {g2}): graph launches on one side, eager on the other")
+    elif g1 and g2 and matched == 0:
+        out.append(f"no group of {g1} and {g2} significant groups matched: compositions differ too much")
+    elif g1 != g2:
+        out.append(f"significant group (step) counts differ: {g1} vs {g2}; counts are compared over the {matched} matched pairs")
+    if attention_per_pair and attention_per_pair[0] != attention_per_pair[1]:
+        out.append(f"attention kernels per matched group differ ({attention_per_pair[0]:g} vs {attention_per_pair[1]:g}):"
+                   " different layer counts?")
+    return out
+
+
+def _safe_ratio(a: float, b: float) -> float | None:
+    return a / b if a > 0 and b > 0 else None
