@@ -23,6 +23,7 @@ import pandas as pd
 
 from .align import GAP, align_codes, stream_windows
 from .classify import canonical_op
+from .detect.mappings import PLATFORM_NAMES
 from .ops import MODULE_SEPARATOR, OP_COLUMNS
 from .result import EvidenceRef, FusionMapping
 from .trace import Trace
@@ -293,10 +294,10 @@ def _finding(diff: _Difference, share: float, calls: tuple[OpCalls, OpCalls], li
     return FusionMapping(
         detector=OP_KERNELS_DETECTOR,
         fused_trace=fused,
-        fused_platform=f"Trace {fused}",
+        fused_platform=PLATFORM_NAMES[fused],
         fused_kernel_type=" + ".join(diff.types(fused)),
         fused_count=len(diff.types(fused)) * len(diff.pairs),
-        unfused_platform=f"Trace {unfused}",
+        unfused_platform=PLATFORM_NAMES[unfused],
         unfused_sequence=list(diff.types(unfused)),
         unfused_count_per_type={t: n * len(diff.pairs) for t, n in Counter(diff.types(unfused)).items()},
         pattern_count=len(diff.pairs),

@@ -38,18 +38,23 @@ def to_json(comparison: Comparison) -> str:
 
 
 def to_text(comparison: Comparison) -> str:
-    """A report for a person: traces, comparability, type table, top opportunities, mappings."""
+    """A report for a person: traces, comparability, type table, top opportunities, op-level findings,
+    mappings, the ops with the largest time gap, one-sided notes."""
     sections = [_header(comparison), _comparability(comparison), _type_table(comparison),
-                _opportunities(comparison.opportunities), _mappings(comparison.mappings), _notes(comparison)]
+                _opportunities(comparison.opportunities), op_findings_text(comparison.mappings, comparison.op_notes),
+                _mappings([m for m in comparison.mappings if m.evidence_source != OP_CALLS_SOURCE]),
+                op_table_text(comparison.op_table, (comparison.trace1.label, comparison.trace2.label)),
+                _notes(comparison)]
     return "\n\n".join(s for s in sections if s) + "\n"
 
 
 def to_csv(comparison: Comparison) -> dict[str, str]:
-    """File stem -> CSV text for 'opportunities', 'mappings' and 'type_stats'."""
+    """File stem -> CSV text for 'opportunities', 'mappings', 'type_stats' and 'ops' (the op table)."""
     return {
         "opportunities": _rows_csv(field_names(Opportunity), [asdict(o) for o in comparison.opportunities]),
         "mappings": _rows_csv(field_names(FusionMapping), [_flat_mapping(m) for m in comparison.mappings]),
         "type_stats": comparison.type_stats.reset_index().to_csv(index=False),
+        "ops": op_table_csv(comparison.op_table),
     }
 
 
@@ -190,4 +195,4 @@ def _per_call(value: float) -> str:
 def op_table_csv(table: pd.DataFrame) -> str:
     """The op table as CSV; lists (op names, each side's kernel names) joined by ' | '."""
     names = [OP_NAMES, *(side_column(KERNEL_NAMES, s) for s in (1, 2))]
-    return table.assign(**{c: table[c].map(" | ".join) for c in names}).to_csv(index=False)
+    return table.assign(**{c: table[c].map(NAME_SEPARATOR.join) for c in names}).to_csv(index=False)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -15,6 +16,8 @@ import pytest
 
 from builders import EagerTrace, Graph, Launch, Module, Op, shared_trace
 from fusion import report
+from fusion.__main__ import main
+from fusion.compare import compare
 from fusion.classify import canonical_op
 from fusion.opcompare import (
     CALLS,
@@ -375,3 +378,26 @@ def test_a_real_trace_against_itself_aligns_every_call_and_finds_nothing(name):
     assert result.findings == [] and all("with no enclosing op" in note for note in result.notes)
     assert result.aligned_calls == result.calls[0] > 0
     assert (result.op_table[TIME_GAP_US] == 0).all()
+
+
+def test_compare_reports_op_findings_first_and_the_same_kernels_once(tmp_path, capsys):
+    files = []
+    for platform in PLATFORMS:
+        builder = EagerTrace(platform)
+        builder.run(*flat(layer_calls(platform, 6, DIFFERENT)))
+        files.append(tmp_path / f"{platform}.json")
+        files[-1].write_bytes(builder.data())
+    comparison = compare(load(files[0]), load(files[1]))
+    assert [m.op for m in comparison.mappings[:3]] == [m.op for m in compare_ops(load(files[0]), load(files[1])).findings]
+    assert not any(m.evidence_source != OP_CALLS_SOURCE and "LayerNorm" in m.unfused_sequence for m in comparison.mappings)
+    assert any("cites only kernels of op-level findings" in note for note in comparison.op_notes)
+    assert main(["compare", str(files[0]), str(files[1]), "--no-cache"]) == 0
+    text = capsys.readouterr().out
+    assert "[op_kernels] aten::layer_norm: AMD Instinct MI300X 2 kernels" in text and "Top ops by time gap" in text
+    assert main(["compare", str(files[0]), str(files[1]), "--no-cache", "--format", "json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert {m["op"] for m in result["fusion_mappings"]} >= {"aten::layer_norm", "aten::linear"}
+    assert result["op_table"][0][OP_NAMES] == ["aten::linear"]
+    assert main(["compare", str(files[0]), str(files[1]), "--no-cache", "--format", "csv", "-o", str(tmp_path / "t.csv")]) == 0
+    ops = list(csv.DictReader((tmp_path / "t_ops.csv").open()))
+    assert ops[0][OP_NAMES] == "aten::linear" and ops[0][side_column(CALLS, 1)] == "24"
