@@ -438,7 +438,7 @@ def op_table(calls: tuple[OpCalls, OpCalls]) -> pd.DataFrame:
     table = sides[0].join(sides[1], how="outer")
     for s in (1, 2):
         table[side_column(CALLS, s)] = table[side_column(CALLS, s)].fillna(0).astype(np.int64)
-        table[side_column(TIME_US, s)] = table[side_column(TIME_US, s)].fillna(0.0)
+        table[side_column(TIME_US, s)] = table[side_column(TIME_US, s)].fillna(0.0).astype(np.float64)
         for column in (side_column(KERNEL_NAMES, s), f"{OP_NAMES}{s}"):
             table[column] = table[column].apply(lambda v: v if isinstance(v, list) else [])
     table[OP_NAMES] = [sorted(set(a) | set(b)) for a, b in zip(table[f"{OP_NAMES}1"], table[f"{OP_NAMES}2"])]

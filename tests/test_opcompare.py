@@ -265,6 +265,14 @@ def test_traces_without_op_context_give_an_empty_comparison():
     assert list(result.op_table.columns) == list(OP_TABLE_COLUMNS)
 
 
+def test_a_trace_without_kernels_has_no_ratio():
+    empty = EagerTrace("NVIDIA")
+    result = compare_ops(pair(1, {})[0], load(empty.data(), label="empty"))
+    assert result.findings == [] and result.notes == ["no eager op calls recorded in empty: no op-level comparison"]
+    assert result.op_table[TIME_RATIO].isna().all()
+    assert (result.op_table[TIME_GAP_US] == result.op_table[side_column(TIME_US, 1)]).all()
+
+
 def test_op_table_counts_times_and_ranks_by_time_gap():
     table = compare_ops(*pair(3, DIFFERENT)).op_table
     assert list(table.columns) == list(OP_TABLE_COLUMNS)
