@@ -31,10 +31,11 @@ from .detect import (
 )
 from .groups import Groups, correlation_groups, type_codes
 from .match import Matching, candidate_size, match_across_threshold, similarity
+from .opcompare import OpComparison, compare_ops
 from .ops import launched_only
 from .phase_compare import phase_summary
 from .phases import ALL, phase_view
-from .result import Comparison, EvidenceRef
+from .result import Comparison, EvidenceRef, FusionMapping
 from .trace import Trace, load
 
 Progress = Callable[[str, float], None]
@@ -170,6 +171,8 @@ def _assemble(sides: tuple[Side, Side], groups: tuple[Groups, Groups], matching:
     pair_refs = [_group_ref(index, pid) for pid in range(len(matching.pairs))]
     mappings, notes = fusion_mappings(evidence, sides, limits)
     mappings += group_imbalance(evidence, counts1, counts2, pair_refs, types, mappings, sides, limits)
+    op_level = compare_ops(trace1, trace2)
+    mappings, op_notes = _with_op_findings(mappings, op_level)
     opportunities = fusion_opportunities(stats, _group_counts(groups, matching, types), len(matching.pairs), limits)
     check = comparability(sides, types, (len(groups[0]), len(groups[1])), len(matching.pairs),
                           _attention_per_pair(counts1, counts2, types), limits)
@@ -192,9 +195,25 @@ def _assemble(sides: tuple[Side, Side], groups: tuple[Groups, Groups], matching:
         one_sided=notes,
         comparability=check,
         warnings=warnings,
-        metadata=_metadata(sides, groups, matching, index, check, min_group_size),
+        metadata=_metadata(sides, groups, matching, index, check, min_group_size) | _op_metadata(op_level),
+        op_table=op_level.op_table,
+        op_notes=op_notes,
         pair_kernels=index,
     )
+
+
+def _with_op_findings(mappings: list[FusionMapping], op_level: OpComparison) -> tuple[list[FusionMapping], list[str]]:
+    """Op-level findings first; a group or window mapping of the same kernels is reported once, by its op."""
+    kept = [m for m in mappings if not op_level.supersedes(m)]
+    notes = [f"{m.detector} ({' + '.join(m.unfused_sequence)} -> {m.fused_kernel_type}, from {m.evidence_source})"
+             " cites only kernels of op-level findings: reported once, as the op-level finding"
+             for m in mappings if op_level.supersedes(m)]
+    return op_level.findings + kept, op_level.notes + notes
+
+
+def _op_metadata(op_level: OpComparison) -> dict[str, int]:
+    return {"trace1_op_calls": op_level.calls[0], "trace2_op_calls": op_level.calls[1],
+            "aligned_op_calls": op_level.aligned_calls}
 
 
 def _group_ref(index: PairIndex, pair_id: int) -> EvidenceRef:

@@ -10,10 +10,23 @@ import orjson
 import pandas as pd
 
 from .detect.mappings import SPLIT_DETECTOR
+from .opcompare import (
+    CALLS,
+    KERNEL_NAMES,
+    KERNELS_PER_CALL,
+    MODULE,
+    OP_CALLS_SOURCE,
+    OP_NAMES,
+    TIME_RATIO,
+    TIME_US,
+    side_column,
+)
+from .ops import MODULE_SEPARATOR
 from .phase_compare import phase_lines
 from .result import Comparison, EvidenceRef, FusionMapping, OneSidedNote, Opportunity, field_names, plain
 
 TOP_OPPORTUNITIES = 10
+TOP_OPS = 10
 NAME_COLUMNS = ("fused_kernel_names", "unfused_kernel_names", "fused_components")
 """List fields of a mapping written as one CSV cell each."""
 NAME_SEPARATOR = " | "
@@ -28,20 +41,25 @@ def to_json(comparison: Comparison) -> str:
 
 
 def to_text(comparison: Comparison) -> str:
-    """A report for a person: traces, comparability, type table, top opportunities, mappings."""
+    """A report for a person: traces, comparability, type table, top opportunities, op-level findings,
+    mappings, the ops with the largest time gap, one-sided notes."""
     sections = [_header(comparison), _comparability(comparison), _phases(comparison), _type_table(comparison),
-                _opportunities(comparison.opportunities), _mappings(comparison.mappings), _notes(comparison)]
+                _opportunities(comparison.opportunities), op_findings_text(comparison.mappings, comparison.op_notes),
+                _mappings([m for m in comparison.mappings if m.evidence_source != OP_CALLS_SOURCE]),
+                op_table_text(comparison.op_table, (comparison.trace1.label, comparison.trace2.label)),
+                _notes(comparison)]
     return "\n\n".join(s for s in sections if s) + "\n"
 
 
 def to_csv(comparison: Comparison) -> dict[str, str]:
-    """File stem -> CSV text for the opportunities, mappings, one-sided kernels, type stats and matched pairs."""
+    """File stem -> CSV text for the opportunities, mappings, one-sided kernels, type stats, matched pairs and ops (the op table)."""
     return {
         "opportunities": _rows_csv(field_names(Opportunity), [asdict(o) for o in comparison.opportunities]),
         "mappings": _rows_csv(field_names(FusionMapping), [_flat_mapping(m) for m in comparison.mappings]),
         "one_sided_kernels": _rows_csv(field_names(OneSidedNote), [_flat_note(n) for n in comparison.one_sided]),
         "type_stats": comparison.type_stats.round(CSV_DECIMALS).reset_index().to_csv(index=False),
         "matched_pairs": comparison.pairs.round(CSV_DECIMALS).to_csv(index=False),
+        "ops": op_table_csv(comparison.op_table),
     }
 
 
@@ -146,3 +164,53 @@ def _phases(c: Comparison) -> str:
     lines = phase_lines(c.phases)
     selected = c.phases.get("selected", "all") if c.phases else "all"
     return "\n".join([f"Phases (compared: {selected})", *(f"  {line}" for line in lines)]) if lines else ""
+
+
+def op_findings_text(mappings: list[FusionMapping], notes: list[str]) -> str:
+    """The op-level findings (evidence_source 'op_calls'): each op, both sides' kernels, the cited calls; notes."""
+    found = [m for m in mappings if m.evidence_source == OP_CALLS_SOURCE]
+    lines = ["Op-level findings (same op call, different kernels)" if found else "Op-level findings: none"]
+    for m in found:
+        lines.append(f"  [{m.detector}] {m.evidence}")
+        lines.append(f"      {m.pattern_confidence:.0%} of the op's aligned calls; {m.time_saved_us / 1000:.3f} ms"
+                     f" in Trace {3 - m.fused_trace}'s kernels without a same-type counterpart")
+        for ref in m.evidence_refs[:3]:
+            lines.append(f"      op call: trace1 kernels {ref.window1[0]}..{ref.window1[1] - 1},"
+                         f" trace2 kernels {ref.window2[0]}..{ref.window2[1] - 1}")
+    lines += [f"  note: {note}" for note in notes]
+    return "\n".join(lines)
+
+
+def op_table_text(table: pd.DataFrame, labels: tuple[str, str], limit: int = TOP_OPS) -> str:
+    """The ops with the largest time gap: calls, kernels per call and time on each side."""
+    if table.empty:
+        return ""
+    lines = [f"Top ops by time gap (trace 1: {labels[0]}, trace 2: {labels[1]})",
+             f"  {'op':<40} {'module':<30} {'calls':>11} {'kernels/call':>13} {'ms':>17} {'ratio':>6}"]
+    for _, row in table.head(limit).iterrows():
+        calls, per_call, ms = ([row[side_column(c, s)] for s in (1, 2)] for c in (CALLS, KERNELS_PER_CALL, TIME_US))
+        ratio = "-" if pd.isna(row[TIME_RATIO]) else f"{row[TIME_RATIO]:.2f}"
+        op = ", ".join(row[OP_NAMES]) or row[OP]
+        lines.append(f"  {op[:40]:<40} {_path_tail(row[MODULE], 30):<30} {calls[0]:>5} {calls[1]:>5}"
+                     f" {_per_call(per_call[0]):>6} {_per_call(per_call[1]):>6}"
+                     f" {ms[0] / 1000:>8.3f} {ms[1] / 1000:>8.3f} {ratio:>6}")
+    return "\n".join(lines)
+
+
+def _path_tail(path: str, width: int) -> str:
+    """The innermost whole segments of a module path that fit in `width` characters."""
+    parts = path.split(MODULE_SEPARATOR)
+    while len(parts) > 1 and len("…" + MODULE_SEPARATOR.join(["", *parts])) > width:
+        parts.pop(0)
+    tail = MODULE_SEPARATOR.join(parts)
+    return tail if tail == path else "…" + MODULE_SEPARATOR + tail
+
+
+def _per_call(value: float) -> str:
+    return "-" if pd.isna(value) else f"{value:.2f}"
+
+
+def op_table_csv(table: pd.DataFrame) -> str:
+    """The op table as CSV; lists (op names, each side's kernel names) joined by ' | '."""
+    names = [OP_NAMES, *(side_column(KERNEL_NAMES, s) for s in (1, 2))]
+    return table.assign(**{c: table[c].map(NAME_SEPARATOR.join) for c in names}).to_csv(index=False)

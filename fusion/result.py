@@ -115,6 +115,13 @@ class Comparability:
     checks: dict[str, Any]
 
 
+def no_op_table() -> pd.DataFrame:
+    """The op table of a comparison without op context: its columns, no rows."""
+    from .opcompare import OP_TABLE_COLUMNS
+
+    return pd.DataFrame(columns=list(OP_TABLE_COLUMNS))
+
+
 @dataclass
 class Comparison:
     """Everything the analysis found; see module doc. DataFrames:
@@ -147,6 +154,10 @@ class Comparison:
     metadata: dict[str, Any]
     phases: dict[str, Any] = field(default_factory=dict)
     """The per-phase section (phase_compare.phase_summary); empty until it is computed."""
+    op_table: pd.DataFrame = field(default_factory=no_op_table)
+    """Per op and module on both sides (opcompare.OP_TABLE_COLUMNS); empty without op context."""
+    op_notes: list[str] = field(default_factory=list)
+    """What the op-level comparison compared, and the op-level differences it did not report."""
     pair_kernels: PairKernels | None = field(default=None, repr=False)
     _alignments: dict[int, pd.DataFrame] = field(default_factory=dict, repr=False)
 
@@ -201,6 +212,8 @@ class Comparison:
                 "params": self.params,
                 "warnings": self.warnings,
                 "phases": self.phases,
+                "op_table": self.op_table.to_dict(orient="records"),
+                "op_notes": self.op_notes,
             }
         )
 

@@ -6,11 +6,13 @@ from typing import Any
 
 import pandas as pd
 
+from .opcompare import CALLS, KERNELS_PER_CALL, MODULE, OP, OP_NAMES, TIME_US, op_times
 from .ops import unlaunched_note
 from .phases import describe
 from .trace import Trace
 
 UNCLASSIFIED_TYPE = "Other"
+TOP_OPS = 10
 
 
 def summarize(trace: Trace, top_unclassified: int = 20) -> dict[str, Any]:
@@ -29,11 +31,21 @@ def summarize(trace: Trace, top_unclassified: int = 20) -> dict[str, Any]:
         "with_op": {"count": len(with_op), "time_us": round(float(with_op["dur"].sum()), 3)},
         "unlaunched": unlaunched_note(kernels),
         "phases": describe(kernels),
+        "ops": _top_ops(trace, TOP_OPS),
         "unclassified": [
             {"name": str(name), "count": int(row["count"]), "time_us": round(float(row["time_us"]), 3)}
             for name, row in other.iterrows()
         ],
     }
+
+
+def _top_ops(trace: Trace, limit: int) -> list[dict[str, Any]]:
+    """The eager top-level ops (and module class paths) with the most kernel time."""
+    return [
+        {"op": ", ".join(row[OP_NAMES]) or row[OP], "module": row[MODULE], "calls": int(row[CALLS]),
+         "kernels_per_call": round(float(row[KERNELS_PER_CALL]), 3), "time_us": round(float(row[TIME_US]), 3)}
+        for _, row in op_times(trace).head(limit).iterrows()
+    ]
 
 
 def _breakdown(kernels: pd.DataFrame, column: str) -> dict[str, dict[str, float]]:
@@ -67,6 +79,11 @@ def summary_text(trace: Trace, summary: dict[str, Any]) -> str:
     lines.append(f"with op    {with_op['count']:,} kernels, {100 * with_op['time_us'] / total:.1f}% of kernel time")
     if summary["unlaunched"]:
         lines.append(f"no launch  {summary['unlaunched']}")
+    if summary["ops"]:
+        lines += ["", "top ops by kernel time (eager launches):"]
+        for entry in summary["ops"]:
+            lines.append(f"  {entry['time_us'] / 1e3:>10,.3f} ms  {entry['calls']:>7,} calls  {entry['kernels_per_call']:>5.2f}"
+                         f" kernels/call  {entry['op']}  {entry['module']}")
     if summary["unclassified"]:
         lines += ["", "unclassified kernel names by total time (add a rule for them, see FUSION_RULES):"]
         for entry in summary["unclassified"]:

@@ -21,7 +21,7 @@ from fusion.classify import classify
 from fusion.trace import load
 
 SUMMARY_KEYS = ["platform", "gpu", "kernels", "kernel_time_us", "types", "type_routes", "launches", "with_op",
-                "unlaunched", "phases", "unclassified"]
+                "unlaunched", "phases", "ops", "unclassified"]
 
 
 def _refuse_constant(name: str) -> None:
@@ -148,7 +148,7 @@ def test_compare_csv_prints_each_table_as_csv(pair, compare_module, capsys) -> N
     out, _ = capsys.readouterr()
     sections = out.split("# ")[1:]
     assert [section.split("\n", 1)[0] for section in sections] == [
-        "opportunities", "mappings", "one_sided_kernels", "type_stats", "matched_pairs"]
+        "opportunities", "mappings", "one_sided_kernels", "type_stats", "matched_pairs", "ops"]
     for section in sections:
         rows = list(csv.reader(io.StringIO(section.split("\n", 1)[1].strip())))
         assert rows and all(len(row) == len(rows[0]) for row in rows)
@@ -162,7 +162,7 @@ def test_compare_output_file_for_json_and_csv(pair, compare_module, tmp_path, ca
     assert main(["compare", str(pair[0]), str(pair[1]), "--format", "csv", "-o", str(tmp_path / "tables.csv")]) == 0
     names = sorted(p.name for p in tmp_path.glob("tables_*.csv"))
     assert names == ["tables_mappings.csv", "tables_matched_pairs.csv", "tables_one_sided_kernels.csv",
-                     "tables_opportunities.csv", "tables_type_stats.csv"]
+                     "tables_opportunities.csv", "tables_ops.csv", "tables_type_stats.csv"]
 
 
 def test_compare_to_an_unwritable_output_is_one_error_line(pair, compare_module, tmp_path, capsys) -> None:

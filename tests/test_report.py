@@ -33,7 +33,7 @@ def test_text_report_has_traces_warnings_types_and_mappings():
 
 def test_csv_tables():
     tables = to_csv(comparison())
-    assert set(tables) == {"opportunities", "mappings", "one_sided_kernels", "type_stats", "matched_pairs"}
+    assert set(tables) == {"opportunities", "mappings", "one_sided_kernels", "type_stats", "matched_pairs", "ops"}
     mappings = list(csv.DictReader(io.StringIO(tables["mappings"])))
     assert mappings[0]["unfused_sequence"] == "Elementwise + RMSNorm" and mappings[0]["detector"] == "sequence"
     assert mappings[0]["fused_kernel_names"] == "fused_add_rms_norm_kernel"

@@ -1,0 +1,477 @@
+"""Op-level comparison: the top-level PyTorch op calls of two traces, aligned, and the kernels each call launched.
+
+Where a trace records CPU ops, each eagerly launched kernel belongs to one top-level op call (the loader's
+`op_call`). The two traces run the same op sequence, so aligning their op-call sequences (per thread,
+Needleman-Wunsch on canonical op codes: equivalent ops are the same) pairs each call with its counterpart.
+An op whose aligned calls repeatedly launch a different number of kernels is a finding named by the op;
+the op table gives every op's calls, kernels and time on both sides, ranked by the time gap.
+
+Kernels of graph replays (launch 'graph') and kernels without a runtime launch (launch 'none') have no op
+call and are left to the kernel-type comparison.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .align import GAP, align_codes, stream_windows
+from .classify import canonical_op
+from .detect.mappings import PLATFORM_NAMES
+from .ops import MODULE_SEPARATOR, OP_COLUMNS
+from .result import EvidenceRef, FusionMapping
+from .trace import Trace
+
+OP_KERNELS_DETECTOR = "op_kernels"
+OP_CALLS_SOURCE = "op_calls"
+OP_EVIDENCE_PAIR = -1
+"""EvidenceRef.pair_id of op-call evidence: it is no Comparison pair; the windows cite the two calls' kernels
+and correlation1/2 are the correlation ids of each call's first kernel."""
+EAGER_LAUNCH = "kernel"
+"""The loader's `launch` value of an eagerly launched kernel (ops.LAUNCH_KINDS)."""
+NAME_CHARS = 100
+"""Raw kernel names are cut to this many characters in evidence text (the mapping keeps them whole)."""
+
+# Op table columns; per-side columns are side_column(<name>, side), e.g. 'trace1_calls'.
+OP = "op"
+"""Canonical top-level op (classify.canonical_op of op_top)."""
+OP_NAMES = "op_names"
+"""The top-level ops as the traces spell them (aten::linear and aten::matmul are both canonical aten::mm)."""
+MODULE = "module"
+"""nn.Module class path of the call where the trace records it ('Qwen2DecoderLayer/Qwen2MLP/Linear': instance
+numbers dropped, so all layers' calls of one op in one kind of module form one row), else ''."""
+CALLS = "calls"
+KERNELS_PER_CALL = "kernels_per_call"
+KERNEL_NAMES = "kernel_names"
+"""The side's kernel names of this op, by total time, at most TOP_OP_NAMES."""
+TIME_US = "time_us"
+TIME_PER_CALL_US = "time_per_call_us"
+TIME_RATIO = "time_ratio"
+"""trace1 time / trace2 time; NaN when a side has no call of the op."""
+TIME_GAP_US = "time_gap_us"
+"""trace1 time - trace2 time; the table is ranked by its absolute value."""
+SIDE_COLUMNS = (CALLS, KERNELS_PER_CALL, KERNEL_NAMES, TIME_US, TIME_PER_CALL_US)
+TOP_OP_NAMES = 3
+_INSTANCE = re.compile(rf"_\d+(?={re.escape(MODULE_SEPARATOR)}|$)")
+"""The instance number the profiler appends to a module name (Linear_3)."""
+
+
+ALL = slice(None)
+"""Every kernel row."""
+
+
+def side_column(name: str, side: int) -> str:
+    return f"trace{side}_{name}"
+
+
+OP_TABLE_COLUMNS = (OP, OP_NAMES, MODULE, *(side_column(c, s) for s in (1, 2) for c in SIDE_COLUMNS),
+                    TIME_RATIO, TIME_GAP_US)
+
+
+@dataclass(frozen=True)
+class OpThresholds:
+    """When an op-level difference is a finding, and how much evidence it carries."""
+
+    min_calls: int = 3
+    """An op-level difference must show in at least this many aligned call pairs."""
+    min_consistency: float = 0.8
+    """Share of the op's aligned call pairs that must show the same difference (same kernel types per side)."""
+    max_evidence_refs: int = 5
+    """Call pairs cited per finding (the most frequent kernel-name combinations first)."""
+    max_names_per_type: int = 5
+
+
+@dataclass
+class OpComparison:
+    """Op-level findings, the op table (see OP_TABLE_COLUMNS) and what was compared."""
+
+    findings: list[FusionMapping]
+    op_table: pd.DataFrame
+    aligned_calls: int
+    calls: tuple[int, int]
+    notes: list[str] = field(default_factory=list)
+    claimed: tuple[np.ndarray, np.ndarray] = field(default_factory=lambda: (np.zeros(0, dtype=bool),) * 2)
+    """Per side, a mask over the kernel rows: launched by an op call of a finding."""
+
+    def supersedes(self, mapping: FusionMapping) -> bool:
+        """Does a mapping from groups or windows cite only kernels of this comparison's op-level findings?
+
+        Op calls are the primary evidence: such a mapping describes the same kernels (a sample of its
+        occurrences, its evidence refs, all lies in finding calls on both sides) and is reported once.
+        """
+        refs = mapping.evidence_refs
+        return mapping.evidence_source != OP_CALLS_SOURCE and bool(refs) and all(
+            _inside(self.claimed[0], ref.window1) and _inside(self.claimed[1], ref.window2) for ref in refs)
+
+
+def _inside(mask: np.ndarray, window: tuple[int, int]) -> bool:
+    start, stop = window
+    return 0 <= start < stop <= len(mask) and bool(mask[start:stop].all())
+
+
+@dataclass
+class OpCalls:
+    """One trace's top-level op calls in start order; call i launched kernel rows rows[offsets[i]:offsets[i+1]].
+
+    names, types, dur and correlation are the trace's kernel columns (indexed by kernel row), read once.
+    """
+
+    side: int
+    trace: Trace
+    ops: np.ndarray
+    """Canonical op name per call (object array)."""
+    raw_ops: np.ndarray
+    """The call's op_top as the trace spells it."""
+    modules: np.ndarray
+    threads: np.ndarray
+    rows: np.ndarray
+    offsets: np.ndarray
+    names: np.ndarray
+    types: np.ndarray
+    dur: np.ndarray
+    correlation: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    @property
+    def counts(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def kernels(self, call: int) -> np.ndarray:
+        return self.rows[self.offsets[call] : self.offsets[call + 1]]
+
+
+def op_calls(trace: Trace, side: int) -> OpCalls:
+    """The trace's eager op calls (none when it records no op context)."""
+    kernels = trace.kernels
+    if set(OP_COLUMNS) <= set(kernels.columns):
+        call = kernels["op_call"].to_numpy(np.int64)
+        rows = np.flatnonzero((call >= 0) & (kernels["launch"].to_numpy() == EAGER_LAUNCH))
+    else:
+        call, rows = np.zeros(len(kernels), dtype=np.int64), np.zeros(0, dtype=np.int64)
+    rows = rows[np.argsort(call[rows], kind="stable")]
+    _, first = np.unique(call[rows], return_index=True)
+    heads = rows[first]
+    return OpCalls(side, trace, _per_category(kernels, "op_top", heads, canonical_op),
+                   _per_category(kernels, "op_top", heads, str), _modules(kernels, heads),
+                   _column(kernels, "thread", heads), rows, np.r_[first, len(rows)].astype(np.int64),
+                   _per_category(kernels, "name", ALL, str), _per_category(kernels, "type", ALL, str),
+                   kernels["dur"].to_numpy(np.float64), kernels["correlation"].to_numpy(np.int64))
+
+
+def _column(kernels: pd.DataFrame, name: str, rows: np.ndarray) -> np.ndarray:
+    return kernels[name].to_numpy()[rows] if name in kernels.columns else np.zeros(0, dtype=np.int64)
+
+
+def _modules(kernels: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """The module class path (see MODULE) of each row; each distinct path is rewritten once."""
+    return _per_category(kernels, "module", rows, lambda path: _INSTANCE.sub("", path))
+
+
+def _per_category(kernels: pd.DataFrame, column: str, rows: np.ndarray | slice,
+                  rewrite: Callable[[str], str]) -> np.ndarray:
+    """`rewrite` of a categorical column's value at `rows`, as an object array of shared strings (8 bytes a row);
+    each distinct value is rewritten once."""
+    if column not in kernels.columns:
+        return np.full(len(kernels), "", dtype=object)[rows]
+    values = kernels[column].astype("category")
+    rewritten = np.array([rewrite(str(v)) for v in values.cat.categories] + [""], dtype=object)
+    return rewritten[values.cat.codes.to_numpy()[rows]]
+
+
+def compare_ops(trace1: Trace, trace2: Trace, thresholds: OpThresholds | None = None) -> OpComparison:
+    """Align the two traces' op calls and report op-level kernel-count differences and the op table."""
+    limits = thresholds or OpThresholds()
+    calls = (op_calls(trace1, 1), op_calls(trace2, 2))
+    table = op_table(calls)
+    if not len(calls[0]) or not len(calls[1]):
+        missing = [c.trace.label for c in calls if not len(c)]
+        return OpComparison([], table, 0, (len(calls[0]), len(calls[1])),
+                            [f"no eager op calls recorded in {', '.join(missing)}: no op-level comparison"])
+    aligned = align_calls(*calls)
+    findings, notes, shown = op_findings(calls, aligned, limits)
+    notes += _unaligned_notes(calls, aligned) + [n for c in calls if (n := _outside_ops_note(c))]
+    return OpComparison(findings, table, len(aligned), (len(calls[0]), len(calls[1])), notes,
+                        tuple(_mask(c, [pair[c.side - 1] for pair in shown]) for c in calls))
+
+
+def _mask(calls: OpCalls, chosen: list[int]) -> np.ndarray:
+    mask = np.zeros(len(calls.trace.kernels), dtype=bool)
+    if chosen:
+        mask[np.concatenate([calls.kernels(c) for c in chosen])] = True
+    return mask
+
+
+def align_calls(calls1: OpCalls, calls2: OpCalls) -> np.ndarray:
+    """(k, 2) indices of aligned calls with the same canonical op; threads paired by their number of calls."""
+    vocabulary = {op: i for i, op in enumerate(sorted(set(calls1.ops) | set(calls2.ops)))}
+    codes1 = np.array([vocabulary[op] for op in calls1.ops], dtype=np.int64)
+    codes2 = np.array([vocabulary[op] for op in calls2.ops], dtype=np.int64)
+    pairs = [_align_thread(codes1, codes2, t1, t2) for t1, t2 in zip(_threads(calls1), _threads(calls2))]
+    return np.vstack(pairs) if pairs else np.zeros((0, 2), dtype=np.int64)
+
+
+def _threads(calls: OpCalls) -> list[np.ndarray]:
+    """Call indices of each launching thread, busiest thread first."""
+    _, inverse, counts = np.unique(calls.threads, return_inverse=True, return_counts=True)
+    order = np.argsort(-counts, kind="stable")
+    return [np.flatnonzero(inverse == t) for t in order]
+
+
+def _align_thread(codes1: np.ndarray, codes2: np.ndarray, calls1: np.ndarray, calls2: np.ndarray) -> np.ndarray:
+    """Aligned same-op call pairs of one thread pair, walked in corresponding windows like an eager stream."""
+    a, b = codes1[calls1], codes2[calls2]
+    out = []
+    for s1, e1, s2, e2 in stream_windows(a, b, max(len(a), len(b))):
+        path = align_codes(a[s1:e1], b[s2:e2])
+        both = (path[:, 0] != GAP) & (path[:, 1] != GAP)
+        i, j = path[both, 0] + s1, path[both, 1] + s2
+        same = a[i] == b[j]
+        out.append(np.column_stack([calls1[i[same]], calls2[j[same]]]))
+    return np.vstack(out) if out else np.zeros((0, 2), dtype=np.int64)
+
+
+@dataclass
+class _Difference:
+    """Aligned call pairs of one op whose kernel type sequences differ in length in one way."""
+
+    op: str
+    """Canonical op."""
+    types1: tuple[str, ...]
+    types2: tuple[str, ...]
+    pairs: list[tuple[int, int]] = field(default_factory=list)
+
+    def types(self, side: int) -> tuple[str, ...]:
+        return self.types1 if side == 1 else self.types2
+
+    @property
+    def fused_side(self) -> int:
+        return 1 if len(self.types1) < len(self.types2) else 2
+
+
+def op_findings(calls: tuple[OpCalls, OpCalls], aligned: np.ndarray,
+                limits: OpThresholds) -> tuple[list[FusionMapping], list[str], list[tuple[int, int]]]:
+    """Repeated, consistent kernel-count differences of aligned calls become findings; the others notes.
+
+    Also returns the call pairs the findings stand on."""
+    ops = calls[0].ops[aligned[:, 0]] if len(aligned) else np.zeros(0, dtype=object)
+    per_op = Counter(ops.tolist())
+    differing = np.flatnonzero(calls[0].counts[aligned[:, 0]] != calls[1].counts[aligned[:, 1]]) if len(aligned) else []
+    groups: dict[tuple, _Difference] = {}
+    for k in differing:
+        i, j = (int(x) for x in aligned[k])
+        key = (ops[k], tuple(calls[0].types[calls[0].kernels(i)]), tuple(calls[1].types[calls[1].kernels(j)]))
+        groups.setdefault(key, _Difference(*key)).pairs.append((i, j))
+    findings, notes, shown = [], [], []
+    for diff in groups.values():
+        share = len(diff.pairs) / per_op[diff.op]
+        if len(diff.pairs) >= limits.min_calls and share >= limits.min_consistency:
+            findings.append(_finding(diff, share, calls, limits))
+            shown += diff.pairs
+        else:
+            notes.append(f"{diff.op}: {len(diff.pairs)} of {per_op[diff.op]} aligned calls launch"
+                         f" {len(diff.types1)} vs {len(diff.types2)} kernels; below {limits.min_calls} calls or"
+                         f" {limits.min_consistency:.0%} of the op's calls, not reported")
+    return sorted(findings, key=lambda m: -m.time_saved_us), notes, shown
+
+
+def _finding(diff: _Difference, share: float, calls: tuple[OpCalls, OpCalls], limits: OpThresholds) -> FusionMapping:
+    fused, unfused = diff.fused_side, 3 - diff.fused_side
+    cited = _cited_pairs(diff, calls, limits.max_evidence_refs)
+    names = {s: _cited_names(diff, calls[s - 1], [p[s - 1] for p in cited], limits.max_names_per_type) for s in (1, 2)}
+    extra = _extra_positions(diff.types(fused), diff.types(unfused))
+    unfused_rows = np.array([calls[unfused - 1].kernels(p[unfused - 1]) for p in diff.pairs])
+    components = _fused_components(calls[fused - 1].trace, names[fused])
+    helpers = _helpers(calls[unfused - 1].trace, names[unfused])
+    op = _op_name(diff, calls)
+    return FusionMapping(
+        detector=OP_KERNELS_DETECTOR,
+        fused_trace=fused,
+        fused_platform=PLATFORM_NAMES[fused],
+        fused_kernel_type=" + ".join(diff.types(fused)),
+        fused_count=len(diff.types(fused)) * len(diff.pairs),
+        unfused_platform=PLATFORM_NAMES[unfused],
+        unfused_sequence=list(diff.types(unfused)),
+        unfused_count_per_type={t: n * len(diff.pairs) for t, n in Counter(diff.types(unfused)).items()},
+        pattern_count=len(diff.pairs),
+        pattern_confidence=share,
+        evidence=_evidence_text(op, diff, calls, cited, components, helpers),
+        evidence_refs=[_ref(calls, pair) for pair in cited],
+        pairs_with_pattern=len(diff.pairs),
+        time_saved_us=float(calls[unfused - 1].dur[unfused_rows[:, extra]].sum()),
+        fused_kernel_names=names[fused],
+        unfused_kernel_names=names[unfused],
+        fused_components=components,
+        op=op,
+        evidence_source=OP_CALLS_SOURCE,
+    )
+
+
+def _op_name(diff: _Difference, calls: tuple[OpCalls, OpCalls]) -> str:
+    """The op as both traces spell it when every call of the finding has the same op_top, else the canonical op."""
+    spelled = {calls[s].raw_ops[p[s]] for p in diff.pairs for s in (0, 1)}
+    return spelled.pop() if len(spelled) == 1 else diff.op
+
+
+def _cited_pairs(diff: _Difference, calls: tuple[OpCalls, OpCalls], limit: int) -> list[tuple[int, int]]:
+    """One call pair per kernel-name combination, most frequent combination first, then further pairs."""
+    first: dict[tuple, tuple[int, int]] = {}
+    frequency: Counter = Counter()
+    for pair in diff.pairs:
+        key = tuple(tuple(calls[s].names[calls[s].kernels(pair[s])]) for s in (0, 1))
+        frequency[key] += 1
+        first.setdefault(key, pair)
+    cited = [first[key] for key, _ in frequency.most_common(limit)]
+    cited += [p for p in diff.pairs if p not in cited][: limit - len(cited)]
+    return sorted(cited)
+
+
+def _cited_names(diff: _Difference, calls: OpCalls, cited: list[int], per_type: int) -> list[str]:
+    """Raw names of the side's kernels in the cited calls, most frequent over all the op's calls first."""
+    seen = {calls.names[r] for call in cited for r in calls.kernels(call)}
+    side_calls = [p[calls.side - 1] for p in diff.pairs]
+    rows = np.concatenate([calls.kernels(c) for c in side_calls])
+    frequency = Counter(zip(calls.names[rows], calls.types[rows]))
+    taken: Counter = Counter()
+    out = []
+    for (name, kind), _ in frequency.most_common():
+        if name in seen and taken[kind] < per_type:
+            taken[kind] += 1
+            out.append(name)
+    return out
+
+
+def _extra_positions(fused_types: tuple[str, ...], unfused_types: tuple[str, ...]) -> np.ndarray:
+    """Positions in the unfused call's kernels with no counterpart in the fused call (type alignment)."""
+    vocabulary = {t: i for i, t in enumerate(sorted(set(fused_types) | set(unfused_types)))}
+    path = align_codes(np.array([vocabulary[t] for t in fused_types]), np.array([vocabulary[t] for t in unfused_types]))
+    return path[path[:, 0] == GAP, 1]
+
+
+def _name_facts(trace: Trace, names: list[str], column: str) -> dict[str, Any]:
+    """Name -> the names table's `column` (present only when the classification provides it)."""
+    if column not in trace.names.columns:
+        return {}
+    return {n: trace.names.at[n, column] for n in names if n in trace.names.index}
+
+
+def _fused_components(trace: Trace, names: list[str]) -> list[str]:
+    """Operation types the fewer-kernel side's kernels also perform, from the names table."""
+    found = [t for value in _name_facts(trace, names, "fused_components").values() for t in (value or ())]
+    return list(dict.fromkeys(found))
+
+
+def _helpers(trace: Trace, names: list[str]) -> dict[str, str]:
+    """Name -> helper role ('split_k_reduce', ...) of the cited kernels that are helpers of their operation."""
+    return {n: str(role) for n, role in _name_facts(trace, names, "helper").items() if role}
+
+
+def _ref(calls: tuple[OpCalls, OpCalls], pair: tuple[int, int]) -> EvidenceRef:
+    rows = [c.kernels(p) for c, p in zip(calls, pair)]
+    correlation = [int(c.correlation[r[0]]) for c, r in zip(calls, rows)]
+    return EvidenceRef(OP_EVIDENCE_PAIR, correlation[0], correlation[1],
+                       (int(rows[0].min()), int(rows[0].max()) + 1), (int(rows[1].min()), int(rows[1].max()) + 1))
+
+
+def _evidence_text(op: str, diff: _Difference, calls: tuple[OpCalls, OpCalls], cited: list[tuple[int, int]],
+                   components: list[str], helpers: dict[str, str]) -> str:
+    fused, unfused = diff.fused_side, 3 - diff.fused_side
+    sides = []
+    for s in (1, 2):
+        call = calls[s - 1]
+        names = call.names[call.kernels(cited[0][s - 1])]
+        count = len(diff.types(s))
+        listed = ", ".join(f"`{_cut(str(n))}`" for n in names)
+        sides.append(f"{call.trace.label} {count} kernel{'s' if count != 1 else ''} ({listed})")
+    per_call = [sum(c.dur[c.kernels(p[c.side - 1])].sum() for p in diff.pairs) / len(diff.pairs) for c in calls]
+    head = (f"{op}: {sides[0]}, {sides[1]}, {len(diff.pairs)} calls,"
+            f" {per_call[0]:.1f} vs {per_call[1]:.1f} us of kernel time per call")
+    fused_label, unfused_label = calls[fused - 1].trace.label, calls[unfused - 1].trace.label
+    counts = f"{len(diff.types(unfused))} vs {len(diff.types(fused))} kernels"
+    if helpers:
+        roles = ", ".join(f"`{_cut(n)}` ({role})" for n, role in helpers.items())
+        return f"{head}; {unfused_label} splits the op ({counts}): helper kernel {roles}"
+    if set(diff.types(unfused)) <= set(diff.types(fused)) | set(components):
+        what = " + ".join(diff.types(unfused))
+        fewer = diff.types(fused)
+        into = f"one {fewer[0]} kernel" if len(fewer) == 1 else f"{len(fewer)} kernels"
+        return f"{head}; {fused_label} fuses {what} into {into}"
+    return f"{head}; the same op launches {counts} ({unfused_label} vs {fused_label})"
+
+
+def _cut(name: str) -> str:
+    return name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "…"
+
+
+def _unaligned_notes(calls: tuple[OpCalls, OpCalls], aligned: np.ndarray) -> list[str]:
+    notes = []
+    for call in calls:
+        left = len(call) - len(aligned)
+        if left:
+            notes.append(f"{call.trace.label}: {left} of {len(call)} op calls have no counterpart with the same op")
+    return notes
+
+
+def _outside_ops_note(calls: OpCalls) -> str:
+    """How many eagerly launched kernels no op call encloses ('' when none): they are not compared by op."""
+    kernels = calls.trace.kernels
+    outside = (kernels["launch"].to_numpy() == EAGER_LAUNCH) & (kernels["op_call"].to_numpy() < 0)
+    if not outside.any():
+        return ""
+    time_ms = float(kernels["dur"].to_numpy()[outside].sum()) / 1000
+    return (f"{calls.trace.label}: eagerly launched kernels with no enclosing op: {int(outside.sum())}"
+            f" ({time_ms:.3f} ms); not part of the op-level comparison")
+
+
+def op_table(calls: tuple[OpCalls, OpCalls]) -> pd.DataFrame:
+    """Per (canonical op, module): calls, kernels per call, top kernel names and time per side; by time gap."""
+    sides = [_side_table(c).rename(columns={OP_NAMES: f"{OP_NAMES}{c.side}",
+                                            **{name: side_column(name, c.side) for name in SIDE_COLUMNS}})
+             for c in calls]
+    table = sides[0].join(sides[1], how="outer")
+    for s in (1, 2):
+        table[side_column(CALLS, s)] = table[side_column(CALLS, s)].fillna(0).astype(np.int64)
+        table[side_column(TIME_US, s)] = table[side_column(TIME_US, s)].fillna(0.0).astype(np.float64)
+        for column in (side_column(KERNEL_NAMES, s), f"{OP_NAMES}{s}"):
+            table[column] = table[column].apply(lambda v: v if isinstance(v, list) else [])
+    table[OP_NAMES] = [sorted(set(a) | set(b)) for a, b in zip(table[f"{OP_NAMES}1"], table[f"{OP_NAMES}2"])]
+    time1, time2 = table[side_column(TIME_US, 1)], table[side_column(TIME_US, 2)]
+    table[TIME_RATIO] = (time1 / time2).where((time1 > 0) & (time2 > 0))
+    table[TIME_GAP_US] = time1 - time2
+    table = table.reset_index()
+    order = np.argsort(-table[TIME_GAP_US].abs().to_numpy(), kind="stable")
+    return table.iloc[order].reset_index(drop=True)[list(OP_TABLE_COLUMNS)]
+
+
+def op_times(trace: Trace) -> pd.DataFrame:
+    """One trace's eager ops by kernel time: op, op_names, module and the SIDE_COLUMNS (unprefixed)."""
+    table = _side_table(op_calls(trace, 1)).reset_index()
+    return table.sort_values(TIME_US, ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _side_table(calls: OpCalls) -> pd.DataFrame:
+    """One side's OP_NAMES and SIDE_COLUMNS, indexed by (op, module)."""
+    call_of_row = np.repeat(np.arange(len(calls)), calls.counts)
+    rows = pd.DataFrame({OP: calls.ops[call_of_row], MODULE: calls.modules[call_of_row], "call": call_of_row,
+                         OP_NAMES: calls.raw_ops[call_of_row], "name": calls.names[calls.rows],
+                         "dur": calls.dur[calls.rows]})
+    keys = [OP, MODULE]
+    grouped = rows.groupby(keys)
+    table = pd.DataFrame({CALLS: grouped["call"].nunique(), "kernels": grouped.size(), TIME_US: grouped["dur"].sum(),
+                          OP_NAMES: grouped[OP_NAMES].agg(lambda v: sorted(set(v)))})
+    if table.empty:
+        table = pd.DataFrame(columns=[CALLS, "kernels", TIME_US, OP_NAMES],
+                             index=pd.MultiIndex.from_arrays([[], []], names=keys))
+    by_name = rows.groupby([*keys, "name"])["dur"].sum().sort_values(ascending=False, kind="stable")
+    top = by_name.groupby(level=keys, sort=False).head(TOP_OP_NAMES).reset_index()
+    table[KERNEL_NAMES] = top.groupby(keys)["name"].agg(list).reindex(table.index)
+    table[KERNELS_PER_CALL] = table["kernels"] / table[CALLS]
+    table[TIME_PER_CALL_US] = table[TIME_US] / table[CALLS]
+    return table[[OP_NAMES, *SIDE_COLUMNS]]
