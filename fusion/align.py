@@ -86,6 +86,11 @@ def _cached(a_bytes: bytes, b_bytes: bytes, free_end: bool) -> np.ndarray:
     return path
 
 
+def clear_cache() -> None:
+    """Forget cached alignments (benchmarks time a fresh process's work)."""
+    _cached.cache_clear()
+
+
 def _needleman_wunsch(a: np.ndarray, b: np.ndarray, free_end: bool) -> np.ndarray:
     n, m = len(a), len(b)
     if n == 0 or m == 0:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .groups import Groups
+from .groups import Groups, unique_rows
 
 KIND_SIMILARITY = 0.9
 """Two groups of one trace are the same kind at this similarity or above."""
@@ -65,8 +65,7 @@ def kinds(counts: np.ndarray, threshold: float = KIND_SIMILARITY) -> tuple[np.nd
     """Cluster groups by composition: (kind label per group, mean count vector per kind)."""
     if len(counts) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros((0, counts.shape[1]))
-    variants, inverse, weight = np.unique(counts, axis=0, return_inverse=True, return_counts=True)
-    inverse = inverse.ravel()
+    variants, inverse, weight = unique_rows(counts)
     kind_of = np.full(len(variants), -1, dtype=np.int64)
     reps: list[np.ndarray] = []
     for v in np.argsort(-weight, kind="stable"):
