@@ -79,7 +79,7 @@ def kinds(counts: np.ndarray, threshold: float = KIND_SIMILARITY) -> tuple[np.nd
         reps.append(variants[v])
     labels = kind_of[inverse]
     sums = np.zeros((len(reps), counts.shape[1]))
-    np.add.at(sums, labels, counts)
+    np.add.at(sums, kind_of, variants * weight[:, None])
     return labels, sums / np.bincount(labels, minlength=len(reps))[:, None]
 
 
