@@ -22,6 +22,8 @@ GAP = -1
 MATCH, SUBSTITUTE, ONLY1, ONLY2 = 0, 1, 2, 3
 OP_NAMES = np.array(["match", "substitute", "only1", "only2"])
 _DIAG, _UP, _LEFT = 0, 1, 2
+DP_BLOCK_ROWS = 256
+"""DP rows scored between two vectorised direction passes (bounds the score block's memory)."""
 STREAM_CHUNK = 512
 """Kernels per side aligned at once when walking a long eager stream."""
 STREAM_KEEP = 0.75
@@ -95,29 +97,50 @@ def _needleman_wunsch(a: np.ndarray, b: np.ndarray, free_end: bool) -> np.ndarra
     n, m = len(a), len(b)
     if n == 0 or m == 0:
         return _gaps_only(n, m, free_end)
-    steps = np.arange(m + 1) * GAP_SCORE
-    prev = steps.astype(np.int64)
+    steps = np.arange(m + 1, dtype=np.int64) * GAP_SCORE
     direction = np.empty((n + 1, m + 1), dtype=np.int8)
     direction[0, :] = _LEFT
+    direction[1:, 0] = _UP
     last_col = np.empty(n + 1, dtype=np.int64)
-    last_col[0] = prev[m]
-    b_unknown = (b & UNKNOWN) != 0
-    for i in range(1, n + 1):
-        mismatch = UNKNOWN_MISMATCH_SCORE if a[i - 1] & UNKNOWN else np.where(b_unknown, UNKNOWN_MISMATCH_SCORE,
-                                                                               MISMATCH_SCORE)
-        diag = prev[:-1] + np.where(b == a[i - 1], MATCH_SCORE, mismatch)
-        up = prev[1:] + GAP_SCORE
+    last_col[0] = steps[m]
+    prev = steps
+    for start in range(1, n + 1, DP_BLOCK_ROWS):
+        stop = min(start + DP_BLOCK_ROWS, n + 1)
+        scores = _substitution(a[start - 1 : stop - 1], b)
+        block = _score_rows(prev, scores, steps, start)
+        diag = block[:-1, :-1] + scores
+        up = block[:-1, 1:] + GAP_SCORE
         best = np.maximum(diag, up)
-        row = np.empty(m + 1, dtype=np.int64)
-        row[0] = i * GAP_SCORE
-        row[1:] = best
-        row = np.maximum.accumulate(row - steps) + steps
-        direction[i, 0] = _UP
-        direction[i, 1:] = np.where(row[1:] > best, _LEFT, np.where(up > diag, _UP, _DIAG))
-        prev = row
-        last_col[i] = row[m]
+        direction[start:stop, 1:] = np.where(block[1:, 1:] > best, _LEFT, np.where(up > diag, _UP, _DIAG))
+        last_col[start:stop] = block[1:, m]
+        prev = block[-1]
     end = _free_end_cell(prev, last_col, n, m) if free_end else (n, m)
     return _traceback(direction, *end)
+
+
+def _substitution(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Score of aligning a[i] with b[j] (rows of a, columns of b)."""
+    unknown = ((a & UNKNOWN) != 0)[:, None] | ((b & UNKNOWN) != 0)[None, :]
+    mismatch = np.where(unknown, UNKNOWN_MISMATCH_SCORE, MISMATCH_SCORE)
+    return np.where(a[:, None] == b[None, :], MATCH_SCORE, mismatch).astype(np.int64)
+
+
+def _score_rows(prev: np.ndarray, scores: np.ndarray, steps: np.ndarray, first: int) -> np.ndarray:
+    """DP rows first .. first + len(scores) - 1 below `prev` (returned with `prev` as row 0): each row is
+    the best of diagonal and up moves, then the left-gap recurrence as a running maximum."""
+    block = np.empty((len(scores) + 1, len(prev)), dtype=np.int64)
+    block[0] = prev
+    up = np.empty(len(prev) - 1, dtype=np.int64)
+    for k in range(1, len(block)):
+        row, above = block[k], block[k - 1]
+        np.add(above[:-1], scores[k - 1], out=row[1:])
+        np.add(above[1:], GAP_SCORE, out=up)
+        np.maximum(row[1:], up, out=row[1:])
+        row[0] = (first + k - 1) * GAP_SCORE
+        row -= steps
+        block[k] = np.maximum.accumulate(row)
+        row += steps
+    return block
 
 
 def _free_end_cell(last_row: np.ndarray, last_col: np.ndarray, n: int, m: int) -> tuple[int, int]:
