@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -161,13 +162,25 @@ class _Walk:
     """Alignment rows where both sides have a kernel."""
 
     def kernel_type(self, side: int, position: int) -> str:
-        return self.types[int(type_code(self.segment.codes(side)[position]))]
+        return self._type_names[side - 1][position]
 
     def name(self, side: int, position: int) -> int:
-        return int(self.sides[side - 1].names[self.segment.rows(side)[0, position]])
+        return self._name_codes[side - 1][position]
 
     def folded(self, side: int, position: int) -> bool:
-        return bool(self.segment.codes(side)[position] & FOLDED)
+        return self._folded[side - 1][position]
+
+    @cached_property
+    def _type_names(self) -> tuple[list[str], list[str]]:
+        return tuple([self.types[c] for c in type_code(self.segment.codes(s)).tolist()] for s in (1, 2))
+
+    @cached_property
+    def _name_codes(self) -> tuple[list[int], list[int]]:
+        return tuple(self.sides[s - 1].names[self.segment.rows(s)[0]].tolist() for s in (1, 2))
+
+    @cached_property
+    def _folded(self) -> tuple[list[bool], list[bool]]:
+        return tuple(((self.segment.codes(s) & FOLDED) != 0).tolist() for s in (1, 2))
 
     def row_of(self, side: int) -> np.ndarray:
         """Alignment row of each position of one side."""
