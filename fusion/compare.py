@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -57,19 +58,17 @@ class PairIndex:
         s1, e1, s2, e2 = self.windows[pair_id - len(self.group_pairs)]
         return self.groups[0].residual_rows[s1:e1], self.groups[1].residual_rows[s2:e2]
 
-    def correlations(self) -> np.ndarray:
+    def correlations(self, pair_id: int) -> tuple[int, int]:
+        c1, c2 = self.correlation_table[pair_id].tolist()
+        return c1, c2
+
+    @cached_property
+    def correlation_table(self) -> np.ndarray:
         """(pairs, 2) correlation ids of each pair's groups; -1 for stream windows."""
         out = np.full((len(self), 2), -1, dtype=np.int64)
         for s in (0, 1):
             out[: len(self.group_pairs), s] = self.groups[s].correlations[self.group_pairs[:, s]]
         return out
-
-    def group_windows(self, side: int) -> np.ndarray:
-        """(group pairs, 2) [first, last + 1) kernel rows of each matched group on side 0 or 1."""
-        groups = self.groups[side]
-        matched = self.group_pairs[:, side]
-        return np.column_stack([groups.kernel_rows[groups.offsets[matched]],
-                                groups.kernel_rows[groups.offsets[matched + 1] - 1] + 1]).reshape(-1, 2)
 
     def kind(self, pair_id: int) -> str:
         return "group" if pair_id < len(self.group_pairs) else "stream"
@@ -129,7 +128,7 @@ def _segments(index: PairIndex, sides: tuple[Side, Side], types: list[str]) -> l
     Segments are in order of their first pair: group pairs (one id per distinct name sequence of a group,
     so a pair's key is two ints), then stream windows (keyed by their name bytes).
     """
-    correlations = index.correlations()
+    correlations = index.correlation_table
     segments = []
     n_groups = len(index.group_pairs)
     if n_groups:
@@ -184,9 +183,8 @@ def _assemble(sides: tuple[Side, Side], groups: tuple[Groups, Groups], matching:
     counts1 = groups[0].type_counts[matching.pairs[:, 0]]
     counts2 = groups[1].type_counts[matching.pairs[:, 1]]
     pairs = _pairs_table(index, sides, types)
-    pair_refs = _group_refs(index)
     mappings, notes = fusion_mappings(evidence, sides, limits)
-    mappings += group_imbalance(evidence, counts1, counts2, pair_refs, types, mappings, sides, limits)
+    mappings += group_imbalance(evidence, counts1, counts2, partial(_group_ref, index), types, mappings, sides, limits)
     opportunities = fusion_opportunities(stats, _group_counts(groups, matching, types), len(matching.pairs), limits)
     check = comparability(sides, types, (len(groups[0]), len(groups[1])), len(matching.pairs),
                           _attention_per_pair(counts1, counts2, types), limits)
@@ -214,11 +212,10 @@ def _assemble(sides: tuple[Side, Side], groups: tuple[Groups, Groups], matching:
     )
 
 
-def _group_refs(index: PairIndex) -> list[EvidenceRef]:
-    """One reference per matched group pair: its correlations and the kernel rows its groups span."""
-    correlations = index.correlations()[: len(index.group_pairs)].tolist()
-    windows = [[tuple(w) for w in index.group_windows(s).tolist()] for s in (0, 1)]
-    return [EvidenceRef(pid, c1, c2, w1, w2) for pid, ((c1, c2), w1, w2) in enumerate(zip(correlations, *windows))]
+def _group_ref(index: PairIndex, pair_id: int) -> EvidenceRef:
+    rows1, rows2 = index.kernel_indices(pair_id)
+    c1, c2 = index.correlations(pair_id)
+    return EvidenceRef(pair_id, c1, c2, (int(rows1.min()), int(rows1.max()) + 1), (int(rows2.min()), int(rows2.max()) + 1))
 
 
 def _group_counts(groups: tuple[Groups, Groups], matching: Matching, types: list[str]) -> pd.DataFrame:
@@ -251,7 +248,7 @@ def _pairs_table(index: PairIndex, sides: tuple[Side, Side], types: list[str]) -
             rows = index.kernel_indices(pid)[s]
             counts[s][pid] = np.bincount(side.codes[rows], minlength=len(types))
             times[s][pid] = side.dur[rows].sum()
-    correlations = index.correlations()
+    correlations = index.correlation_table
     diff = counts[0] - counts[1]
     return pd.DataFrame(
         {

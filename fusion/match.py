@@ -116,8 +116,8 @@ def match_groups(counts1: np.ndarray, counts2: np.ndarray, threshold: float = MI
         similarity=scores,
         kinds1=kinds1,
         kinds2=kinds2,
-        unmatched1=np.setdiff1d(np.arange(len(counts1)), pairs[:, 0]),
-        unmatched2=np.setdiff1d(np.arange(len(counts2)), pairs[:, 1]),
+        unmatched1=_unpaired(len(counts1), pairs[:, 0]),
+        unmatched2=_unpaired(len(counts2), pairs[:, 1]),
     )
 
 
@@ -147,10 +147,17 @@ def match_across_threshold(groups1: Groups, groups2: Groups, min_group_size: int
         similarity=matching.similarity[kept],
         kinds1=matching.kinds1[keep1],
         kinds2=matching.kinds2[keep2],
-        unmatched1=np.setdiff1d(np.arange(int(keep1.sum())), new_pairs[:, 0]),
-        unmatched2=np.setdiff1d(np.arange(int(keep2.sum())), new_pairs[:, 1]),
+        unmatched1=_unpaired(int(keep1.sum()), new_pairs[:, 0]),
+        unmatched2=_unpaired(int(keep2.sum()), new_pairs[:, 1]),
     )
     return groups1.select(keep1), groups2.select(keep2), kept_matching
+
+
+def _unpaired(n: int, paired: np.ndarray) -> np.ndarray:
+    """Positions 0 .. n - 1 that are not in `paired`, ascending."""
+    free = np.ones(n, dtype=bool)
+    free[paired] = False
+    return np.flatnonzero(free)
 
 
 def _bundles(kind_pairs: list[tuple[int, int]], n1: int, n2: int) -> tuple[np.ndarray, np.ndarray]:
