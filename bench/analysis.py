@@ -1,6 +1,6 @@
 """Benchmark the analysis alone: `compare()` of two loaded traces, in process, against a 0.4 s target.
 
-    python bench/analysis.py --data /tmp/fusion-bench-analysis --target-mb 1000
+    python bench/analysis.py --data /tmp/fusion-bench-analysis --target-mb 800
 
 The first run generates a full-graph pair with the project's generator (about --target-mb MB of JSON per
 trace), loads it and keeps the two Traces as a pickle in --data; later runs start from the pickle, so the
@@ -111,7 +111,7 @@ def timed_compare(pair: tuple[Trace, Trace], runs: int) -> tuple[float, dict[str
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "fusion-bench-analysis")
-    parser.add_argument("--target-mb", type=float, default=1000)
+    parser.add_argument("--target-mb", type=float, default=800)
     parser.add_argument("--copies", type=int, default=2, help="repeats of the pair in the many_groups pair")
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()

@@ -76,12 +76,12 @@ def correlation_groups(kernels: pd.DataFrame, codes: np.ndarray, n_types: int, m
     np.cumsum(np.bincount(group_of, minlength=n_groups), out=offsets[1:])
     in_group = np.zeros(len(kernels), dtype=bool)
     in_group[kernel_rows] = True
-    dur = kernels["dur"].to_numpy()
+    dur = kernels["dur"].to_numpy()[kernel_rows]
     flat = group_of * n_types + codes[kernel_rows]
     counts = np.bincount(flat, minlength=n_groups * n_types).reshape(n_groups, n_types)
-    times = np.bincount(flat, weights=dur[kernel_rows], minlength=n_groups * n_types).reshape(n_groups, n_types)
+    times = np.bincount(flat, weights=dur, minlength=n_groups * n_types).reshape(n_groups, n_types)
     return Groups(
-        table=_summary(kernels, ids[order][keep], kernel_rows, offsets),
+        table=_summary(kernels, ids[order][keep], kernel_rows, offsets, dur),
         type_counts=counts,
         type_time_us=times,
         kernel_rows=kernel_rows,
@@ -124,9 +124,10 @@ def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return ordered[starts], inverse, np.diff(np.r_[starts, len(rows)])
 
 
-def _summary(kernels: pd.DataFrame, correlations: np.ndarray, kernel_rows: np.ndarray, offsets: np.ndarray) -> pd.DataFrame:
+def _summary(kernels: pd.DataFrame, correlations: np.ndarray, kernel_rows: np.ndarray, offsets: np.ndarray,
+             dur: np.ndarray) -> pd.DataFrame:
+    """One row per group; `dur` is the duration of each of `kernel_rows`."""
     ts = kernels["ts"].to_numpy()[kernel_rows]
-    dur = kernels["dur"].to_numpy()[kernel_rows]
     starts = offsets[:-1]
     return pd.DataFrame(
         {
