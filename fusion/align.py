@@ -22,8 +22,8 @@ GAP = -1
 MATCH, SUBSTITUTE, ONLY1, ONLY2 = 0, 1, 2, 3
 OP_NAMES = np.array(["match", "substitute", "only1", "only2"])
 _DIAG, _UP, _LEFT = 0, 1, 2
-DP_BLOCK_ROWS = 256
-"""DP rows scored between two vectorised direction passes (bounds the score block's memory)."""
+DP_BLOCK_ROWS = 32
+"""DP rows scored between two vectorised direction passes (small blocks stay in the CPU cache)."""
 STREAM_CHUNK = 512
 """Kernels per side aligned at once when walking a long eager stream."""
 STREAM_KEEP = 0.75
@@ -127,20 +127,23 @@ def _substitution(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _score_rows(prev: np.ndarray, scores: np.ndarray, steps: np.ndarray, first: int) -> np.ndarray:
     """DP rows first .. first + len(scores) - 1 below `prev` (returned with `prev` as row 0): each row is
-    the best of diagonal and up moves, then the left-gap recurrence as a running maximum."""
-    block = np.empty((len(scores) + 1, len(prev)), dtype=np.int64)
-    block[0] = prev
+    the best of diagonal and up moves, then the left-gap recurrence as a running maximum.
+
+    Rows are computed shifted by -steps (cell j minus j left gaps), where the recurrence is a plain running
+    maximum; a diagonal move then gains its score minus one gap."""
+    shifted = np.empty((len(scores) + 1, len(prev)), dtype=np.int64)
+    np.subtract(prev, steps, out=shifted[0])
+    diagonal = scores - GAP_SCORE
+    candidate = np.empty(len(prev), dtype=np.int64)
     up = np.empty(len(prev) - 1, dtype=np.int64)
-    for k in range(1, len(block)):
-        row, above = block[k], block[k - 1]
-        np.add(above[:-1], scores[k - 1], out=row[1:])
+    for k in range(1, len(shifted)):
+        above = shifted[k - 1]
+        np.add(above[:-1], diagonal[k - 1], out=candidate[1:])
         np.add(above[1:], GAP_SCORE, out=up)
-        np.maximum(row[1:], up, out=row[1:])
-        row[0] = (first + k - 1) * GAP_SCORE
-        row -= steps
-        block[k] = np.maximum.accumulate(row)
-        row += steps
-    return block
+        np.maximum(candidate[1:], up, out=candidate[1:])
+        candidate[0] = (first + k - 1) * GAP_SCORE
+        np.maximum.accumulate(candidate, out=shifted[k])
+    return shifted + steps
 
 
 def _free_end_cell(last_row: np.ndarray, last_col: np.ndarray, n: int, m: int) -> tuple[int, int]:

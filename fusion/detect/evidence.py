@@ -160,6 +160,8 @@ class _Walk:
     op: np.ndarray
     aligned: np.ndarray
     """Alignment rows where both sides have a kernel."""
+    patterns_seen: set[tuple] = field(default_factory=set)
+    """Patterns that already hold this segment's pair ids."""
 
     def kernel_type(self, side: int, position: int) -> str:
         return self._type_names[side - 1][position]
@@ -323,7 +325,9 @@ def _pattern(walk: _Walk, evidence: Evidence, key: tuple, fused: int, fused_type
              split: bool) -> Pattern:
     pattern = evidence.patterns.setdefault(key, Pattern(fused, fused_type, sequence, split))
     pattern.occurrences += walk.segment.weight
-    pattern.pair_ids.update(walk.segment.pair_ids.tolist())
+    if key not in walk.patterns_seen:
+        walk.patterns_seen.add(key)
+        pattern.pair_ids.update(walk.segment.pair_ids.tolist())
     pattern.kinds[walk.segment.kind] += walk.segment.weight
     return pattern
 
