@@ -22,6 +22,8 @@ GAP = -1
 MATCH, SUBSTITUTE, ONLY1, ONLY2 = 0, 1, 2, 3
 OP_NAMES = np.array(["match", "substitute", "only1", "only2"])
 _DIAG, _UP, _LEFT = 0, 1, 2
+SCORE_DTYPE = np.int32
+"""DP scores: a cell's magnitude is at most 5 x (n + m), far inside int32 for any trace."""
 DP_BLOCK_ROWS = 32
 """DP rows scored between two vectorised direction passes (small blocks stay in the CPU cache)."""
 STREAM_CHUNK = 512
@@ -97,7 +99,7 @@ def _needleman_wunsch(a: np.ndarray, b: np.ndarray, free_end: bool) -> np.ndarra
     n, m = len(a), len(b)
     if n == 0 or m == 0:
         return _gaps_only(n, m, free_end)
-    steps = np.arange(m + 1, dtype=np.int64) * GAP_SCORE
+    steps = np.arange(m + 1, dtype=SCORE_DTYPE) * GAP_SCORE
     direction = np.empty((n + 1, m + 1), dtype=np.int8)
     direction[0, :] = _LEFT
     direction[1:, 0] = _UP
@@ -122,7 +124,7 @@ def _substitution(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Score of aligning a[i] with b[j] (rows of a, columns of b)."""
     unknown = ((a & UNKNOWN) != 0)[:, None] | ((b & UNKNOWN) != 0)[None, :]
     mismatch = np.where(unknown, UNKNOWN_MISMATCH_SCORE, MISMATCH_SCORE)
-    return np.where(a[:, None] == b[None, :], MATCH_SCORE, mismatch).astype(np.int64)
+    return np.where(a[:, None] == b[None, :], MATCH_SCORE, mismatch).astype(SCORE_DTYPE)
 
 
 def _score_rows(prev: np.ndarray, scores: np.ndarray, steps: np.ndarray, first: int) -> np.ndarray:
@@ -131,11 +133,11 @@ def _score_rows(prev: np.ndarray, scores: np.ndarray, steps: np.ndarray, first: 
 
     Rows are computed shifted by -steps (cell j minus j left gaps), where the recurrence is a plain running
     maximum; a diagonal move then gains its score minus one gap."""
-    shifted = np.empty((len(scores) + 1, len(prev)), dtype=np.int64)
+    shifted = np.empty((len(scores) + 1, len(prev)), dtype=SCORE_DTYPE)
     np.subtract(prev, steps, out=shifted[0])
     diagonal = scores - GAP_SCORE
-    candidate = np.empty(len(prev), dtype=np.int64)
-    up = np.empty(len(prev) - 1, dtype=np.int64)
+    candidate = np.empty(len(prev), dtype=SCORE_DTYPE)
+    up = np.empty(len(prev) - 1, dtype=SCORE_DTYPE)
     for k in range(1, len(shifted)):
         above = shifted[k - 1]
         np.add(above[:-1], diagonal[k - 1], out=candidate[1:])
