@@ -230,12 +230,14 @@ def _walk_runs(walk: _Walk, evidence: Evidence) -> None:
     occurrences: dict[tuple[int, int], list[int]] = defaultdict(list)
     splits: dict[tuple[int, int], list[int]] = defaultdict(list)
     row_of = {1: walk.row_of(1), 2: walk.row_of(2)}
+    row_list = {1: row_of[1].tolist(), 2: row_of[2].tolist()}
+    op = walk.op.tolist()
     for start, stop in _one_sided_runs(walk.op):
-        unfused = 1 if walk.op[start] == ONLY1 else 2
+        unfused = 1 if op[start] == ONLY1 else 2
         rest = []
-        for p in (int(p) for p in walk.path[start:stop, unfused - 1]):
+        for p in walk.path[start:stop, unfused - 1].tolist():
             main = _main_kernel(walk, unfused, p)
-            if main is not None and walk.op[row_of[unfused][main]] <= SUBSTITUTE:
+            if main is not None and op[row_list[unfused][main]] <= SUBSTITUTE:
                 splits[(main, unfused)].append(p)
             else:
                 rest.append(p)
@@ -253,16 +255,16 @@ def _main_kernel(walk: _Walk, side: int, position: int) -> int | None:
     before it, else the one after it; None if it is not folded or that kernel is outside the pair."""
     if not walk.folded(side, position):
         return None
-    codes = walk.segment.codes(side)
+    length, kernel_type = len(walk.segment.codes(side)), walk.kernel_type(side, position)
     before = position
     while before >= 0 and walk.folded(side, before):
         before -= 1
-    if before >= 0 and type_code(codes[before]) == type_code(codes[position]):
+    if before >= 0 and walk.kernel_type(side, before) == kernel_type:
         return before
     after = position
-    while after < len(codes) and walk.folded(side, after):
+    while after < length and walk.folded(side, after):
         after += 1
-    return after if after < len(codes) and type_code(codes[after]) == type_code(codes[position]) else None
+    return after if after < length and walk.kernel_type(side, after) == kernel_type else None
 
 
 def _credit_run(walk: _Walk, evidence: Evidence, unfused: int, start: int,
@@ -323,7 +325,9 @@ def _note(walk: _Walk, evidence: Evidence, side: int, positions: list[int], reas
 
 def _pattern(walk: _Walk, evidence: Evidence, key: tuple, fused: int, fused_type: str, sequence: tuple[str, ...],
              split: bool) -> Pattern:
-    pattern = evidence.patterns.setdefault(key, Pattern(fused, fused_type, sequence, split))
+    pattern = evidence.patterns.get(key)
+    if pattern is None:
+        pattern = evidence.patterns[key] = Pattern(fused, fused_type, sequence, split)
     pattern.occurrences += walk.segment.weight
     if key not in walk.patterns_seen:
         walk.patterns_seen.add(key)
