@@ -70,9 +70,6 @@ class PairIndex:
             out[: len(self.group_pairs), s] = self.groups[s].correlations[self.group_pairs[:, s]]
         return out
 
-    def kind(self, pair_id: int) -> str:
-        return "group" if pair_id < len(self.group_pairs) else "stream"
-
     def alignment_codes(self, pair_id: int, sides: tuple[Side, Side], types: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """What the alignment of one pair compares: type codes with helpers folded into their operation."""
         if pair_id < len(self.group_pairs):
@@ -132,7 +129,7 @@ def _segments(index: PairIndex, sides: tuple[Side, Side], types: list[str]) -> l
     segments = []
     n_groups = len(index.group_pairs)
     if n_groups:
-        ids = [_sequence_ids(groups, side)[index.group_pairs[:, s]] for s, (side, groups) in enumerate(zip(sides, index.groups))]
+        ids = [_sequence_ids(index.groups[s], sides[s])[index.group_pairs[:, s]] for s in (0, 1)]
         _, first, inverse = np.unique(ids[0] * (int(ids[1].max()) + 1) + ids[1], return_index=True, return_inverse=True)
         by_segment = np.argsort(inverse, kind="stable")
         bounds = np.r_[0, np.cumsum(np.bincount(inverse))]

@@ -21,8 +21,8 @@ IMBALANCE_DETECTOR = "group_imbalance"
 
 
 def group_imbalance(
-    evidence: Evidence, counts1: np.ndarray, counts2: np.ndarray, pair_ref: Callable[[int], EvidenceRef], types: list[str],
-    mappings: list[FusionMapping], sides: tuple[Side, Side], limits: Thresholds,
+    evidence: Evidence, counts1: np.ndarray, counts2: np.ndarray, pair_ref: Callable[[int], EvidenceRef],
+    types: list[str], mappings: list[FusionMapping], sides: tuple[Side, Side], limits: Thresholds,
 ) -> list[FusionMapping]:
     """One mapping per type whose count differs in most matched group pairs and has a covering kernel;
     `pair_ref(i)` is matched pair i's reference."""
