@@ -172,6 +172,14 @@ class _Walk:
     def folded(self, side: int, position: int) -> bool:
         return self._folded[side - 1][position]
 
+    def position(self, side: int, row: int) -> int:
+        """The position of one side's kernel at an alignment row (-1 for a gap)."""
+        return self._path_columns[side - 1][row]
+
+    @cached_property
+    def _path_columns(self) -> tuple[list[int], list[int]]:
+        return self.path[:, 0].tolist(), self.path[:, 1].tolist()
+
     @cached_property
     def _type_names(self) -> tuple[list[str], list[str]]:
         return tuple([self.types[c] for c in type_code(self.segment.codes(s)).tolist()] for s in (1, 2))
@@ -305,7 +313,7 @@ def _covering_neighbour(walk: _Walk, unfused: int, start: int, positions: list[i
 def _cover_score(walk: _Walk, row: int, unfused: int, run_types: set[str]) -> float:
     """Score ladder: 0 unless the fused kernel at `row` performs every type of the run and its counterpart."""
     fused = 3 - unfused
-    fused_pos, counterpart = int(walk.path[row, fused - 1]), int(walk.path[row, unfused - 1])
+    fused_pos, counterpart = walk.position(fused, row), walk.position(unfused, row)
     name = walk.name(fused, fused_pos)
     own = walk.kernel_type(fused, fused_pos)
     needed = run_types | {walk.kernel_type(unfused, counterpart)}
@@ -339,7 +347,7 @@ def _pattern(walk: _Walk, evidence: Evidence, key: tuple, fused: int, fused_type
 def _add_fusion(walk: _Walk, evidence: Evidence, row: int, unfused: int, positions: list[int]) -> None:
     """One occurrence (per pair of the segment) of the run `positions` covered by the kernel at `row`."""
     fused = 3 - unfused
-    fused_pos, counterpart = int(walk.path[row, fused - 1]), int(walk.path[row, unfused - 1])
+    fused_pos, counterpart = walk.position(fused, row), walk.position(unfused, row)
     unfused_positions = sorted(positions + [counterpart])
     sequence = tuple(walk.kernel_type(unfused, p) for p in unfused_positions)
     fused_type = walk.kernel_type(fused, fused_pos)
@@ -363,7 +371,7 @@ def _add_fusion(walk: _Walk, evidence: Evidence, row: int, unfused: int, positio
 def _add_split(walk: _Walk, evidence: Evidence, row: int, side: int, helpers: list[int]) -> None:
     """One operation run as its kernel plus one-sided helpers on `side`, as one kernel on the other."""
     other = 3 - side
-    main, counterpart = int(walk.path[row, side - 1]), int(walk.path[row, other - 1])
+    main, counterpart = walk.position(side, row), walk.position(other, row)
     op_type = walk.kernel_type(side, main)
     unit = _unit(walk, side, main)
     fused_kernels = len(_unit(walk, other, counterpart))
