@@ -22,6 +22,10 @@ GAP = -1
 MATCH, SUBSTITUTE, ONLY1, ONLY2 = 0, 1, 2, 3
 OP_NAMES = np.array(["match", "substitute", "only1", "only2"])
 _DIAG, _UP, _LEFT = 0, 1, 2
+SCORE_DTYPE = np.int32
+"""DP scores: a cell's magnitude is at most 5 x (n + m), far inside int32 for any trace."""
+DP_BLOCK_ROWS = 32
+"""DP rows scored between two vectorised direction passes (small blocks stay in the CPU cache)."""
 STREAM_CHUNK = 512
 """Kernels per side aligned at once when walking a long eager stream."""
 STREAM_KEEP = 0.75
@@ -86,33 +90,62 @@ def _cached(a_bytes: bytes, b_bytes: bytes, free_end: bool) -> np.ndarray:
     return path
 
 
+def clear_cache() -> None:
+    """Forget cached alignments (benchmarks time a fresh process's work)."""
+    _cached.cache_clear()
+
+
 def _needleman_wunsch(a: np.ndarray, b: np.ndarray, free_end: bool) -> np.ndarray:
     n, m = len(a), len(b)
     if n == 0 or m == 0:
         return _gaps_only(n, m, free_end)
-    steps = np.arange(m + 1) * GAP_SCORE
-    prev = steps.astype(np.int64)
+    steps = np.arange(m + 1, dtype=SCORE_DTYPE) * GAP_SCORE
     direction = np.empty((n + 1, m + 1), dtype=np.int8)
     direction[0, :] = _LEFT
+    direction[1:, 0] = _UP
     last_col = np.empty(n + 1, dtype=np.int64)
-    last_col[0] = prev[m]
-    b_unknown = (b & UNKNOWN) != 0
-    for i in range(1, n + 1):
-        mismatch = UNKNOWN_MISMATCH_SCORE if a[i - 1] & UNKNOWN else np.where(b_unknown, UNKNOWN_MISMATCH_SCORE,
-                                                                               MISMATCH_SCORE)
-        diag = prev[:-1] + np.where(b == a[i - 1], MATCH_SCORE, mismatch)
-        up = prev[1:] + GAP_SCORE
+    last_col[0] = steps[m]
+    prev = steps
+    for start in range(1, n + 1, DP_BLOCK_ROWS):
+        stop = min(start + DP_BLOCK_ROWS, n + 1)
+        scores = _substitution(a[start - 1 : stop - 1], b)
+        block = _score_rows(prev, scores, steps, start)
+        diag = block[:-1, :-1] + scores
+        up = block[:-1, 1:] + GAP_SCORE
         best = np.maximum(diag, up)
-        row = np.empty(m + 1, dtype=np.int64)
-        row[0] = i * GAP_SCORE
-        row[1:] = best
-        row = np.maximum.accumulate(row - steps) + steps
-        direction[i, 0] = _UP
-        direction[i, 1:] = np.where(row[1:] > best, _LEFT, np.where(up > diag, _UP, _DIAG))
-        prev = row
-        last_col[i] = row[m]
+        direction[start:stop, 1:] = np.where(block[1:, 1:] > best, _LEFT, np.where(up > diag, _UP, _DIAG))
+        last_col[start:stop] = block[1:, m]
+        prev = block[-1]
     end = _free_end_cell(prev, last_col, n, m) if free_end else (n, m)
     return _traceback(direction, *end)
+
+
+def _substitution(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Score of aligning a[i] with b[j] (rows of a, columns of b)."""
+    unknown = ((a & UNKNOWN) != 0)[:, None] | ((b & UNKNOWN) != 0)[None, :]
+    mismatch = np.where(unknown, UNKNOWN_MISMATCH_SCORE, MISMATCH_SCORE)
+    return np.where(a[:, None] == b[None, :], MATCH_SCORE, mismatch).astype(SCORE_DTYPE)
+
+
+def _score_rows(prev: np.ndarray, scores: np.ndarray, steps: np.ndarray, first: int) -> np.ndarray:
+    """DP rows first .. first + len(scores) - 1 below `prev` (returned with `prev` as row 0): each row is
+    the best of diagonal and up moves, then the left-gap recurrence as a running maximum.
+
+    Rows are computed shifted by -steps (cell j minus j left gaps), where the recurrence is a plain running
+    maximum; a diagonal move then gains its score minus one gap."""
+    shifted = np.empty((len(scores) + 1, len(prev)), dtype=SCORE_DTYPE)
+    np.subtract(prev, steps, out=shifted[0])
+    diagonal = scores - GAP_SCORE
+    candidate = np.empty(len(prev), dtype=SCORE_DTYPE)
+    up = np.empty(len(prev) - 1, dtype=SCORE_DTYPE)
+    for k in range(1, len(shifted)):
+        above = shifted[k - 1]
+        np.add(above[:-1], diagonal[k - 1], out=candidate[1:])
+        np.add(above[1:], GAP_SCORE, out=up)
+        np.maximum(candidate[1:], up, out=candidate[1:])
+        candidate[0] = (first + k - 1) * GAP_SCORE
+        np.maximum.accumulate(candidate, out=shifted[k])
+    return shifted + steps
 
 
 def _free_end_cell(last_row: np.ndarray, last_col: np.ndarray, n: int, m: int) -> tuple[int, int]:

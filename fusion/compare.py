@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from .detect import (
     group_imbalance,
     type_stats,
 )
-from .groups import Groups, correlation_groups, type_codes
+from .groups import Groups, correlation_groups, type_codes, unique_rows
 from .match import Matching, candidate_size, match_across_threshold, similarity
 from .opcompare import OpComparison, compare_ops
 from .ops import launched_only
@@ -62,13 +63,16 @@ class PairIndex:
         return self.groups[0].residual_rows[s1:e1], self.groups[1].residual_rows[s2:e2]
 
     def correlations(self, pair_id: int) -> tuple[int, int]:
-        if pair_id < len(self.group_pairs):
-            g1, g2 = self.group_pairs[pair_id]
-            return int(self.groups[0].correlations[g1]), int(self.groups[1].correlations[g2])
-        return -1, -1
+        c1, c2 = self.correlation_table[pair_id].tolist()
+        return c1, c2
 
-    def kind(self, pair_id: int) -> str:
-        return "group" if pair_id < len(self.group_pairs) else "stream"
+    @cached_property
+    def correlation_table(self) -> np.ndarray:
+        """(pairs, 2) correlation ids of each pair's groups; -1 for stream windows."""
+        out = np.full((len(self), 2), -1, dtype=np.int64)
+        for s in (0, 1):
+            out[: len(self.group_pairs), s] = self.groups[s].correlations[self.group_pairs[:, s]]
+        return out
 
     def alignment_codes(self, pair_id: int, sides: tuple[Side, Side], types: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """What the alignment of one pair compares: type codes with helpers folded into their operation."""
@@ -140,24 +144,56 @@ def _types(trace1: Trace, trace2: Trace) -> list[str]:
 
 
 def _segments(index: PairIndex, sides: tuple[Side, Side], types: list[str]) -> list[Segment]:
-    """Pairs grouped by their pair of kernel-name sequences, so each distinct alignment is computed once."""
-    by_key: dict[tuple[bytes, bytes, str], list[int]] = {}
-    rows = [index.kernel_indices(pid) for pid in range(len(index))]
-    for pid, (rows1, rows2) in enumerate(rows):
-        key = (sides[0].names[rows1].tobytes(), sides[1].names[rows2].tobytes(), index.kind(pid))
-        by_key.setdefault(key, []).append(pid)
+    """Pairs grouped by their pair of kernel-name sequences, so each distinct alignment is computed once.
+
+    Segments are in order of their first pair: group pairs (one id per distinct name sequence of a group,
+    so a pair's key is two ints), then stream windows (keyed by their name bytes).
+    """
+    correlations = index.correlation_table
     segments = []
-    for (_, _, kind), pids in by_key.items():
-        rows1, rows2 = rows[pids[0]]
-        codes1, codes2 = index.alignment_codes(pids[0], sides, types)
-        correlations = np.array([index.correlations(p) for p in pids], dtype=np.int64).reshape(-1, 2)
-        segments.append(Segment(
-            codes1=codes1, codes2=codes2,
-            rows1=np.vstack([rows[p][0] for p in pids]).reshape(len(pids), len(rows1)),
-            rows2=np.vstack([rows[p][1] for p in pids]).reshape(len(pids), len(rows2)),
-            pair_ids=np.array(pids), correlations1=correlations[:, 0], correlations2=correlations[:, 1], kind=kind,
-        ))
+    n_groups = len(index.group_pairs)
+    if n_groups:
+        ids = [_sequence_ids(index.groups[s], sides[s])[index.group_pairs[:, s]] for s in (0, 1)]
+        _, first, inverse = np.unique(ids[0] * (int(ids[1].max()) + 1) + ids[1], return_index=True, return_inverse=True)
+        by_segment = np.argsort(inverse, kind="stable")
+        bounds = np.r_[0, np.cumsum(np.bincount(inverse))]
+        for segment in np.argsort(first, kind="stable"):
+            pids = by_segment[bounds[segment] : bounds[segment + 1]]
+            segments.append(_segment(index, sides, types, pids, correlations, "group"))
+    by_key: dict[tuple[bytes, bytes], list[int]] = {}
+    for pid in range(n_groups, len(index)):
+        rows1, rows2 = index.kernel_indices(pid)
+        by_key.setdefault((sides[0].names[rows1].tobytes(), sides[1].names[rows2].tobytes()), []).append(pid)
+    segments += [_segment(index, sides, types, np.array(pids), correlations, "stream") for pids in by_key.values()]
     return segments
+
+
+def _sequence_ids(groups: Groups, side: Side) -> np.ndarray:
+    """Per group: an id shared by exactly the groups with the same sequence of kernel names."""
+    names = side.names[groups.kernel_rows]
+    data, width = names.tobytes(), names.itemsize
+    ids: dict[bytes, int] = {}
+    bounds = (groups.offsets * width).tolist()
+    return np.array([ids.setdefault(data[a:b], len(ids)) for a, b in zip(bounds[:-1], bounds[1:])], dtype=np.int64)
+
+
+def _segment(index: PairIndex, sides: tuple[Side, Side], types: list[str], pids: np.ndarray,
+             correlations: np.ndarray, kind: str) -> Segment:
+    codes1, codes2 = index.alignment_codes(int(pids[0]), sides, types)
+    return Segment(
+        codes1=codes1, codes2=codes2, rows1=_pair_rows(index, pids, 0), rows2=_pair_rows(index, pids, 1),
+        pair_ids=pids, correlations1=correlations[pids, 0], correlations2=correlations[pids, 1], kind=kind,
+    )
+
+
+def _pair_rows(index: PairIndex, pids: np.ndarray, side: int) -> np.ndarray:
+    """(pairs, length) kernel rows of one side of pairs that share a name sequence."""
+    length = len(index.kernel_indices(int(pids[0]))[side])
+    if pids[0] >= len(index.group_pairs):
+        return np.vstack([index.kernel_indices(int(p))[side] for p in pids]).reshape(len(pids), length)
+    groups = index.groups[side]
+    starts = groups.offsets[index.group_pairs[pids, side]]
+    return groups.kernel_rows[starts[:, None] + np.arange(length)]
 
 
 def _assemble(sides: tuple[Side, Side], groups: tuple[Groups, Groups], matching: Matching, index: PairIndex,
@@ -168,9 +204,8 @@ def _assemble(sides: tuple[Side, Side], groups: tuple[Groups, Groups], matching:
     counts1 = groups[0].type_counts[matching.pairs[:, 0]]
     counts2 = groups[1].type_counts[matching.pairs[:, 1]]
     pairs = _pairs_table(index, sides, types)
-    pair_refs = [_group_ref(index, pid) for pid in range(len(matching.pairs))]
     mappings, notes = fusion_mappings(evidence, sides, limits)
-    mappings += group_imbalance(evidence, counts1, counts2, pair_refs, types, mappings, sides, limits)
+    mappings += group_imbalance(evidence, counts1, counts2, partial(_group_ref, index), types, mappings, sides, limits)
     op_level = compare_ops(trace1, trace2)
     mappings, op_notes = _with_op_findings(mappings, op_level)
     opportunities = fusion_opportunities(stats, _group_counts(groups, matching, types), len(matching.pairs), limits)
@@ -252,7 +287,7 @@ def _pairs_table(index: PairIndex, sides: tuple[Side, Side], types: list[str]) -
             rows = index.kernel_indices(pid)[s]
             counts[s][pid] = np.bincount(side.codes[rows], minlength=len(types))
             times[s][pid] = side.dur[rows].sum()
-    correlations = np.array([index.correlations(pid) for pid in range(len(index))], dtype=np.int64).reshape(-1, 2)
+    correlations = index.correlation_table
     diff = counts[0] - counts[1]
     return pd.DataFrame(
         {
@@ -266,15 +301,20 @@ def _pairs_table(index: PairIndex, sides: tuple[Side, Side], types: list[str]) -
             "time2_us": times[1],
             "similarity": similarity(counts[0], counts[1]),
             "kernels_differing": np.abs(diff).sum(axis=1),
-            "top_differences": [_top_differences(row, types) for row in diff],
+            "top_differences": _top_differences(diff, types),
         }
     )
 
 
-def _top_differences(diff: np.ndarray, types: list[str], limit: int = 3) -> str:
-    """'SwiGLU -32, Sort +48': trace1 minus trace2 for the types that differ most."""
-    order = np.argsort(-np.abs(diff), kind="stable")[:limit]
-    return ", ".join(f"{types[t]} {int(diff[t]):+d}" for t in order if diff[t])
+def _top_differences(diff: np.ndarray, types: list[str], limit: int = 3) -> list[str]:
+    """Per pair, 'SwiGLU -32, Sort +48': trace1 minus trace2 for the types that differ most (each distinct
+    row of differences is spelled once)."""
+    if len(diff) == 0:
+        return []
+    distinct, inverse, _ = unique_rows(diff)
+    order = np.argsort(-np.abs(distinct), axis=1, kind="stable")[:, :limit]
+    texts = [", ".join(f"{types[t]} {int(row[t]):+d}" for t in top if row[t]) for row, top in zip(distinct, order)]
+    return [texts[i] for i in inverse.tolist()]
 
 
 def _attention_per_pair(counts1: np.ndarray, counts2: np.ndarray, types: list[str]) -> tuple[float, float] | None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .groups import Groups
+from .groups import Groups, unique_rows
 
 KIND_SIMILARITY = 0.9
 """Two groups of one trace are the same kind at this similarity or above."""
@@ -65,8 +65,7 @@ def kinds(counts: np.ndarray, threshold: float = KIND_SIMILARITY) -> tuple[np.nd
     """Cluster groups by composition: (kind label per group, mean count vector per kind)."""
     if len(counts) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros((0, counts.shape[1]))
-    variants, inverse, weight = np.unique(counts, axis=0, return_inverse=True, return_counts=True)
-    inverse = inverse.ravel()
+    variants, inverse, weight = unique_rows(counts)
     kind_of = np.full(len(variants), -1, dtype=np.int64)
     reps: list[np.ndarray] = []
     for v in np.argsort(-weight, kind="stable"):
@@ -80,7 +79,7 @@ def kinds(counts: np.ndarray, threshold: float = KIND_SIMILARITY) -> tuple[np.nd
         reps.append(variants[v])
     labels = kind_of[inverse]
     sums = np.zeros((len(reps), counts.shape[1]))
-    np.add.at(sums, labels, counts)
+    np.add.at(sums, kind_of, variants * weight[:, None])
     return labels, sums / np.bincount(labels, minlength=len(reps))[:, None]
 
 
@@ -117,8 +116,8 @@ def match_groups(counts1: np.ndarray, counts2: np.ndarray, threshold: float = MI
         similarity=scores,
         kinds1=kinds1,
         kinds2=kinds2,
-        unmatched1=np.setdiff1d(np.arange(len(counts1)), pairs[:, 0]),
-        unmatched2=np.setdiff1d(np.arange(len(counts2)), pairs[:, 1]),
+        unmatched1=_unpaired(len(counts1), pairs[:, 0]),
+        unmatched2=_unpaired(len(counts2), pairs[:, 1]),
     )
 
 
@@ -148,10 +147,17 @@ def match_across_threshold(groups1: Groups, groups2: Groups, min_group_size: int
         similarity=matching.similarity[kept],
         kinds1=matching.kinds1[keep1],
         kinds2=matching.kinds2[keep2],
-        unmatched1=np.setdiff1d(np.arange(int(keep1.sum())), new_pairs[:, 0]),
-        unmatched2=np.setdiff1d(np.arange(int(keep2.sum())), new_pairs[:, 1]),
+        unmatched1=_unpaired(int(keep1.sum()), new_pairs[:, 0]),
+        unmatched2=_unpaired(int(keep2.sum()), new_pairs[:, 1]),
     )
     return groups1.select(keep1), groups2.select(keep2), kept_matching
+
+
+def _unpaired(n: int, paired: np.ndarray) -> np.ndarray:
+    """Positions 0 .. n - 1 that are not in `paired`, ascending."""
+    free = np.ones(n, dtype=bool)
+    free[paired] = False
+    return np.flatnonzero(free)
 
 
 def _bundles(kind_pairs: list[tuple[int, int]], n1: int, n2: int) -> tuple[np.ndarray, np.ndarray]:

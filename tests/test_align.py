@@ -2,14 +2,20 @@ import time
 
 import numpy as np
 import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fusion.align import (
     FOLDED,
+    GAP_SCORE,
     MATCH,
+    MATCH_SCORE,
+    MISMATCH_SCORE,
     ONLY1,
     ONLY2,
     SUBSTITUTE,
     UNKNOWN,
+    UNKNOWN_MISMATCH_SCORE,
     align_codes,
     alignment_table,
     kernel_helpers,
@@ -108,3 +114,43 @@ def test_stream_windows_keep_a_helper_with_its_operation():
     windows = stream_windows(step1, step2, budget=100000)
     assert len(windows) > 1
     assert all(not step2[start] & FOLDED for _, _, start, stop in windows if start < len(step2))
+
+
+def _optimal_score(a: list[int], b: list[int]) -> int:
+    """Needleman-Wunsch optimum by the textbook recurrence, one cell at a time."""
+    def pair(x: int, y: int) -> int:
+        if x == y:
+            return MATCH_SCORE
+        return UNKNOWN_MISMATCH_SCORE if (x | y) & UNKNOWN else MISMATCH_SCORE
+
+    row = [j * GAP_SCORE for j in range(len(b) + 1)]
+    for i, x in enumerate(a, start=1):
+        above, row = row, [i * GAP_SCORE] + [0] * len(b)
+        for j, y in enumerate(b, start=1):
+            row[j] = max(above[j - 1] + pair(x, y), above[j] + GAP_SCORE, row[j - 1] + GAP_SCORE)
+    return row[-1]
+
+
+def _path_score(path: np.ndarray, a: list[int], b: list[int]) -> int:
+    score = 0
+    for i, j in path.tolist():
+        if i < 0 or j < 0:
+            score += GAP_SCORE
+        elif a[i] == b[j]:
+            score += MATCH_SCORE
+        else:
+            score += UNKNOWN_MISMATCH_SCORE if (a[i] | b[j]) & UNKNOWN else MISMATCH_SCORE
+    return score
+
+
+_codes = st.lists(st.sampled_from([0, 1, 2, 3, 1 | FOLDED, 4 | UNKNOWN]), max_size=80)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(_codes, _codes)
+def test_alignment_is_a_complete_path_with_the_optimal_score(a, b):
+    """Across DP row blocks too: every kernel appears once, in order, and the score is the optimum."""
+    path = align_codes(np.array(a, dtype=np.int16), np.array(b, dtype=np.int16))
+    for side, codes in ((0, a), (1, b)):
+        assert path[:, side][path[:, side] >= 0].tolist() == list(range(len(codes)))
+    assert _path_score(path, a, b) == _optimal_score(a, b)

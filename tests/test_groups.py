@@ -1,7 +1,9 @@
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fusion.classify import KERNEL_TYPES
-from fusion.groups import correlation_groups, type_codes
+from fusion.groups import correlation_groups, type_codes, unique_rows
 from kernels import make_trace, steps
 
 TYPES = list(KERNEL_TYPES)
@@ -37,3 +39,24 @@ def test_interleaved_groups_keep_time_order_within_group():
     kernels = [("a", "GEMM", 1.0, 1), ("b", "Attention", 1.0, 2), ("c", "Softmax", 1.0, 1), ("d", "Sort", 1.0, 2)]
     groups = groups_of(make_trace(kernels), min_group_size=2)
     assert groups.rows(0).tolist() == [0, 2] and groups.rows(1).tolist() == [1, 3]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.integers(0, 40), st.integers(1, 5), st.integers(0, 3))
+def test_unique_rows_orders_like_numpy_unique(n_rows, n_columns, seed):
+    """Kinds depend on the order of distinct count vectors: lexicographic, as np.unique(axis=0) gives."""
+    rows = np.random.default_rng(seed).integers(0, 3, size=(n_rows, n_columns))
+    distinct, inverse, counts = unique_rows(rows)
+    expected, expected_inverse, expected_counts = np.unique(rows, axis=0, return_inverse=True, return_counts=True)
+    assert distinct.tolist() == expected.tolist()
+    assert inverse.tolist() == expected_inverse.ravel().tolist() and counts.tolist() == expected_counts.tolist()
+
+
+def test_groups_split_by_eager_kernels_and_revisited_keep_all_their_kernels():
+    """A correlation id that recurs after other kernels is one group with every kernel, in time order."""
+    kernels = [("a", "GEMM", 1.0, 7), ("b", "Attention", 1.0, 7), ("e", "Memset", 1.0, -1),
+               ("c", "Softmax", 1.0, 7), ("d", "Sort", 1.0, 8), ("f", "GEMM", 1.0, 7), ("g", "Sort", 1.0, 8)]
+    groups = groups_of(make_trace(kernels), min_group_size=2)
+    assert groups.table["correlation"].tolist() == [7, 8]
+    assert groups.rows(0).tolist() == [0, 1, 3, 5] and groups.rows(1).tolist() == [4, 6]
+    assert groups.table["first_index"].tolist() == [0, 4] and groups.residual_rows.tolist() == [2]

@@ -25,10 +25,11 @@ def comparability(sides: tuple[Side, Side], types: list[str], groups: tuple[int,
     band = limits.kernel_count_band
     if checks["kernel_ratio"] is not None and not 1 / band <= checks["kernel_ratio"] <= band:
         warnings.append(f"total kernel counts differ {checks['kernel_ratio']:.2f}x ({totals[0]} vs {totals[1]})")
-    unknown = tuple(_operations(side, types, (UNKNOWN_TYPE,)) for side in sides)
+    per_type = [_operations_per_type(side, len(types)) for side in sides]
+    unknown = tuple(_operations(c, types, (UNKNOWN_TYPE,)) for c in per_type)
     severe = False
     for label, members in CHECKED_OPERATIONS:
-        counts = tuple(_operations(side, types, members) for side in sides)
+        counts = tuple(_operations(c, types, members) for c in per_type)
         checks[f"{label}_ratio"] = _safe_ratio(*counts)
         problem, is_severe = _operation_check(label, counts, unknown, limits)
         warnings += [problem] if problem else []
@@ -41,10 +42,15 @@ def comparability(sides: tuple[Side, Side], types: list[str], groups: tuple[int,
     return Comparability(ok=not severe, level=level, warnings=warnings, checks=checks)
 
 
-def _operations(side: Side, types: list[str], members: tuple[str, ...]) -> int:
-    """Kernels of these types that are not helpers: the number of operations."""
-    wanted = np.isin(side.codes, [types.index(t) for t in members if t in types])
-    return int((wanted & ~side.helper).sum())
+def _operations_per_type(side: Side, n_types: int) -> np.ndarray:
+    """Per type code: kernels that are not helpers, i.e. operations."""
+    codes = side.codes[~side.helper]
+    return np.bincount(codes[codes >= 0], minlength=n_types)
+
+
+def _operations(per_type: np.ndarray, types: list[str], members: tuple[str, ...]) -> int:
+    """The number of operations of these types."""
+    return int(sum(per_type[types.index(t)] for t in members if t in types))
 
 
 def _operation_check(label: str, counts: tuple[int, int], unknown: tuple[int, int], limits: Thresholds) -> tuple[str, bool]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -159,15 +160,37 @@ class _Walk:
     op: np.ndarray
     aligned: np.ndarray
     """Alignment rows where both sides have a kernel."""
+    patterns_seen: set[tuple] = field(default_factory=set)
+    """Patterns that already hold this segment's pair ids."""
 
     def kernel_type(self, side: int, position: int) -> str:
-        return self.types[int(type_code(self.segment.codes(side)[position]))]
+        return self._type_names[side - 1][position]
 
     def name(self, side: int, position: int) -> int:
-        return int(self.sides[side - 1].names[self.segment.rows(side)[0, position]])
+        return self._name_codes[side - 1][position]
 
     def folded(self, side: int, position: int) -> bool:
-        return bool(self.segment.codes(side)[position] & FOLDED)
+        return self._folded[side - 1][position]
+
+    def position(self, side: int, row: int) -> int:
+        """The position of one side's kernel at an alignment row (-1 for a gap)."""
+        return self._path_columns[side - 1][row]
+
+    @cached_property
+    def _path_columns(self) -> tuple[list[int], list[int]]:
+        return self.path[:, 0].tolist(), self.path[:, 1].tolist()
+
+    @cached_property
+    def _type_names(self) -> tuple[list[str], list[str]]:
+        return tuple([self.types[c] for c in type_code(self.segment.codes(s)).tolist()] for s in (1, 2))
+
+    @cached_property
+    def _name_codes(self) -> tuple[list[int], list[int]]:
+        return tuple(self.sides[s - 1].names[self.segment.rows(s)[0]].tolist() for s in (1, 2))
+
+    @cached_property
+    def _folded(self) -> tuple[list[bool], list[bool]]:
+        return tuple(((self.segment.codes(s) & FOLDED) != 0).tolist() for s in (1, 2))
 
     def row_of(self, side: int) -> np.ndarray:
         """Alignment row of each position of one side."""
@@ -215,12 +238,14 @@ def _walk_runs(walk: _Walk, evidence: Evidence) -> None:
     occurrences: dict[tuple[int, int], list[int]] = defaultdict(list)
     splits: dict[tuple[int, int], list[int]] = defaultdict(list)
     row_of = {1: walk.row_of(1), 2: walk.row_of(2)}
+    row_list = {1: row_of[1].tolist(), 2: row_of[2].tolist()}
+    op = walk.op.tolist()
     for start, stop in _one_sided_runs(walk.op):
-        unfused = 1 if walk.op[start] == ONLY1 else 2
+        unfused = 1 if op[start] == ONLY1 else 2
         rest = []
-        for p in (int(p) for p in walk.path[start:stop, unfused - 1]):
+        for p in walk.path[start:stop, unfused - 1].tolist():
             main = _main_kernel(walk, unfused, p)
-            if main is not None and walk.op[row_of[unfused][main]] <= SUBSTITUTE:
+            if main is not None and op[row_list[unfused][main]] <= SUBSTITUTE:
                 splits[(main, unfused)].append(p)
             else:
                 rest.append(p)
@@ -238,16 +263,16 @@ def _main_kernel(walk: _Walk, side: int, position: int) -> int | None:
     before it, else the one after it; None if it is not folded or that kernel is outside the pair."""
     if not walk.folded(side, position):
         return None
-    codes = walk.segment.codes(side)
+    length, kernel_type = len(walk.segment.codes(side)), walk.kernel_type(side, position)
     before = position
     while before >= 0 and walk.folded(side, before):
         before -= 1
-    if before >= 0 and type_code(codes[before]) == type_code(codes[position]):
+    if before >= 0 and walk.kernel_type(side, before) == kernel_type:
         return before
     after = position
-    while after < len(codes) and walk.folded(side, after):
+    while after < length and walk.folded(side, after):
         after += 1
-    return after if after < len(codes) and type_code(codes[after]) == type_code(codes[position]) else None
+    return after if after < length and walk.kernel_type(side, after) == kernel_type else None
 
 
 def _credit_run(walk: _Walk, evidence: Evidence, unfused: int, start: int,
@@ -288,7 +313,7 @@ def _covering_neighbour(walk: _Walk, unfused: int, start: int, positions: list[i
 def _cover_score(walk: _Walk, row: int, unfused: int, run_types: set[str]) -> float:
     """Score ladder: 0 unless the fused kernel at `row` performs every type of the run and its counterpart."""
     fused = 3 - unfused
-    fused_pos, counterpart = int(walk.path[row, fused - 1]), int(walk.path[row, unfused - 1])
+    fused_pos, counterpart = walk.position(fused, row), walk.position(unfused, row)
     name = walk.name(fused, fused_pos)
     own = walk.kernel_type(fused, fused_pos)
     needed = run_types | {walk.kernel_type(unfused, counterpart)}
@@ -308,9 +333,13 @@ def _note(walk: _Walk, evidence: Evidence, side: int, positions: list[int], reas
 
 def _pattern(walk: _Walk, evidence: Evidence, key: tuple, fused: int, fused_type: str, sequence: tuple[str, ...],
              split: bool) -> Pattern:
-    pattern = evidence.patterns.setdefault(key, Pattern(fused, fused_type, sequence, split))
+    pattern = evidence.patterns.get(key)
+    if pattern is None:
+        pattern = evidence.patterns[key] = Pattern(fused, fused_type, sequence, split)
     pattern.occurrences += walk.segment.weight
-    pattern.pair_ids.update(walk.segment.pair_ids.tolist())
+    if key not in walk.patterns_seen:
+        walk.patterns_seen.add(key)
+        pattern.pair_ids.update(walk.segment.pair_ids.tolist())
     pattern.kinds[walk.segment.kind] += walk.segment.weight
     return pattern
 
@@ -318,7 +347,7 @@ def _pattern(walk: _Walk, evidence: Evidence, key: tuple, fused: int, fused_type
 def _add_fusion(walk: _Walk, evidence: Evidence, row: int, unfused: int, positions: list[int]) -> None:
     """One occurrence (per pair of the segment) of the run `positions` covered by the kernel at `row`."""
     fused = 3 - unfused
-    fused_pos, counterpart = int(walk.path[row, fused - 1]), int(walk.path[row, unfused - 1])
+    fused_pos, counterpart = walk.position(fused, row), walk.position(unfused, row)
     unfused_positions = sorted(positions + [counterpart])
     sequence = tuple(walk.kernel_type(unfused, p) for p in unfused_positions)
     fused_type = walk.kernel_type(fused, fused_pos)
@@ -342,7 +371,7 @@ def _add_fusion(walk: _Walk, evidence: Evidence, row: int, unfused: int, positio
 def _add_split(walk: _Walk, evidence: Evidence, row: int, side: int, helpers: list[int]) -> None:
     """One operation run as its kernel plus one-sided helpers on `side`, as one kernel on the other."""
     other = 3 - side
-    main, counterpart = int(walk.path[row, side - 1]), int(walk.path[row, other - 1])
+    main, counterpart = walk.position(side, row), walk.position(other, row)
     op_type = walk.kernel_type(side, main)
     unit = _unit(walk, side, main)
     fused_kernels = len(_unit(walk, other, counterpart))

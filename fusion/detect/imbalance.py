@@ -7,6 +7,7 @@ coverage), never a guess; a type nothing covers is not reported.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,10 +21,11 @@ IMBALANCE_DETECTOR = "group_imbalance"
 
 
 def group_imbalance(
-    evidence: Evidence, counts1: np.ndarray, counts2: np.ndarray, pair_refs: list[EvidenceRef], types: list[str],
-    mappings: list[FusionMapping], sides: tuple[Side, Side], limits: Thresholds,
+    evidence: Evidence, counts1: np.ndarray, counts2: np.ndarray, pair_ref: Callable[[int], EvidenceRef],
+    types: list[str], mappings: list[FusionMapping], sides: tuple[Side, Side], limits: Thresholds,
 ) -> list[FusionMapping]:
-    """One mapping per type whose count differs in most matched group pairs and has a covering kernel."""
+    """One mapping per type whose count differs in most matched group pairs and has a covering kernel;
+    `pair_ref(i)` is matched pair i's reference."""
     if len(counts1) == 0:
         return []
     diff = counts1.astype(np.int64) - counts2.astype(np.int64)
@@ -39,7 +41,7 @@ def group_imbalance(
                                int((excess > 0).sum()), len(diff))
         targets = evidence.attributions.get((unfused, kernel_type))
         if imbalance.consistent >= limits.min_consistent_pairs and imbalance.missing > (high - low) / 2 and targets:
-            refs = _top_pairs(excess, pair_refs, limits.max_evidence_refs)
+            refs = _top_pairs(excess, pair_ref, limits.max_evidence_refs)
             out.append(_mapping(imbalance, targets, evidence, sides, refs, limits))
     return out
 
@@ -95,9 +97,9 @@ def _explained(evidence: Evidence, mappings: list[FusionMapping]) -> Counter:
     return explained
 
 
-def _top_pairs(excess: np.ndarray, pair_refs: list[EvidenceRef], limit: int) -> list[EvidenceRef]:
+def _top_pairs(excess: np.ndarray, pair_ref: Callable[[int], EvidenceRef], limit: int) -> list[EvidenceRef]:
     order = np.argsort(-excess, kind="stable")[:limit]
-    return [pair_refs[i] for i in order if excess[i] > 0]
+    return [pair_ref(int(i)) for i in order if excess[i] > 0]
 
 
 def _text(imbalance: _Imbalance, fused: Side, targets: Counter) -> str:
