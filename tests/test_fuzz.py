@@ -280,9 +280,10 @@ TRICKY_VALUES = st.recursive(
 )
 
 
-def reference_cuts(body: bytes) -> tuple[list[int], int]:
-    """Top-level commas of an array body and the position of its closing bracket, byte by byte."""
-    commas, depth, inside, escaped = [], 0, False, False
+def reference_cuts(body: bytes) -> tuple[list[int], list[int], int]:
+    """Byte by byte: the top-level commas of an array body, the brackets that close a top-level element,
+    and the position of the array's closing bracket."""
+    commas, closes, depth, inside, escaped = [], [], 0, False, False
     for at, byte in enumerate(body):
         if inside:
             escaped, inside = (not escaped and byte == 0x5C), inside and (escaped or byte != 0x22)
@@ -293,7 +294,9 @@ def reference_cuts(body: bytes) -> tuple[list[int], int]:
         elif byte in b"}]":
             depth -= 1
             if depth < 0:
-                return commas, at
+                return commas, closes, at
+            if depth == 0:
+                closes.append(at)
         elif byte == 0x2C and depth == 0:
             commas.append(at)
     raise AssertionError("no end")
@@ -305,7 +308,7 @@ def reference_cuts(body: bytes) -> tuple[list[int], int]:
 def test_scan_finds_the_top_level_commas_and_the_end_wherever_blocks_split(values, splits, spaced: bool) -> None:
     text = json.dumps(values, ensure_ascii=False, indent=1 if spaced else None).encode()
     body = text[1:]
-    commas, end = reference_cuts(body)
+    commas, closes, end = reference_cuts(body)
     scan = events_module._ArrayScan()
     edges = sorted({0, len(body), *(s for s in splits if s < len(body))})
     boundaries = []
@@ -313,25 +316,9 @@ def test_scan_finds_the_top_level_commas_and_the_end_wherever_blocks_split(value
         scan.feed(body[start:stop], start)
         boundaries.append(scan.boundary)
     assert scan.end == end
-    assert scan.boundary == max([*commas, *(at + 1 for at in _closes_at_top(body, end))], default=-1)
+    assert scan.boundary == max([*commas, *(at + 1 for at in closes)], default=-1)
     assert boundaries == sorted(boundaries)
 
-
-def _closes_at_top(body: bytes, end: int) -> list[int]:
-    """Positions of brackets that close a top-level element: where a cut after a whole element falls."""
-    closes, depth, inside, escaped = [], 0, False, False
-    for at, byte in enumerate(body[:end]):
-        if inside:
-            escaped, inside = (not escaped and byte == 0x5C), inside and (escaped or byte != 0x22)
-        elif byte == 0x22:
-            inside = True
-        elif byte in b"{[":
-            depth += 1
-        elif byte in b"}]":
-            depth -= 1
-            if depth == 0:
-                closes.append(at)
-    return closes
 
 
 @settings(FUZZ, max_examples=60)
