@@ -327,10 +327,14 @@ def test_report_lists_op_findings_and_top_ops():
 REAL_PAIRS = ["bert_small", "falconsai_nsfw", "qwen1.5-0.5b", "timesformer"]
 
 
+def _real_pair(name: str):
+    traces = load(shared_trace(f"tl_mi300_{name}")), load(shared_trace(f"tl_h100_{name}"))
+    return name, traces, compare_ops(*traces)
+
+
 @pytest.fixture(scope="module", params=REAL_PAIRS)
 def real_pair(request):
-    traces = load(shared_trace(f"tl_mi300_{request.param}")), load(shared_trace(f"tl_h100_{request.param}"))
-    return request.param, traces, compare_ops(*traces)
+    return _real_pair(request.param)
 
 
 def test_real_pair_findings_are_backed_by_their_op_calls(real_pair):
@@ -346,10 +350,8 @@ def test_real_pair_findings_are_backed_by_their_op_calls(real_pair):
         assert_cited_names_in_windows(finding, trace1, trace2)
 
 
-def test_real_qwen_attention_is_two_kernels_on_mi300x_and_one_on_h100(real_pair):
-    name, (trace1, trace2), result = real_pair
-    if name != "qwen1.5-0.5b":
-        pytest.skip("the Qwen pair's known truth")
+def test_real_qwen_attention_is_two_kernels_on_mi300x_and_one_on_h100():
+    _, _, result = _real_pair("qwen1.5-0.5b")
     (sdpa,) = [m for m in result.findings if m.op == canonical_op("aten::scaled_dot_product_attention")]
     assert (sdpa.fused_trace, sdpa.pattern_count, sdpa.unfused_sequence) == (2, 24, ["Memset", "Attention"])
     assert any("FillFunctor<int>" in n for n in sdpa.unfused_kernel_names) and "attn_fwd" in sdpa.unfused_kernel_names
