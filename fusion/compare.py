@@ -206,7 +206,7 @@ def _assemble(sides: tuple[Side, Side], groups: tuple[Groups, Groups], matching:
     pairs = _pairs_table(index, sides, types)
     mappings, notes = fusion_mappings(evidence, sides, limits)
     mappings += group_imbalance(evidence, counts1, counts2, partial(_group_ref, index), types, mappings, sides, limits)
-    op_level = compare_ops(trace1, trace2)
+    op_level = compare_ops(trace1, trace2, limits)
     mappings, op_notes = _with_op_findings(mappings, op_level)
     opportunities = fusion_opportunities(stats, _group_counts(groups, matching, types), len(matching.pairs), limits)
     check = comparability(sides, types, (len(groups[0]), len(groups[1])), len(matching.pairs),

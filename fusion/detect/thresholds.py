@@ -48,3 +48,7 @@ class Thresholds:
     """Comparability: GEMM or attention counts beyond this factor get a warning."""
     op_count_mismatch_band: float = 3.0
     """Comparability: beyond this factor the traces are probably not the same workload."""
+    op_min_calls: int = 3
+    """Op level: a kernel-count difference must show in at least this many aligned call pairs of the op."""
+    op_min_consistency: float = 0.8
+    """Op level: share of the op's aligned call pairs that must show the same difference (same kernel types per side)."""
