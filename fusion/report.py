@@ -26,6 +26,8 @@ from .phase_compare import phase_lines
 from .result import Comparison, EvidenceRef, FusionMapping, OneSidedNote, Opportunity, field_names, plain
 
 TOP_OPPORTUNITIES = 10
+NAME_LABELS = {SPLIT_DETECTOR: ("single kernel", "split into"), None: ("fused kernel", "replaced kernels")}
+"""How a mapping's two name lists read: a split's one side runs one kernel, not a fused one."""
 TOP_OPS = 10
 NAME_COLUMNS = ("fused_kernel_names", "unfused_kernel_names", "fused_components")
 """List fields of a mapping written as one CSV cell each."""
@@ -135,10 +137,11 @@ def _mappings(mappings: list[FusionMapping]) -> str:
         lines.append(f"  [{m.detector}] {_headline(m)}  x{m.pattern_count}, confidence {m.pattern_confidence:.0%},"
                      f" {m.time_saved_us / 1000:.3f} ms extra")
         lines.append(f"      {m.evidence}")
-        lines.append(f"      fused kernel (trace {m.fused_trace}): {'; '.join(m.fused_kernel_names) or '-'}")
+        one, several = NAME_LABELS.get(m.detector, NAME_LABELS[None])
+        lines.append(f"      {one} (trace {m.fused_trace}): {'; '.join(m.fused_kernel_names) or '-'}")
         if m.fused_components:
             lines.append(f"      which also performs: {', '.join(m.fused_components)}")
-        lines.append(f"      replaced kernels (trace {3 - m.fused_trace}): {'; '.join(m.unfused_kernel_names) or '-'}")
+        lines.append(f"      {several} (trace {3 - m.fused_trace}): {'; '.join(m.unfused_kernel_names) or '-'}")
         lines.append(f"      evidence from: {m.evidence_source}")
         for ref in m.evidence_refs[:3]:
             lines.append(f"      pair {ref.pair_id}: trace1 kernels {ref.window1[0]}..{ref.window1[1] - 1},"
