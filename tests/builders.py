@@ -14,6 +14,7 @@ import pytest
 
 PROJECT = Path(__file__).resolve().parents[1]
 SHARED_TRACES = PROJECT.parent / "shared" / "traces"
+SHARED_REPRO = PROJECT.parent / "shared" / "repro"
 SAMPLES = PROJECT / "sample_traces"
 
 
