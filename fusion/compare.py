@@ -208,9 +208,10 @@ def _assemble(sides: tuple[Side, Side], groups: tuple[Groups, Groups], matching:
     mappings += group_imbalance(evidence, counts1, counts2, partial(_group_ref, index), types, mappings, sides, limits)
     op_level = compare_ops(trace1, trace2, limits)
     mappings, op_notes = _with_op_findings(mappings, op_level)
-    opportunities = fusion_opportunities(stats, _group_counts(groups, matching, types), len(matching.pairs), limits)
     check = comparability(sides, types, (len(groups[0]), len(groups[1])), len(matching.pairs),
                           _attention_per_pair(counts1, counts2, types), limits)
+    opportunities = fusion_opportunities(stats, _group_counts(groups, matching, types), len(matching.pairs), limits,
+                                         whole_trace=not check.checks["per_step"])
     warnings = [f"{t.label}: {w}" for t in (trace1, trace2) for w in t.warnings] + check.warnings
     warnings += _budget_warnings(groups, limits)
     return Comparison(

@@ -255,10 +255,18 @@ def test_more_steps_of_the_same_workload_are_compared_per_step_not_called_anothe
     paths = write_serving_pair(tmp_path, ServingSpec(schedule1="PPPPDDD", schedule2="PDDD"))
     prefill = analyze_fusion_differences(*paths, phase=PREFILL)["comparability"]
     assert prefill["ok"] and prefill["level"] == "warn"
-    assert prefill["warnings"] == ["step counts differ (4 vs 1): kernel counts are compared per step"]
+    assert prefill["warnings"] == ["step counts differ (4 vs 1): kernel counts are compared per step, and fusion"
+                                   " opportunities only within matched groups, not over the whole traces"]
     assert prefill["checks"]["GEMM_ratio"] == 1.0 and prefill["checks"]["per_step"]
     decode = analyze_fusion_differences(*paths, phase=DECODE)["comparability"]
     assert decode["level"] == "ok" and not decode["checks"]["per_step"] and decode["checks"]["steps1"] == 3
+
+
+def test_whole_trace_counts_of_different_step_counts_make_no_fusion_opportunity(tmp_path):
+    same = write_serving_pair(tmp_path / "same", ServingSpec(schedule1="PD", schedule2="PD", layers=12))
+    longer = write_serving_pair(tmp_path / "longer", ServingSpec(schedule1="PPPPD", schedule2="PD", layers=12))
+    assert analyze_fusion_differences(*same, phase=PREFILL)["fusion_opportunities"] == []
+    assert analyze_fusion_differences(*longer, phase=PREFILL)["fusion_opportunities"] == []
 
 
 def test_compare_a_phase_one_trace_lacks_is_bad_input(tmp_path, capsys):

@@ -27,7 +27,8 @@ def comparability(sides: tuple[Side, Side], types: list[str], groups: tuple[int,
     per_step = all(steps) and steps[0] != steps[1]
     divisors = steps if per_step else (1, 1)
     if per_step:
-        warnings.append(f"step counts differ ({steps[0]} vs {steps[1]}): kernel counts are compared per step")
+        warnings.append(f"step counts differ ({steps[0]} vs {steps[1]}): kernel counts are compared per step,"
+                        " and fusion opportunities only within matched groups, not over the whole traces")
     checks: dict[str, object] = {"steps1": steps[0], "steps2": steps[1], "per_step": per_step}
     totals = (len(sides[0].codes), len(sides[1].codes))
     checks["kernel_ratio"] = _safe_ratio(*_scaled(totals, divisors))

@@ -31,20 +31,23 @@ def type_stats(sides: tuple[Side, Side], types: list[str]) -> pd.DataFrame:
 
 
 def fusion_opportunities(
-    type_table: pd.DataFrame, group_counts: pd.DataFrame, total_groups: int, limits: Thresholds
+    type_table: pd.DataFrame, group_counts: pd.DataFrame, total_groups: int, limits: Thresholds,
+    whole_trace: bool = True,
 ) -> list[Opportunity]:
     """Types whose counts differ enough, from matched groups and then whole-trace counts; by time impact.
 
     `group_counts` is indexed by kernel_type with columns trace{1,2}_count, trace{1,2}_time_us and
     groups_affected, summed over matched group pairs. A difference that the side with fewer kernels of
     the type could hide among its kernels of the unknown type is no opportunity (they could be any type).
+    Without `whole_trace` (the traces hold different numbers of steps, so every whole-trace count
+    differs by that factor) only matched groups are compared.
     """
     out = []
     for kernel_type, row in group_counts.iterrows():
         if _candidate(kernel_type, row, group_counts) and _significant(row, limits):
             out.append(_opportunity(kernel_type, row, total_groups, "groups"))
     seen = {o.kernel_type for o in out}
-    for kernel_type, row in type_table.iterrows():
+    for kernel_type, row in type_table.iterrows() if whole_trace else ():
         if kernel_type in seen or not _candidate(kernel_type, row, type_table):
             continue
         c1, c2 = row["trace1_count"], row["trace2_count"]
