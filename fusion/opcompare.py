@@ -26,7 +26,7 @@ from .classify import canonical_op
 from .detect.mappings import PLATFORM_NAMES
 from .detect.thresholds import Thresholds
 from .ops import MODULE_SEPARATOR, OP_COLUMNS
-from .result import EvidenceRef, FusionMapping
+from .result import TIME_RATIO, TIME_US, EvidenceRef, FusionMapping, side_column
 from .trace import Trace
 
 OP_KERNELS_DETECTOR = "op_kernels"
@@ -51,10 +51,7 @@ CALLS = "calls"
 KERNELS_PER_CALL = "kernels_per_call"
 KERNEL_NAMES = "kernel_names"
 """The side's kernel names of this op, by total time, at most TOP_OP_NAMES."""
-TIME_US = "time_us"
 TIME_PER_CALL_US = "time_per_call_us"
-TIME_RATIO = "time_ratio"
-"""trace1 time / trace2 time; NaN when a side has no call of the op."""
 TIME_GAP_US = "time_gap_us"
 """trace1 time - trace2 time; the table is ranked by its absolute value."""
 SIDE_COLUMNS = (CALLS, KERNELS_PER_CALL, KERNEL_NAMES, TIME_US, TIME_PER_CALL_US)
@@ -65,10 +62,6 @@ _INSTANCE = re.compile(rf"_\d+(?={re.escape(MODULE_SEPARATOR)}|$)")
 
 ALL = slice(None)
 """Every kernel row."""
-
-
-def side_column(name: str, side: int) -> str:
-    return f"trace{side}_{name}"
 
 
 OP_TABLE_COLUMNS = (OP, OP_NAMES, MODULE, *(side_column(c, s) for s in (1, 2) for c in SIDE_COLUMNS),

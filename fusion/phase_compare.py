@@ -12,11 +12,13 @@ import pandas as pd
 
 from .errors import TraceError
 from .phases import ALL, MIXED, PHASES, phase_notes, phase_table, phase_view, step_count
-from .result import Comparison, plain
+from .result import COUNT, KERNEL_TYPE, Comparison, plain, side_column
 from .trace import Trace
 
 Compare = Callable[..., Comparison]
 """compare.compare: called as compare(trace1, trace2, **comparison.params)."""
+PER_STEP = "per_step"
+"""A side's count of a type divided by its steps in the phase (side_column(PER_STEP, side))."""
 
 
 def phase_summary(comparison: Comparison, phase: str = ALL, compare: Compare | None = None) -> dict[str, Any]:
@@ -59,16 +61,15 @@ def _side(table: pd.DataFrame, phase: str) -> dict[str, Any]:
 def _type_stats(traces: tuple[Trace, Trace], phase: str, steps: list[int]) -> list[dict[str, Any]]:
     """Per kernel type: count on each side and per step (None without steps), and the per-step ratio."""
     counts = pd.DataFrame({
-        f"trace{s}_count": _phase_kernels(trace, phase).groupby("type", observed=True).size()
+        side_column(COUNT, s): _phase_kernels(trace, phase).groupby("type", observed=True).size()
         for s, trace in enumerate(traces, start=1)
     }).fillna(0).astype(int)
     rows = []
     for kernel_type, row in counts.iterrows():
-        per_step = [row[f"trace{s}_count"] / n if n else None for s, n in enumerate(steps, start=1)]
+        per_step = [row[side_column(COUNT, s)] / n if n else None for s, n in enumerate(steps, start=1)]
         ratio = per_step[0] / per_step[1] if None not in per_step and per_step[1] else None
-        rows.append({"kernel_type": str(kernel_type), "trace1_count": int(row["trace1_count"]),
-                     "trace2_count": int(row["trace2_count"]), "trace1_per_step": per_step[0],
-                     "trace2_per_step": per_step[1], "per_step_ratio": ratio})
+        rows.append({KERNEL_TYPE: str(kernel_type), **{side_column(COUNT, s): int(row[side_column(COUNT, s)]) for s in (1, 2)},
+                     **{side_column(PER_STEP, s): per_step[s - 1] for s in (1, 2)}, "per_step_ratio": ratio})
     return rows
 
 

@@ -23,7 +23,8 @@ from .opcompare import (
 )
 from .ops import MODULE_SEPARATOR
 from .phase_compare import phase_lines
-from .result import Comparison, EvidenceRef, FusionMapping, OneSidedNote, Opportunity, field_names, plain
+from .result import (COUNT, COUNT_RATIO, ONLY_IN, TIME_US, Comparison, EvidenceRef, FusionMapping, OneSidedNote, Opportunity,
+                     field_names, plain, side_column)
 
 TOP_OPPORTUNITIES = 10
 NAME_LABELS = {SPLIT_DETECTOR: ("single kernel", "split into"), None: ("fused kernel", "replaced kernels")}
@@ -111,9 +112,9 @@ def _comparability(c: Comparison) -> str:
 
 
 def _type_table(c: Comparison) -> str:
-    table = c.type_stats.assign(
-        trace1_ms=c.type_stats["trace1_time_us"] / 1000, trace2_ms=c.type_stats["trace2_time_us"] / 1000
-    )[["trace1_count", "trace2_count", "count_ratio", "trace1_ms", "trace2_ms", "only_in"]]
+    milliseconds = {side_column("ms", s): c.type_stats[side_column(TIME_US, s)] / 1000 for s in (1, 2)}
+    table = c.type_stats.assign(**milliseconds)[
+        [side_column(COUNT, 1), side_column(COUNT, 2), COUNT_RATIO, *milliseconds, ONLY_IN]]
     with pd.option_context("display.width", 120, "display.max_rows", 200):
         return "Kernel types\n" + table.to_string(float_format=lambda v: f"{v:.3f}", na_rep="-")
 
