@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from ..align import UNKNOWN_TYPE
 from ..pair_checks import pair_warnings
@@ -55,7 +56,7 @@ def comparability(sides: tuple[Side, Side], types: list[str], groups: tuple[int,
 def _steps(side: Side) -> int:
     """Steps the trace records (ProfilerStep, serving steps); 0 when it records none."""
     step = side.trace.kernels["step"].to_numpy()
-    return len(np.unique(step[step != NO_STEP]))
+    return len(pd.unique(step[step != NO_STEP]))  # hashing: linear in the kernels
 
 
 def _scaled(counts: tuple[int, int], divisors: tuple[int, int]) -> tuple[float, float]:
