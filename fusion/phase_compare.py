@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from .errors import TraceError
-from .phases import ALL, MIXED, PHASES, phase_notes, phase_table, phase_view, step_count
+from .phases import ALL, MIXED, NO_STEP, PHASES, phase_notes, phase_table, phase_view, step_count
 from .result import COUNT, KERNEL_TYPE, Comparison, plain, side_column
 from .trace import Trace
 
@@ -122,3 +122,35 @@ def require_phase(traces: tuple[Trace, Trace], phase: str) -> tuple[Trace, Trace
             found = ", ".join(step_count(int(r["steps"]), p) for p, r in phase_table(trace.kernels).iterrows())
             raise TraceError(trace.source, f"no {phase} kernels; its phases: {found}")
     return views
+
+
+def pair_steps(traces: tuple[Trace, Trace]) -> dict[str, tuple[int, int]]:
+    """The phases both traces have kernels in (PHASES order, 'all' last: every kernel), each with both sides' steps."""
+    tables = [phase_table(t.kernels) for t in traces]
+    shared = [p for p in PHASES if p != ALL and all(p in table.index for table in tables)]
+    steps = {p: (int(tables[0].loc[p, "steps"]), int(tables[1].loc[p, "steps"])) for p in shared}
+    return steps | {ALL: (recorded_steps(traces[0].kernels), recorded_steps(traces[1].kernels))}
+
+
+def recorded_steps(kernels: pd.DataFrame) -> int:
+    """Steps the kernels record (ProfilerStep, serving steps); 0 when they record none."""
+    step = kernels["step"].to_numpy()
+    return len(pd.unique(step[step != NO_STEP]))  # hashing: linear in the kernels
+
+
+STEP_SPAN_COLUMNS = ("step", "phase", "start_us", "end_us", "kernels", "time_us")
+
+
+def step_spans(kernels: pd.DataFrame) -> pd.DataFrame:
+    """One row per recorded step: its phase, first kernel start, last kernel end, kernels and kernel time.
+
+    Kernels without a step (NO_STEP) are left out; a trace without steps gives no rows."""
+    stepped = kernels[(kernels["step"] != NO_STEP).to_numpy()]
+    if stepped.empty:
+        return pd.DataFrame(columns=list(STEP_SPAN_COLUMNS))
+    ends = stepped["ts"] + stepped["dur"]
+    spans = stepped.assign(end=ends).groupby(["step", "phase"], observed=True, sort=False).agg(
+        start_us=("ts", "min"), end_us=("end", "max"), kernels=("dur", "size"), time_us=("dur", "sum"))
+    spans = spans.reset_index().sort_values("start_us", kind="stable").reset_index(drop=True)
+    spans["phase"] = spans["phase"].astype(str)
+    return spans[list(STEP_SPAN_COLUMNS)]

@@ -53,6 +53,7 @@ def show_mapping(view: View, comparison: Comparison, mapping: FusionMapping, num
         st.caption(text.md(
             f"Detector: {mapping.detector}" + (f" · found in {source}" if source else "")
             + f" · fused kernels: {mapping.fused_count:,} · unfused kernels per type: {counts}"
+            + tables.phases_text(tables.finding_phases(comparison, mapping))
         ))
         names = ui.kernel_names(mapping)
         if names:

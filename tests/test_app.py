@@ -422,3 +422,42 @@ def test_ratio_charts_of_a_close_pair_span_half_to_double(eager_pair) -> None:
     for axis in ratio_axes:
         assert axis["range"][0] == -axis["range"][1] and axis["range"][1] >= 1
         assert {"1/2", "1×", "2×"} <= set(axis["ticktext"])
+
+
+@pytest.fixture(scope="module")
+def serving_pair(tmp_path_factory) -> tuple[str, str]:
+    """A generated serving pair, 4 + 3 and 1 + 3 prefill + decode steps, a different fusion in each phase."""
+    from fusion.synthetic_phases import ServingSpec, write_serving_pair
+
+    paths = write_serving_pair(tmp_path_factory.mktemp("serving"), ServingSpec(schedule1="PPPPDDD", schedule2="PDDD"))
+    return str(paths[0]), str(paths[1])
+
+
+def test_the_phase_selector_compares_one_phase_and_the_link_keeps_it(serving_pair) -> None:
+    at = run("app.py", p1=serving_pair[0], p2=serving_pair[1])
+    pick = at.sidebar.selectbox(key="phase_pick")
+    assert pick.options == ["prefill (4 vs 1 steps)", "decode (3 vs 3 steps)", "all phases (7 vs 4 steps)"]
+    assert pick.value == "all" and len(at.get("plotly_chart")) == 2, "the step timeline beside the ratio chart"
+    pick.set_value("decode").run()
+    assert at.query_params["phase"] == "decode"
+    decode = compare(load(serving_pair[0]), load(serving_pair[1]), phase="decode")
+    assert metrics(at)["Kernels"] == [f"{decode.trace1.kernel_count:,}", f"{decode.trace2.kernel_count:,}"]
+    reopened = run("pages/2_Fusion.py", p1=serving_pair[0], p2=serving_pair[1], phase="decode")
+    assert reopened.sidebar.selectbox(key="phase_pick").value == "decode"
+    numbered = [m.value for m in reopened.markdown if m.value.startswith("**") and ".** " in m.value]
+    assert len(decode.mappings) == len(numbered) == 1 and "RMSNorm" in numbered[0]
+
+
+def test_findings_and_types_say_in_which_phase_they_differ(serving_pair) -> None:
+    home = run("app.py", p1=serving_pair[0], p2=serving_pair[1])
+    findings = [unescaped(m.value) for m in home.markdown if "confidence" in m.value]
+    assert sorted(line.split("unfused extra time · in ")[1].split("\n")[0] for line in findings) == ["decode", "prefill"]
+    overview = run("pages/1_Overview.py", p1=serving_pair[0], p2=serving_pair[1])
+    by_phase = overview.dataframe[1].value
+    assert list(by_phase.columns) == ["prefill", "decode"] and by_phase.loc["Attention", "prefill"] == "24 vs 6 · 1.00× per step"
+
+
+def test_a_linked_phase_the_pair_lacks_says_so_and_shows_all_phases(serving_pair) -> None:
+    at = run("pages/1_Overview.py", p1=serving_pair[0], p2=serving_pair[1], phase="backward")
+    assert any("cannot be compared on phase 'backward'" in unescaped(w.value) for w in at.warning)
+    assert at.sidebar.selectbox(key="phase_pick").value == "all" and "phase" not in at.query_params

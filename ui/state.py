@@ -14,6 +14,8 @@ from typing import Any
 
 from fusion import settings
 from fusion.classify import KERNEL_TYPES
+from fusion.phases import ALL as ALL_PHASES
+from fusion.phases import PHASES
 from fusion.store import is_digest
 
 DEFAULT_MIN_GROUP_SIZE = 50
@@ -55,6 +57,8 @@ class View:
     w2: tuple[int, int] | None = None
     tab: str = "joined"
     q: str = ""
+    phase: str = ALL_PHASES
+    """The phase compared (fusion.phases.PHASES); 'all' compares every kernel."""
 
     def label(self, side: int) -> str | None:
         return self.l1 if side == 1 else self.l2
@@ -70,13 +74,17 @@ class View:
         """Another pair: evidence windows name kernels of one pair, so they are kept only when given with it."""
         return self.with_(pair=pair, w1=w1, w2=w2)
 
+    def with_phase(self, phase: str) -> View:
+        """Another phase is another comparison: its pair ids and kernel windows differ, so they go."""
+        return self.with_pair(None).with_(phase=phase)
+
     def with_min_group_size(self, mgs: int) -> View:
         """Groups change with the size threshold, so pair ids and windows no longer apply."""
         return self.with_pair(None).with_(mgs=mgs)
 
     def with_sources(self, **changes: Any) -> View:
         """Only the given inputs; labels, selections and windows of the old comparison no longer apply."""
-        cleared = dict.fromkeys((*SOURCE_KEYS, "l1", "l2")) | {"swap": False}
+        cleared = dict.fromkeys((*SOURCE_KEYS, "l1", "l2")) | {"swap": False, "phase": ALL_PHASES}
         return dataclasses.replace(self.with_type(None), **{**cleared, **changes})
 
     def swapped(self) -> View:
@@ -105,6 +113,8 @@ class View:
                 params[key] = f"{window[0]}-{window[1]}"
         if self.tab != "joined":
             params["tab"] = self.tab
+        if self.phase != ALL_PHASES:
+            params["phase"] = self.phase
         return params
 
 
@@ -144,6 +154,7 @@ def parse(params: Mapping[str, str]) -> Link:
         **windows,
         tab=keep("tab", params.get("tab"), params.get("tab") in KERNEL_TABS) or "joined",
         q=keep("q", params.get("q"), len(params.get("q") or "") <= MAX_FILTER) or "",
+        phase=keep("phase", params.get("phase"), params.get("phase") in PHASES) or ALL_PHASES,
     )
     return Link(view, tuple(problems))
 

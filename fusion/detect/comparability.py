@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from ..align import UNKNOWN_TYPE
 from ..pair_checks import pair_warnings
-from ..phases import NO_STEP
+from ..phase_compare import recorded_steps
 from ..result import Comparability
 from .evidence import Side
 from .opportunities import unknown_could_hide
@@ -24,7 +23,7 @@ def comparability(sides: tuple[Side, Side], types: list[str], groups: tuple[int,
     When both traces record steps and their numbers differ, counts are compared per step: four
     prefill steps against one are the same workload captured longer, not a different one."""
     warnings: list[str] = []
-    steps = tuple(_steps(side) for side in sides)
+    steps = tuple(recorded_steps(side.trace.kernels) for side in sides)
     per_step = all(steps) and steps[0] != steps[1]
     divisors = steps if per_step else (1, 1)
     if per_step:
@@ -51,12 +50,6 @@ def comparability(sides: tuple[Side, Side], types: list[str], groups: tuple[int,
     checks.update(groups1=groups[0], groups2=groups[1], matched_groups=matched)
     level = "mismatch" if severe else ("warn" if warnings else "ok")
     return Comparability(ok=not severe, level=level, warnings=warnings, checks=checks)
-
-
-def _steps(side: Side) -> int:
-    """Steps the trace records (ProfilerStep, serving steps); 0 when it records none."""
-    step = side.trace.kernels["step"].to_numpy()
-    return len(pd.unique(step[step != NO_STEP]))  # hashing: linear in the kernels
 
 
 def _scaled(counts: tuple[int, int], divisors: tuple[int, int]) -> tuple[float, float]:
