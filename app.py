@@ -231,8 +231,9 @@ def differences(view: View, comparison: Comparison) -> None:
 
 def explore(view: View) -> None:
     st.subheader("Explore")
-    cells = st.columns(4)
-    pages = [("overview", "Kernel types"), ("fusion", "Fusion findings"), ("groups", "Pairs and aligned kernels"), ("kernels", "Kernel names")]
+    pages = [("overview", "Kernel types"), ("fusion", "Fusion findings"), ("groups", "Pairs and aligned kernels"),
+             ("kernels", "Kernel names"), ("ops", "Launching ops")]
+    cells = st.columns(len(pages))
     for cell, (key, label) in zip(cells, pages):
         with cell:
             ui.link(key, f"{label} →", view)

@@ -437,6 +437,27 @@ def op_times(trace: Trace) -> pd.DataFrame:
     return table.sort_values(TIME_US, ascending=False, kind="stable").reset_index(drop=True)
 
 
+SEQUENCE_COLUMNS = (MODULE, KERNEL_NAMES, "kernel_types", CALLS, TIME_US, "example_rows")
+"""op_sequences: per distinct launch, the module, the kernel names and types in launch order, how many calls
+launched exactly that, their kernel time, and the kernel rows [start, stop) of the first such call."""
+
+
+def op_sequences(trace: Trace, op: str) -> pd.DataFrame:
+    """What the calls of canonical `op` launched on one trace: one row per (module, kernel-name sequence), most calls first."""
+    calls = op_calls(trace, 1)
+    found: dict[tuple[str, tuple[str, ...]], list] = {}
+    for call in np.flatnonzero(calls.ops == op):
+        rows = calls.kernels(int(call))
+        key = (str(calls.modules[call]), tuple(str(n) for n in calls.names[rows]))
+        entry = found.setdefault(key, [tuple(str(t) for t in calls.types[rows]), 0, 0.0,
+                                       (int(rows.min()), int(rows.max()) + 1)])
+        entry[1] += 1
+        entry[2] += float(calls.dur[rows].sum())
+    table = pd.DataFrame([(module, names, *entry) for (module, names), entry in found.items()],
+                         columns=list(SEQUENCE_COLUMNS))
+    return table.sort_values([CALLS, TIME_US], ascending=False, kind="stable").reset_index(drop=True)
+
+
 def _side_table(calls: OpCalls) -> pd.DataFrame:
     """One side's OP_NAMES and SIDE_COLUMNS, indexed by (op, module)."""
     call_of_row = np.repeat(np.arange(len(calls)), calls.counts)

@@ -16,6 +16,7 @@ from .opcompare import (
     KERNELS_PER_CALL,
     MODULE,
     OP_CALLS_SOURCE,
+    OP_KERNELS_DETECTOR,
     OP_NAMES,
     TIME_RATIO,
     TIME_US,
@@ -27,8 +28,15 @@ from .result import (COUNT, COUNT_RATIO, ONLY_IN, TIME_US, Comparison, EvidenceR
                      field_names, plain, side_column)
 
 TOP_OPPORTUNITIES = 10
-NAME_LABELS = {SPLIT_DETECTOR: ("single kernel", "split into"), None: ("fused kernel", "replaced kernels")}
-"""How a mapping's two name lists read: a split's one side runs one kernel, not a fused one."""
+NAME_LABELS = {SPLIT_DETECTOR: ("single kernel", "split into"), OP_KERNELS_DETECTOR: ("the op launches", "the op launches"),
+               None: ("fused kernel", "replaced kernels")}
+"""How a mapping's two name lists read: a split's one side runs one kernel, not a fused one; an op-level
+difference is two launches of the same op, which read as a fusion only through its evidence text."""
+
+
+def name_labels(mapping: FusionMapping) -> tuple[str, str]:
+    """The labels of the fused side's and the other side's kernel names (NAME_LABELS)."""
+    return NAME_LABELS.get(mapping.detector, NAME_LABELS[None])
 TOP_OPS = 10
 NAME_COLUMNS = ("fused_kernel_names", "unfused_kernel_names", "fused_components")
 """List fields of a mapping written as one CSV cell each."""
@@ -138,7 +146,7 @@ def _mappings(mappings: list[FusionMapping]) -> str:
         lines.append(f"  [{m.detector}] {_headline(m)}  x{m.pattern_count}, confidence {m.pattern_confidence:.0%},"
                      f" {m.time_saved_us / 1000:.3f} ms extra")
         lines.append(f"      {m.evidence}")
-        one, several = NAME_LABELS.get(m.detector, NAME_LABELS[None])
+        one, several = name_labels(m)
         lines.append(f"      {one} (trace {m.fused_trace}): {'; '.join(m.fused_kernel_names) or '-'}")
         if m.fused_components:
             lines.append(f"      which also performs: {', '.join(m.fused_components)}")

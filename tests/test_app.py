@@ -461,3 +461,38 @@ def test_a_linked_phase_the_pair_lacks_says_so_and_shows_all_phases(serving_pair
     at = run("pages/1_Overview.py", p1=serving_pair[0], p2=serving_pair[1], phase="backward")
     assert any("cannot be compared on phase 'backward'" in unescaped(w.value) for w in at.warning)
     assert at.sidebar.selectbox(key="phase_pick").value == "all" and "phase" not in at.query_params
+
+
+@pytest.fixture(scope="module")
+def op_pair(tmp_path_factory) -> tuple[str, str]:
+    """Eager traces with CPU ops whose layer_norm calls launch 2 kernels on trace 1 and 1 on trace 2."""
+    from builders import write_op_pair
+
+    return tuple(str(p) for p in write_op_pair(tmp_path_factory.mktemp("ops")))
+
+
+def test_ops_page_lists_ops_and_the_op_view_shows_what_each_call_launched(op_pair) -> None:
+    at = run("pages/5_Ops.py", p1=op_pair[0], p2=op_pair[1])
+    listed = at.dataframe[0].value
+    assert set(listed["op"]) == {"aten::layer_norm", "aten::mm"} and (listed[["calls 1", "calls 2"]] == 6).all().all()
+    opener = next(b for b in at.button if unescaped(b.label).startswith("aten::layer_norm:"))
+    opener.click().run()
+    assert at.query_params["op"] == "aten::layer_norm"
+    at = run("pages/5_Ops.py", p1=op_pair[0], p2=op_pair[1], op="aten::layer_norm")
+    launched = [d.value for d in at.dataframe][1:]
+    assert launched[0]["kernels, in launch order"].tolist() == ["fill_kernel → layer_norm_fwd"]
+    assert launched[1]["kernels, in launch order"].tolist() == ["layer_norm_fwd"]
+    assert [m.value for m in at.metric if m.label == "Calls"] == ["6", "6"]
+
+
+def test_findings_link_to_their_op_and_an_unknown_op_is_said_as_text(op_pair) -> None:
+    fusion = run("pages/2_Fusion.py", p1=op_pair[0], p2=op_pair[1])
+    assert any("/Ops?" in m.value and "op=aten%3A%3Alayer_norm" in m.value for m in fusion.markdown)
+    unknown = run("pages/5_Ops.py", p1=op_pair[0], p2=op_pair[1], op="<img src=x onerror=alert(1)>")
+    assert [unescaped(w.value) for w in unknown.warning] == [
+        "The op ` <img src=x onerror=alert(1)> ` is not among these traces' launching ops."]
+
+
+def test_ops_page_on_graph_replays_says_there_are_no_ops() -> None:
+    at = run("pages/5_Ops.py", sample=SAMPLE)
+    assert any("record no CPU ops" in i.value for i in at.info)

@@ -26,7 +26,7 @@ DIGEST = "a" * 64
 
 def test_a_view_round_trips_through_its_link() -> None:
     view = View(t1=DIGEST, t2="b" * 64, l1="MI300X", mgs=20, type="GEMM", pair=3, w1=(4, 9), w2=(5, 7), tab="2", q="gemm",
-                phase="decode")
+                phase="decode", op="aten::scaled_dot_product_attention")
     assert parse(view.to_params()) == parse({**view.to_params()}) and parse(view.to_params()).view == view
     assert parse({}).view == View() and not parse({}).problems
 
@@ -34,7 +34,8 @@ def test_a_view_round_trips_through_its_link() -> None:
 @pytest.mark.parametrize(
     ("key", "value"),
     [("t1", "zz"), ("t2", DIGEST[:-1]), ("pair", "-1"), ("pair", "x"), ("w1", "9-4"), ("mgs", "0"), ("type", "NoSuchType"),
-     ("tab", "3"), ("sample", "x" * 100_000), ("sample", "../etc"), ("q", "q" * 1000), ("phase", "<b>warmup</b>")],
+     ("tab", "3"), ("sample", "x" * 100_000), ("sample", "../etc"), ("q", "q" * 1000), ("phase", "<b>warmup</b>"),
+     ("op", "aten::mm\nevil"), ("op", "x" * 301)],
 )
 def test_a_damaged_value_is_dropped_and_named(key: str, value: str) -> None:
     link = parse({"sample": "s", key: value} if key != "sample" else {key: value})
@@ -51,7 +52,7 @@ def test_with_type_and_with_pair_reset_what_no_longer_applies() -> None:
     assert View(sample="s", l1="a", tab="1", pair=1).swapped() == View(sample="s", l2="a", tab="2", swap=True)
     assert View(t1=DIGEST, type="GEMM", pair=1).with_sources(sample="x") == View(sample="x")
     assert view.with_phase("prefill") == View(sample="s", type="GEMM", phase="prefill")
-    assert View(sample="s", phase="decode").with_sources(sample="x") == View(sample="x")
+    assert View(sample="s", phase="decode", op="aten::mm").with_sources(sample="x") == View(sample="x")
 
 
 HOSTILE = ["[l](https://evil.example)", "![x](http://evil.example/i.png)", "https://evil.example", "www.evil.example",
@@ -223,3 +224,19 @@ def test_per_type_counts_per_phase_compare_per_step(serving) -> None:
     assert list(table.columns) == ["prefill", "decode"]
     assert table.loc["Attention", "prefill"] == "24 vs 6 · 1.00× per step"
     assert tables.phase_counts(compare(*serving, phase="prefill")).empty
+
+
+def test_op_sequences_list_what_each_call_of_an_op_launched() -> None:
+    from builders import EagerTrace, Launch, Op
+
+    builder = EagerTrace("AMD")
+    builder.run(*[Op("aten::layer_norm", [Launch("fill", 1.0), Launch("ln_fwd", 4.0)]) for _ in range(3)],
+                Op("aten::layer_norm", [Launch("ln_fwd", 4.0)]), Op("aten::mm", [Launch("gemm", 9.0)]))
+    trace = load(builder.data())
+    from fusion.opcompare import op_sequences
+
+    shown = tables.sequence_rows(op_sequences(trace, "aten::layer_norm"))
+    assert shown[["calls", "kernels per call", "kernels, in launch order"]].values.tolist() == [
+        [3, 2, "fill → ln_fwd"], [1, 1, "ln_fwd"]]
+    assert shown["time (ms)"].tolist() == [0.015, 0.004] and shown["first call's kernels"][0] == "0–1"
+    assert op_sequences(trace, "aten::bmm").empty

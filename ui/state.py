@@ -25,6 +25,8 @@ KERNEL_TABS = ("joined", "1", "2")
 MAX_SAMPLE_NAME = 64
 MAX_FILTER = 200
 MAX_LABEL = 80
+MAX_OP = 300
+"""An op name in a link (aten::_scaled_dot_product_flash_attention_for_cpu is 48); longer is no op name."""
 _SAMPLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _LABEL_MARKUP = re.compile(r"[\[\]*_`<>|~$\\]")
 
@@ -34,8 +36,9 @@ PAGES = {
     "fusion": "pages/2_Fusion.py",
     "groups": "pages/3_Groups.py",
     "kernels": "pages/4_Kernels.py",
+    "ops": "pages/5_Ops.py",
 }
-PAGE_TITLES = {"home": "Home", "overview": "Overview", "fusion": "Fusion", "groups": "Groups", "kernels": "Kernels"}
+PAGE_TITLES = {"home": "Home", "overview": "Overview", "fusion": "Fusion", "groups": "Groups", "kernels": "Kernels", "ops": "Ops"}
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,8 @@ class View:
     q: str = ""
     phase: str = ALL_PHASES
     """The phase compared (fusion.phases.PHASES); 'all' compares every kernel."""
+    op: str | None = None
+    """The op the Ops page shows (a canonical op as in the op table), only ever looked up and shown as text."""
 
     def label(self, side: int) -> str | None:
         return self.l1 if side == 1 else self.l2
@@ -84,7 +89,7 @@ class View:
 
     def with_sources(self, **changes: Any) -> View:
         """Only the given inputs; labels, selections and windows of the old comparison no longer apply."""
-        cleared = dict.fromkeys((*SOURCE_KEYS, "l1", "l2")) | {"swap": False, "phase": ALL_PHASES}
+        cleared = dict.fromkeys((*SOURCE_KEYS, "l1", "l2", "op")) | {"swap": False, "phase": ALL_PHASES}
         return dataclasses.replace(self.with_type(None), **{**cleared, **changes})
 
     def swapped(self) -> View:
@@ -97,7 +102,7 @@ class View:
 
     def to_params(self) -> dict[str, str]:
         params: dict[str, str] = {}
-        for key in ("sample", "t1", "t2", "p1", "p2", "l1", "l2", "type", "q"):
+        for key in ("sample", "t1", "t2", "p1", "p2", "l1", "l2", "type", "q", "op"):
             value = getattr(self, key)
             if value:
                 params[key] = value
@@ -155,6 +160,7 @@ def parse(params: Mapping[str, str]) -> Link:
         tab=keep("tab", params.get("tab"), params.get("tab") in KERNEL_TABS) or "joined",
         q=keep("q", params.get("q"), len(params.get("q") or "") <= MAX_FILTER) or "",
         phase=keep("phase", params.get("phase"), params.get("phase") in PHASES) or ALL_PHASES,
+        op=keep("op", params.get("op") or None, is_op_name(params.get("op") or "")),
     )
     return Link(view, tuple(problems))
 
@@ -162,6 +168,11 @@ def parse(params: Mapping[str, str]) -> Link:
 def is_sample_name(name: str) -> bool:
     """A bundled sample's folder name can be this (short, plain characters); anything else is not echoed back."""
     return len(name) <= MAX_SAMPLE_NAME and _SAMPLE_NAME.fullmatch(name) is not None
+
+
+def is_op_name(value: str) -> bool:
+    """Could this be an op name (short, printable, no line breaks)? Anything else is dropped from a link."""
+    return 0 < len(value) <= MAX_OP and value.isprintable()
 
 
 def clean_label(value: str | None) -> str | None:

@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from streamlit import config
 
-from fusion import settings
+from fusion import report, settings
 from fusion.errors import ConfigError, TraceError
 from fusion.phases import ALL as ALL_PHASES
 from fusion.result import Comparison, FusionMapping
@@ -261,8 +261,9 @@ def finding(comparison: Comparison, mapping: FusionMapping) -> str:
 def kernel_names(mapping: FusionMapping, first: int | None = None) -> str:
     """The raw kernel names behind a finding (the `first` of each side), as markdown list lines; '' when none."""
     lines = []
-    for label, side, names in (("fused", mapping.fused_trace, mapping.fused_kernel_names),
-                               ("instead", 3 - mapping.fused_trace, mapping.unfused_kernel_names)):
+    labels = report.name_labels(mapping)
+    for label, side, names in ((labels[0], mapping.fused_trace, mapping.fused_kernel_names),
+                               (labels[1], 3 - mapping.fused_trace, mapping.unfused_kernel_names)):
         if names:
             more = f" and {len(names) - first} more" if first is not None and len(names) > first else ""
             lines.append(f"- {label} (trace {side}): " + ", ".join(text.code(n) for n in names[:first]) + more)
