@@ -241,7 +241,7 @@ def explore(view: View) -> None:
 
 def export(view: View, comparison: Comparison) -> None:
     st.subheader("Share and export")
-    st.code(ui.share_url(view), language=None, wrap_lines=True)
+    ui.share_box(view, "share_home")
     stem = tables.file_stem(comparison)
     cells = st.columns(3)
     cells[0].download_button("Comparison (JSON)", lambda: report.to_json(comparison), f"{stem}.json", "application/json", on_click="ignore")

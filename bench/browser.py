@@ -106,9 +106,9 @@ def session(browser: object, base: str, query: str) -> dict[str, tuple[float, fl
 
     times = {"open the shared link": step(lambda: page.goto(f"{base}/?{query}"), navigation=True)}
     times["go to Groups"] = step(lambda: page.get_by_role("link", name="Groups", exact=True).click())
-    box = page.get_by_test_id("stSelectbox").first
+    box = page.locator(".st-key-type_filter [data-testid='stSelectbox']")
     times["change the type filter"] = step(lambda: (box.click(), page.get_by_role("option").nth(1).click()))
-    pair_box = page.get_by_test_id("stSelectbox").nth(1)
+    pair_box = page.locator(".st-key-pair_pick [data-testid='stSelectbox']")
     times["open another pair"] = step(lambda: (pair_box.click(), page.get_by_role("option").last.click()))
     times["go to Fusion"] = step(lambda: page.get_by_role("link", name="Fusion", exact=True).click())
     times["follow an evidence link"] = step(lambda: page.get_by_role("link", name="Open evidence").first.click())

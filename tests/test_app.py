@@ -98,7 +98,7 @@ def test_fresh_start_opens_the_sample_with_its_numbers(expected) -> None:
     compared = next(m.value for m in at.markdown if m.value.startswith("**Compared:**"))
     assert f"{expected.metadata['matched_groups']:,} matched pairs of graph\\-launch groups" in compared
     assert not at.error
-    assert any(f"sample={SAMPLE}" in code.value for code in at.code)
+    assert f"sample={SAMPLE}" in at.text_input(key="share_home").value
 
 
 def test_rerun_uses_the_cache() -> None:

@@ -146,6 +146,13 @@ def bind(key: str, value: Any) -> None:
     st.session_state[key] = value
 
 
+def share_box(view: View, key: str) -> None:
+    """The link to this view in a box to select and copy. A text box rather than st.code: the code block's
+    highlighter is 1.5 MB of script a fresh browser fetches and compiles before the page is usable."""
+    bind(key, share_url(view))
+    st.text_input("Link to this view", key=key, help="Select the whole link and copy it; editing it changes nothing.")
+
+
 def share_url(view: View) -> str:
     """The full link to this page and view when the browser's URL is known, else a relative one."""
     query = urlencode(view.to_params())
@@ -184,8 +191,7 @@ def sidebar(view: View, analysis: data.Analysis) -> None:
         phase_selector(view, analysis.phases)
         for side in (1, 2):
             st.markdown(f":{side_badge(side)}[**Trace {side}**] {text.md(comparison.trace(side).label)}")
-        st.caption("Link to this view")
-        st.code(share_url(view), language=None, wrap_lines=True)
+        share_box(view, "share_sidebar")
 
 
 def phase_selector(view: View, phases: dict[str, tuple[int, int]]) -> None:
