@@ -42,6 +42,17 @@ def local_run(rank_dirs, tmp_path_factory) -> tuple[Path, pd.DataFrame]:
     return out, batch.run_batch(jobs, out, engine="local", workers=2)
 
 
+@pytest.fixture(scope="module")
+def batch_with_a_failure(rank_dirs, tmp_path_factory) -> Path:
+    """A batch result folder `run1` (alone in its parent): the rank pairs, then a pair `broken` that fails."""
+    root = tmp_path_factory.mktemp("batches")
+    broken = root.parent / f"{root.name}-broken.json"
+    broken.write_text('{"traceEvents": [{"cat": "kernel",')
+    jobs = [*batch.jobs_from_directories(*rank_dirs), batch.Job(str(broken), str(FUSED / "nvidia.json.gz"), "broken")]
+    batch.run_batch(jobs, root / "run1", workers=1)
+    return root / "run1"
+
+
 def test_directories_pair_by_rank_in_the_file_names(rank_dirs):
     jobs = batch.jobs_from_directories(*rank_dirs)
     assert [(j.label, j.rank) for j in jobs] == [(f"rank{r}", r) for r in range(RANKS)]
