@@ -494,12 +494,20 @@ def test_hosted_a_row_link_names_the_batch_pair_and_every_page_opens_it(batches:
     href = pair_links(at)["rank1"]
     assert "p1" not in href and "bpair=1" in href and "batch=run1" in href
     home = open_link(href)
+    assert any("back to the batch" in m.value and "batch=run1" in m.value for m in home.markdown)
     assert metrics(home)["Kernels"] == [f"{expected.trace1.kernel_count:,}", f"{expected.trace2.kernel_count:,}"]
     for page in PAGES:
         shown = run(page, batch="run1", bpair="1")
         assert not shown.error, (page, [e.value for e in shown.error])
     swapped = run("app.py", batch="run1", bpair="1", swap="1")
     assert metrics(swapped)["Kernels"] == [f"{expected.trace2.kernel_count:,}", f"{expected.trace1.kernel_count:,}"]
+
+
+def test_locally_a_batch_opens_by_its_server_path(batch_with_a_failure: Path) -> None:
+    at = run(BATCH_PAGE)
+    at.text_input(key="batch_path").set_value(str(batch_with_a_failure)).run()
+    assert at.query_params["bp"] in (str(batch_with_a_failure), [str(batch_with_a_failure)])
+    assert len(at.dataframe[0].value) == 5 and "p1=" in pair_links(at)["rank0"]
 
 
 def test_a_batch_link_cannot_leave_the_batch_folder(batches: Path) -> None:
