@@ -494,7 +494,8 @@ def test_hosted_a_row_link_names_the_batch_pair_and_every_page_opens_it(batches:
     href = pair_links(at)["rank1"]
     assert "p1" not in href and "bpair=1" in href and "batch=run1" in href
     home = open_link(href)
-    assert any("back to the batch" in m.value and "batch=run1" in m.value for m in home.markdown)
+    back = [link.proto for link in home.get("page_link") if "back to the batch" in link.proto.label]
+    assert [(b.page, b.query_string) for b in back] == [("Batch", "batch=run1&bpair=1")]
     assert metrics(home)["Kernels"] == [f"{expected.trace1.kernel_count:,}", f"{expected.trace2.kernel_count:,}"]
     for page in PAGES:
         shown = run(page, batch="run1", bpair="1")
