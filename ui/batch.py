@@ -53,11 +53,11 @@ def named_folder(name: str) -> Path:
     base = settings.batch_dir().resolve()
     folder = (base / name).resolve()
     if folder.parent != base:
-        raise BatchError(text_name(name), "not a batch result of this server")
+        raise BatchError(_named(name), "not a batch result of this server")
     return folder
 
 
-def text_name(name: str) -> str:
+def _named(name: str) -> str:
     return f"batch {name}"
 
 
@@ -71,7 +71,7 @@ def load(view: View) -> BatchResult | None:
     try:
         return read_batch(folder)
     except BatchError as exc:
-        raise BatchError(text_name(view.batch), _without(exc.problem, folder)) from None
+        raise BatchError(_named(view.batch), _without(exc.problem, folder)) from None
 
 
 def _named_record(name: str) -> BatchRecord:
@@ -79,7 +79,7 @@ def _named_record(name: str) -> BatchRecord:
     try:
         return read_record(folder)
     except BatchError as exc:
-        raise BatchError(text_name(name), _without(exc.problem, folder)) from None
+        raise BatchError(_named(name), _without(exc.problem, folder)) from None
 
 
 def _without(problem: str, folder: Path) -> str:
@@ -93,12 +93,13 @@ def listing() -> list[Listed]:
     if not base.is_dir():
         return []
     found = []
-    for folder in sorted(p for p in base.iterdir() if p.is_dir() and is_sample_name(p.name)):
-        if (folder / "batch.json").exists():
-            try:
-                found.append(Listed(folder.name, read_record(folder)))
-            except BatchError as exc:
-                found.append(Listed(folder.name, None, exc.problem))
+    for name in sorted(p.name for p in base.iterdir() if is_sample_name(p.name)):
+        try:
+            folder = named_folder(name)
+            if (folder / "batch.json").is_file():
+                found.append(Listed(name, read_record(folder)))
+        except BatchError as exc:
+            found.append(Listed(name, None, _without(exc.problem, base.resolve() / name)))
     return sorted(found, key=lambda item: -(item.record.written if item.record else 0.0))
 
 
@@ -114,14 +115,14 @@ def pair_files(name: str, index: int) -> tuple[PairRecord, Path, Path]:
     """The pair `index` of the named batch and its two trace files; only local files recorded by the batch."""
     record = _named_record(name)
     if index >= len(record.pairs):
-        raise BatchError(text_name(name), f"has no pair {index} (it has {len(record.pairs)})")
+        raise BatchError(_named(name), f"has no pair {index} (it has {len(record.pairs)})")
     pair = record.pairs[index]
     paths = [_local(name, pair, location) for location in (pair.trace1, pair.trace2)]
     return pair, paths[0], paths[1]
 
 
 def _local(name: str, pair: PairRecord, location: str) -> Path:
-    where = f"{text_name(name)}, pair {pair.label}"
+    where = f"{_named(name)}, pair {pair.label}"
     if "://" in location:
         raise BatchError(where, "its trace is a URL, which a link never opens; run `python -m fusion compare` on it")
     if not Path(location).is_absolute():
@@ -130,16 +131,14 @@ def _local(name: str, pair: PairRecord, location: str) -> Path:
 
 
 def pair_view(view: View, record: BatchRecord, pair: PairRecord) -> View | None:
-    """The view of one pair's comparison: by batch and pair when hosted or named, by server paths for a `bp` batch.
+    """The view of one pair's comparison: hosted by batch name and pair (a hosted view names its batch only so),
+    locally by the traces' server paths, like any path link.
 
-    Locally a named batch's pair also opens by server paths, so the link works like any path link.
     None when the pair failed or a trace is not a local file (a URL is never opened from a link).
     """
     if pair.failed or any("://" in location for location in (pair.trace1, pair.trace2)):
         return None
     if settings.hosted():
-        if not view.batch:
-            return None
         opened = view.with_sources(bpair=pair.index)
     else:
         opened = view.with_sources(p1=pair.trace1, p2=pair.trace2)
