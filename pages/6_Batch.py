@@ -15,6 +15,8 @@ from ui.state import BATCH_STATUSES, View
 
 ALL = "all"
 MS = st.column_config.NumberColumn(format="%.3f")
+PAIR_COLUMNS = ("label", "rank", "status", "comparison", "findings", "headline", "time ratio", "kernels 1", "kernels 2",
+                "time 1 (ms)", "time 2 (ms)", "message")
 
 
 def pick_folder(view: View) -> None:
@@ -75,7 +77,7 @@ def show_pairs(view: View, result: BatchResult) -> list[str]:
     table = batch.filtered(batch.pair_table(result), query, status)
     table.insert(1, "comparison", [comparison_link(view, result, int(i)) for i in table["pair"]])
     st.dataframe(
-        table, hide_index=True, key="batch_pairs",
+        table, hide_index=True, key="batch_pairs", column_order=PAIR_COLUMNS,
         column_config={
             "comparison": st.column_config.LinkColumn(display_text="open"),
             "time 1 (ms)": MS, "time 2 (ms)": MS,
