@@ -151,52 +151,55 @@ def pair_view(view: View, record: BatchRecord, pair: PairRecord) -> View | None:
 def pair_table(result: BatchResult) -> pd.DataFrame:
     """One row per pair: status and message, kernels and time per side, the time ratio, findings and a headline."""
     summary, findings = result.summary, result.findings
-    per_side = summary.dropna(subset=["side"]).pivot_table(index="label", columns="side", values=["count", "time_us"],
-                                                           aggfunc="sum")
-    counts = findings.groupby("label").size()
-    rows = []
-    for pair in result.record.pairs:
-        sides = {(what, side): _cell(per_side, pair.label, what, side) for what in ("count", "time_us") for side in (1, 2)}
-        rows.append({
-            "pair": pair.index, "label": pair.label, "rank": pair.rank if pair.rank is not None else np.nan,
-            "status": FAILED if pair.failed else pair.status, "message": pair.message,
-            "kernels 1": sides[("count", 1)], "kernels 2": sides[("count", 2)],
-            "time 1 (ms)": sides[("time_us", 1)] / 1000, "time 2 (ms)": sides[("time_us", 2)] / 1000,
-            "time ratio": _ratio(sides[("time_us", 1)], sides[("time_us", 2)]),
-            "findings": int(counts.get(pair.label, 0)) if not pair.failed else np.nan,
-            "headline": "" if pair.failed else headline(findings[findings["label"] == pair.label],
-                                                        summary[summary["label"] == pair.label]),
-        })
-    table = pd.DataFrame(rows, columns=["pair", "label", "rank", "status", "message", "kernels 1", "kernels 2", "time 1 (ms)",
-                                        "time 2 (ms)", "time ratio", "findings", "headline"])
+    per_side = summary.dropna(subset=["side"]).groupby(["label", "side"])[["count", "time_us"]].sum().unstack("side")
+    pairs = result.record.pairs
+    labels = [pair.label for pair in pairs]
+    failed = np.array([pair.failed for pair in pairs], dtype=bool)
+
+    def column(what: str, side: int) -> np.ndarray:
+        values = per_side[(what, side)] if (what, side) in per_side.columns else pd.Series(dtype=float)
+        return np.where(failed, np.nan, values.reindex(labels).to_numpy(dtype=float))
+
+    time1, time2 = column("time_us", 1), column("time_us", 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(time2 > 0, time1 / time2, np.nan)
+    found = findings.groupby("label").size().reindex(labels, fill_value=0).to_numpy()
+    table = pd.DataFrame({
+        "pair": [pair.index for pair in pairs], "label": labels, "rank": [pair.rank for pair in pairs],
+        "status": [FAILED if pair.failed else pair.status for pair in pairs], "message": [pair.message for pair in pairs],
+        "kernels 1": column("count", 1), "kernels 2": column("count", 2), "time 1 (ms)": time1 / 1000,
+        "time 2 (ms)": time2 / 1000, "time ratio": ratio, "findings": np.where(failed, np.nan, found),
+        "headline": np.where(failed, "", headlines(findings, summary).reindex(labels, fill_value="no difference found")),
+    })
     return table.astype({column: "Int64" for column in ("rank", "kernels 1", "kernels 2", "findings")})
 
 
-def _cell(table: pd.DataFrame, label: str, what: str, side: int) -> float:
-    try:
-        return float(table.loc[label, (what, side)])
-    except KeyError:
-        return np.nan
+def headlines(findings: pd.DataFrame, summary: pd.DataFrame) -> pd.Series:
+    """Each pair's biggest differences in a few words: its top findings, then its largest per-type time gap.
 
-
-def _ratio(first: float, second: float) -> float:
-    return first / second if second and np.isfinite(first) and np.isfinite(second) else np.nan
-
-
-def headline(findings: pd.DataFrame, summary: pd.DataFrame) -> str:
-    """A pair's biggest differences in a few words: its top findings, then the largest per-type time gap."""
-    parts = [_finding_text(row) for _, row in findings.nlargest(HEADLINE_FINDINGS, "time_saved_us").iterrows()]
-    times = summary.pivot_table(index="kernel_type", columns="side", values="time_us", aggfunc="sum").reindex(columns=[1, 2])
+    Indexed by label; a pair with neither has no entry.
+    """
+    top = findings.sort_values("time_saved_us", ascending=False, kind="stable").groupby("label").head(HEADLINE_FINDINGS)
+    parts = pd.Series(finding_texts(top).to_numpy(), index=top["label"].to_numpy())
+    times = summary.dropna(subset=["side"]).groupby(["label", "kernel_type", "side"])["time_us"].sum().unstack("side")
+    times = times.reindex(columns=[1, 2], fill_value=0.0).fillna(0.0)
     if len(times):
         gaps = (times[1] - times[2]).abs()
-        top = gaps.idxmax()
-        if gaps[top] >= TIME_GAP_SHARE * max(times[1].sum(), times[2].sum()):
-            parts.append(f"{top}: {text.ms(times.loc[top, 1])} vs {text.ms(times.loc[top, 2])}")
-    return "; ".join(parts) or "no difference found"
+        widest = gaps.groupby(level="label").idxmax()
+        totals = times.groupby(level="label").sum().max(axis=1)
+        gap_text = {
+            label: f"{kernel_type}: {text.ms(times.loc[(label, kernel_type), 1])} vs {text.ms(times.loc[(label, kernel_type), 2])}"
+            for label, (_, kernel_type) in widest.items()
+            if gaps[(label, kernel_type)] > 0 and gaps[(label, kernel_type)] >= TIME_GAP_SHARE * totals[label]
+        }
+        parts = pd.concat([parts, pd.Series(gap_text, dtype=object)])
+    return parts.groupby(level=0, sort=False).agg("; ".join)
 
 
-def _finding_text(row: Any) -> str:
-    return f"trace {int(row['fused_trace'])} fuses {row['unfused_sequence']} → {row['fused_kernel_type']} ×{int(row['count'])}"
+def finding_texts(findings: pd.DataFrame) -> pd.Series:
+    """Each finding in a few words: 'trace 2 fuses GEMM + SwiGLU → GEMM ×8'."""
+    return ("trace " + findings["fused_trace"].astype(int).astype(str) + " fuses " + findings["unfused_sequence"].astype(str)
+            + " → " + findings["fused_kernel_type"].astype(str) + " ×" + findings["count"].astype(int).astype(str))
 
 
 def filtered(table: pd.DataFrame, query: str, status: str | None) -> pd.DataFrame:
@@ -225,7 +228,7 @@ def finding_table(findings: pd.DataFrame) -> pd.DataFrame:
         count=("count", "max"), saved=("time_saved_us", "sum"), names=("fused_kernel_names", "first"),
     ).reset_index()
     return pd.DataFrame({
-        "finding": [_finding_text(row) for _, row in table.iterrows()],
+        "finding": finding_texts(table).to_numpy(),
         "holds on": table["holds_on"],
         "ranks": [f"{r} ({w} of {n})" if n > 1 else r for r, w, n in zip(table["ranks"], table["ranks_with"],
                                                                           table["ranks_in_group"])],
