@@ -530,3 +530,19 @@ def test_a_damaged_batch_folder_gives_one_message(batches: Path, batch_with_a_fa
     (tmp_path / "damaged" / "batch.json").write_text("{")
     listing = run(BATCH_PAGE)
     assert any("damaged" in w.value and "batch.json cannot be read" in unescaped(w.value) for w in listing.warning)
+
+
+def test_text_from_a_batch_record_is_shown_as_text(batch_with_a_failure: Path, tmp_path: Path, monkeypatch) -> None:
+    import shutil
+
+    hostile = "[click](https://evil.example) **bold** <b>"
+    monkeypatch.setenv("FUSION_BATCH_DIR", str(tmp_path))
+    monkeypatch.setenv("FUSION_HOSTED", "1")
+    shutil.copytree(batch_with_a_failure, tmp_path / "remote")
+    record = orjson.loads((tmp_path / "remote" / "batch.json").read_bytes())
+    record["pairs"][0] |= {"label": hostile, "trace1": "s3://bucket/amd.json.gz"}
+    (tmp_path / "remote" / "batch.json").write_bytes(orjson.dumps(record))
+    at = run("app.py", batch="remote", bpair="0")
+    errors = [e.value for e in at.error]
+    assert errors and all(md_text(hostile) in e and "never opens" in e for e in errors)
+    assert not any("[click]" in e or "<b>" in e for e in errors)
