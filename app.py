@@ -6,6 +6,7 @@ import streamlit as st
 
 import ui.widgets as ui
 from fusion import report, settings
+from fusion.phases import ALL as ALL_PHASES
 from fusion.result import Comparison
 from ui import charts, data, tables, text
 from ui.state import View, clean_label
@@ -156,6 +157,21 @@ def what_was_compared(comparison: Comparison) -> None:
     st.markdown("**Compared:** " + "; ".join(text.md(line) for line in tables.compared(comparison)) + ".")
 
 
+def steps_and_phases(analysis: data.Analysis) -> None:
+    """Each trace's recorded steps coloured by phase, and what a reader must know about the phases."""
+    spans = tuple(data.trace_steps(trace) for trace in analysis.traces)
+    phased = any(set(table["phase"]) - {ALL_PHASES} for table in spans)
+    notes = analysis.comparison.phases.get("notes", [])
+    if not phased and not notes:
+        return
+    with st.expander("Steps and phases", expanded=phased):
+        if phased:
+            labels = (analysis.comparison.trace1.label, analysis.comparison.trace2.label)
+            ui.plot(charts.step_timeline(labels, spans), "steps")
+        if notes:
+            st.markdown("\n".join(f"- {text.md(note)}" for note in notes))
+
+
 def other_share(comparison: Comparison, side: int) -> float:
     total = comparison.trace(side).kernel_time_us
     stats = comparison.type_stats
@@ -190,6 +206,7 @@ def findings(view: View, comparison: Comparison) -> None:
         st.markdown(
             f"- {ui.finding(comparison, mapping)}: ×{mapping.pattern_count:,}, "
             f"{mapping.pattern_confidence:.0%} confidence, {text.ms(mapping.time_saved_us)} of unfused extra time"
+            + tables.phases_text(tables.finding_phases(comparison, mapping))
             + ("\n" + "\n".join(f"  {line}" for line in names.splitlines()) if names else "")
         )
     if len(ranked) > TOP_FINDINGS:
@@ -216,8 +233,9 @@ def differences(view: View, comparison: Comparison) -> None:
 
 def explore(view: View) -> None:
     st.subheader("Explore")
-    cells = st.columns(4)
-    pages = [("overview", "Kernel types"), ("fusion", "Fusion findings"), ("groups", "Pairs and aligned kernels"), ("kernels", "Kernel names")]
+    pages = [("overview", "Kernel types"), ("fusion", "Fusion findings"), ("groups", "Pairs and aligned kernels"),
+             ("kernels", "Kernel names"), ("ops", "Launching ops")]
+    cells = st.columns(len(pages))
     for cell, (key, label) in zip(cells, pages):
         with cell:
             ui.link(key, f"{label} →", view)
@@ -242,16 +260,18 @@ with ui.page("Fusion Explorer", analysed=False) as shown:
         st.caption(text.md(note))
     view, columns = pick_inputs(shown.view)
     analysis = data.analyse(view)
+    view = ui.phase_fallback(view, analysis)
     for column, error in zip(columns, analysis.errors):
         if error:
             column.error(text.md(error))
     if analysis.comparison is None:
         st.info("Choose two traces to compare.")
     else:
-        ui.sidebar(view, analysis.comparison)
+        ui.sidebar(view, analysis)
         controls(view, analysis.comparison)
         headline(analysis.comparison)
         what_was_compared(analysis.comparison)
+        steps_and_phases(analysis)
         warnings(analysis.comparison)
         differences(view, analysis.comparison)
         explore(view)

@@ -122,6 +122,10 @@ def _parser() -> argparse.ArgumentParser:
                          help="compare only the kernels of one phase (see `summary` for a trace's phases)")
     compare.add_argument("-o", "--output", metavar="FILE", help="write here (csv: FILE_<table>.csv)")
     compare.add_argument(
+        "--threshold", action="append", default=[], metavar="NAME=VALUE",
+        help="change a detection threshold (repeatable; names and defaults: the JSON output's params)",
+    )
+    compare.add_argument(
         "--no-cache", action="store_true",
         help="parse and compare even if these files were compared before (see FUSION_CACHE_DIR)",
     )
@@ -187,18 +191,21 @@ def _classify(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from . import report
     from .compare import compare
+    from .detect.thresholds import threshold_overrides
     from .phase_compare import require_phase
     from .parallel import load_pair
     from .resultcache import ResultCache, cached_compare
     from .tablecache import TableCache
 
+    overrides = threshold_overrides(args.threshold)
     table_cache = None if args.no_cache else TableCache()
     trace1, trace2 = load_pair(args.trace1, args.trace2, cache=table_cache)
     for trace in (trace1, trace2):
         if trace.kernel_count == 0:
             raise TraceError(trace.source, "no kernel events to compare (cat 'kernel'); not a GPU profile?")
     require_phase((trace1, trace2), args.phase)
-    params = {"min_group_size": args.min_group_size, "keep_unlaunched": args.keep_unlaunched, "phase": args.phase}
+    params = {"min_group_size": args.min_group_size, "keep_unlaunched": args.keep_unlaunched, "phase": args.phase,
+              **overrides}
     if args.no_cache:
         comparison = compare(trace1, trace2, **params)
     else:

@@ -28,6 +28,7 @@ import orjson
 import pandas as pd
 
 from .errors import TraceError
+from .result import COUNT, KERNEL_TYPE, TIME_US, side_column
 
 ENGINES = ("local", "ray")
 RESULT_FORMAT = 1
@@ -307,8 +308,8 @@ def _type_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     """Per type and side: count, time and the findings whose fused kernel is of that type on that side."""
     fused = Counter((m["fused_trace"], m["fused_kernel_type"]) for m in result["fusion_mappings"])
     return [
-        {"kernel_type": stat["kernel_type"], "side": side, "count": int(stat[f"trace{side}_count"]),
-         "time_us": float(stat[f"trace{side}_time_us"]), "fused_findings": fused[(side, stat["kernel_type"])]}
+        {KERNEL_TYPE: stat[KERNEL_TYPE], "side": side, COUNT: int(stat[side_column(COUNT, side)]),
+         TIME_US: float(stat[side_column(TIME_US, side)]), "fused_findings": fused[(side, stat[KERNEL_TYPE])]}
         for stat in result["type_stats"]
         for side in (1, 2)
     ]

@@ -36,7 +36,7 @@ from .opcompare import OpComparison, compare_ops
 from .ops import launched_only
 from .phase_compare import phase_summary
 from .phases import ALL, phase_view
-from .result import Comparison, EvidenceRef, FusionMapping
+from .result import COUNT, GROUPS_AFFECTED, KERNEL_TYPE, TIME_US, Comparison, EvidenceRef, FusionMapping, side_column
 from .trace import Trace, load
 
 Progress = Callable[[str, float], None]
@@ -206,11 +206,12 @@ def _assemble(sides: tuple[Side, Side], groups: tuple[Groups, Groups], matching:
     pairs = _pairs_table(index, sides, types)
     mappings, notes = fusion_mappings(evidence, sides, limits)
     mappings += group_imbalance(evidence, counts1, counts2, partial(_group_ref, index), types, mappings, sides, limits)
-    op_level = compare_ops(trace1, trace2)
+    op_level = compare_ops(trace1, trace2, limits)
     mappings, op_notes = _with_op_findings(mappings, op_level)
-    opportunities = fusion_opportunities(stats, _group_counts(groups, matching, types), len(matching.pairs), limits)
     check = comparability(sides, types, (len(groups[0]), len(groups[1])), len(matching.pairs),
                           _attention_per_pair(counts1, counts2, types), limits)
+    opportunities = fusion_opportunities(stats, _group_counts(groups, matching, types), len(matching.pairs), limits,
+                                         whole_trace=not check.checks["per_step"])
     warnings = [f"{t.label}: {w}" for t in (trace1, trace2) for w in t.warnings] + check.warnings
     warnings += _budget_warnings(groups, limits)
     return Comparison(
@@ -263,15 +264,15 @@ def _group_counts(groups: tuple[Groups, Groups], matching: Matching, types: list
     counts1, counts2 = groups[0].type_counts[g1], groups[1].type_counts[g2]
     table = pd.DataFrame(
         {
-            "trace1_count": counts1.sum(0),
-            "trace2_count": counts2.sum(0),
-            "trace1_time_us": groups[0].type_time_us[g1].sum(0),
-            "trace2_time_us": groups[1].type_time_us[g2].sum(0),
-            "groups_affected": (counts1 != counts2).sum(0),
+            side_column(COUNT, 1): counts1.sum(0),
+            side_column(COUNT, 2): counts2.sum(0),
+            side_column(TIME_US, 1): groups[0].type_time_us[g1].sum(0),
+            side_column(TIME_US, 2): groups[1].type_time_us[g2].sum(0),
+            GROUPS_AFFECTED: (counts1 != counts2).sum(0),
         },
-        index=pd.Index(types, name="kernel_type"),
+        index=pd.Index(types, name=KERNEL_TYPE),
     )
-    return table[(table["trace1_count"] > 0) | (table["trace2_count"] > 0)]
+    return table[(table[side_column(COUNT, 1)] > 0) | (table[side_column(COUNT, 2)] > 0)]
 
 
 def _pairs_table(index: PairIndex, sides: tuple[Side, Side], types: list[str]) -> pd.DataFrame:
@@ -348,14 +349,14 @@ def _metadata(sides: tuple[Side, Side], groups: tuple[Groups, Groups], matching:
     for side, group in zip(sides, groups):
         s, trace = side.number, side.trace
         meta.update({
-            f"trace{s}_gpu": trace.gpu,
-            f"trace{s}_total_kernels": trace.kernel_count,
-            f"trace{s}_correlation_groups": int((group.table["size"] >= min_group_size).sum()),
-            f"trace{s}_platform": trace.platform,
-            f"trace{s}_label": trace.label,
-            f"trace{s}_all_correlation_ids": group.total_groups,
-            f"trace{s}_group_kinds": int(len(set((matching.kinds1 if s == 1 else matching.kinds2).tolist()))),
-            f"trace{s}_kernels_outside_groups": int(len(group.residual_rows)),
+            side_column("gpu", s): trace.gpu,
+            side_column("total_kernels", s): trace.kernel_count,
+            side_column("correlation_groups", s): int((group.table["size"] >= min_group_size).sum()),
+            side_column("platform", s): trace.platform,
+            side_column("label", s): trace.label,
+            side_column("all_correlation_ids", s): group.total_groups,
+            side_column("group_kinds", s): int(len(set((matching.kinds1 if s == 1 else matching.kinds2).tolist()))),
+            side_column("kernels_outside_groups", s): int(len(group.residual_rows)),
         })
     meta["matched_groups"] = int(len(matching.pairs))
     meta["stream_windows"] = len(index.windows)

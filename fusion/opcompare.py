@@ -24,8 +24,9 @@ import pandas as pd
 from .align import GAP, align_codes, stream_windows
 from .classify import canonical_op
 from .detect.mappings import PLATFORM_NAMES
+from .detect.thresholds import Thresholds
 from .ops import MODULE_SEPARATOR, OP_COLUMNS
-from .result import EvidenceRef, FusionMapping
+from .result import TIME_RATIO, TIME_US, EvidenceRef, FusionMapping, side_column
 from .trace import Trace
 
 OP_KERNELS_DETECTOR = "op_kernels"
@@ -50,10 +51,7 @@ CALLS = "calls"
 KERNELS_PER_CALL = "kernels_per_call"
 KERNEL_NAMES = "kernel_names"
 """The side's kernel names of this op, by total time, at most TOP_OP_NAMES."""
-TIME_US = "time_us"
 TIME_PER_CALL_US = "time_per_call_us"
-TIME_RATIO = "time_ratio"
-"""trace1 time / trace2 time; NaN when a side has no call of the op."""
 TIME_GAP_US = "time_gap_us"
 """trace1 time - trace2 time; the table is ranked by its absolute value."""
 SIDE_COLUMNS = (CALLS, KERNELS_PER_CALL, KERNEL_NAMES, TIME_US, TIME_PER_CALL_US)
@@ -66,25 +64,8 @@ ALL = slice(None)
 """Every kernel row."""
 
 
-def side_column(name: str, side: int) -> str:
-    return f"trace{side}_{name}"
-
-
 OP_TABLE_COLUMNS = (OP, OP_NAMES, MODULE, *(side_column(c, s) for s in (1, 2) for c in SIDE_COLUMNS),
                     TIME_RATIO, TIME_GAP_US)
-
-
-@dataclass(frozen=True)
-class OpThresholds:
-    """When an op-level difference is a finding, and how much evidence it carries."""
-
-    min_calls: int = 3
-    """An op-level difference must show in at least this many aligned call pairs."""
-    min_consistency: float = 0.8
-    """Share of the op's aligned call pairs that must show the same difference (same kernel types per side)."""
-    max_evidence_refs: int = 5
-    """Call pairs cited per finding (the most frequent kernel-name combinations first)."""
-    max_names_per_type: int = 5
 
 
 @dataclass
@@ -186,9 +167,9 @@ def _per_category(kernels: pd.DataFrame, column: str, rows: np.ndarray | slice,
     return rewritten[values.cat.codes.to_numpy()[rows]]
 
 
-def compare_ops(trace1: Trace, trace2: Trace, thresholds: OpThresholds | None = None) -> OpComparison:
+def compare_ops(trace1: Trace, trace2: Trace, thresholds: Thresholds | None = None) -> OpComparison:
     """Align the two traces' op calls and report op-level kernel-count differences and the op table."""
-    limits = thresholds or OpThresholds()
+    limits = thresholds or Thresholds()
     calls = (op_calls(trace1, 1), op_calls(trace2, 2))
     table = op_table(calls)
     if not len(calls[0]) or not len(calls[1]):
@@ -257,7 +238,7 @@ class _Difference:
 
 
 def op_findings(calls: tuple[OpCalls, OpCalls], aligned: np.ndarray,
-                limits: OpThresholds) -> tuple[list[FusionMapping], list[str], list[tuple[int, int]]]:
+                limits: Thresholds) -> tuple[list[FusionMapping], list[str], list[tuple[int, int]]]:
     """Repeated, consistent kernel-count differences of aligned calls become findings; the others notes.
 
     Also returns the call pairs the findings stand on."""
@@ -272,20 +253,20 @@ def op_findings(calls: tuple[OpCalls, OpCalls], aligned: np.ndarray,
     findings, notes, shown = [], [], []
     for diff in groups.values():
         share = len(diff.pairs) / per_op[diff.op]
-        if len(diff.pairs) >= limits.min_calls and share >= limits.min_consistency:
+        if len(diff.pairs) >= limits.op_min_calls and share >= limits.op_min_consistency:
             findings.append(_finding(diff, share, calls, limits))
             shown += diff.pairs
         else:
             notes.append(f"{diff.op}: {len(diff.pairs)} of {per_op[diff.op]} aligned calls launch"
-                         f" {len(diff.types1)} vs {len(diff.types2)} kernels; below {limits.min_calls} calls or"
-                         f" {limits.min_consistency:.0%} of the op's calls, not reported")
+                         f" {len(diff.types1)} vs {len(diff.types2)} kernels; below {limits.op_min_calls} calls or"
+                         f" {limits.op_min_consistency:.0%} of the op's calls, not reported")
     return sorted(findings, key=lambda m: -m.time_saved_us), notes, shown
 
 
-def _finding(diff: _Difference, share: float, calls: tuple[OpCalls, OpCalls], limits: OpThresholds) -> FusionMapping:
+def _finding(diff: _Difference, share: float, calls: tuple[OpCalls, OpCalls], limits: Thresholds) -> FusionMapping:
     fused, unfused = diff.fused_side, 3 - diff.fused_side
     cited = _cited_pairs(diff, calls, limits.max_evidence_refs)
-    names = {s: _cited_names(diff, calls[s - 1], [p[s - 1] for p in cited], limits.max_names_per_type) for s in (1, 2)}
+    names = {s: _cited_names(diff, calls[s - 1], [p[s - 1] for p in cited], limits.max_names) for s in (1, 2)}
     extra = _extra_positions(diff.types(fused), diff.types(unfused))
     unfused_rows = np.array([calls[unfused - 1].kernels(p[unfused - 1]) for p in diff.pairs])
     components = _fused_components(calls[fused - 1].trace, names[fused])
@@ -454,6 +435,27 @@ def op_times(trace: Trace) -> pd.DataFrame:
     """One trace's eager ops by kernel time: op, op_names, module and the SIDE_COLUMNS (unprefixed)."""
     table = _side_table(op_calls(trace, 1)).reset_index()
     return table.sort_values(TIME_US, ascending=False, kind="stable").reset_index(drop=True)
+
+
+SEQUENCE_COLUMNS = (MODULE, KERNEL_NAMES, "kernel_types", CALLS, TIME_US, "example_rows")
+"""op_sequences: per distinct launch, the module, the kernel names and types in launch order, how many calls
+launched exactly that, their kernel time, and the kernel rows [start, stop) of the first such call."""
+
+
+def op_sequences(trace: Trace, op: str) -> pd.DataFrame:
+    """What the calls of canonical `op` launched on one trace: one row per (module, kernel-name sequence), most calls first."""
+    calls = op_calls(trace, 1)
+    found: dict[tuple[str, tuple[str, ...]], list] = {}
+    for call in np.flatnonzero(calls.ops == op):
+        rows = calls.kernels(int(call))
+        key = (str(calls.modules[call]), tuple(str(n) for n in calls.names[rows]))
+        entry = found.setdefault(key, [tuple(str(t) for t in calls.types[rows]), 0, 0.0,
+                                       (int(rows.min()), int(rows.max()) + 1)])
+        entry[1] += 1
+        entry[2] += float(calls.dur[rows].sum())
+    table = pd.DataFrame([(module, names, *entry) for (module, names), entry in found.items()],
+                         columns=list(SEQUENCE_COLUMNS))
+    return table.sort_values([CALLS, TIME_US], ascending=False, kind="stable").reset_index(drop=True)
 
 
 def _side_table(calls: OpCalls) -> pd.DataFrame:

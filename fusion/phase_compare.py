@@ -11,12 +11,14 @@ from typing import Any
 import pandas as pd
 
 from .errors import TraceError
-from .phases import ALL, MIXED, PHASES, phase_notes, phase_table, phase_view, step_count
-from .result import Comparison, plain
+from .phases import ALL, MIXED, NO_STEP, PHASES, phase_notes, phase_table, phase_view, step_count
+from .result import COUNT, KERNEL_TYPE, Comparison, plain, side_column
 from .trace import Trace
 
 Compare = Callable[..., Comparison]
 """compare.compare: called as compare(trace1, trace2, **comparison.params)."""
+PER_STEP = "per_step"
+"""A side's count of a type divided by its steps in the phase (side_column(PER_STEP, side))."""
 
 
 def phase_summary(comparison: Comparison, phase: str = ALL, compare: Compare | None = None) -> dict[str, Any]:
@@ -59,16 +61,15 @@ def _side(table: pd.DataFrame, phase: str) -> dict[str, Any]:
 def _type_stats(traces: tuple[Trace, Trace], phase: str, steps: list[int]) -> list[dict[str, Any]]:
     """Per kernel type: count on each side and per step (None without steps), and the per-step ratio."""
     counts = pd.DataFrame({
-        f"trace{s}_count": _phase_kernels(trace, phase).groupby("type", observed=True).size()
+        side_column(COUNT, s): _phase_kernels(trace, phase).groupby("type", observed=True).size()
         for s, trace in enumerate(traces, start=1)
     }).fillna(0).astype(int)
     rows = []
     for kernel_type, row in counts.iterrows():
-        per_step = [row[f"trace{s}_count"] / n if n else None for s, n in enumerate(steps, start=1)]
+        per_step = [row[side_column(COUNT, s)] / n if n else None for s, n in enumerate(steps, start=1)]
         ratio = per_step[0] / per_step[1] if None not in per_step and per_step[1] else None
-        rows.append({"kernel_type": str(kernel_type), "trace1_count": int(row["trace1_count"]),
-                     "trace2_count": int(row["trace2_count"]), "trace1_per_step": per_step[0],
-                     "trace2_per_step": per_step[1], "per_step_ratio": ratio})
+        rows.append({KERNEL_TYPE: str(kernel_type), **{side_column(COUNT, s): int(row[side_column(COUNT, s)]) for s in (1, 2)},
+                     **{side_column(PER_STEP, s): per_step[s - 1] for s in (1, 2)}, "per_step_ratio": ratio})
     return rows
 
 
@@ -121,3 +122,35 @@ def require_phase(traces: tuple[Trace, Trace], phase: str) -> tuple[Trace, Trace
             found = ", ".join(step_count(int(r["steps"]), p) for p, r in phase_table(trace.kernels).iterrows())
             raise TraceError(trace.source, f"no {phase} kernels; its phases: {found}")
     return views
+
+
+def pair_steps(traces: tuple[Trace, Trace]) -> dict[str, tuple[int, int]]:
+    """The phases both traces have kernels in (PHASES order, 'all' last: every kernel), each with both sides' steps."""
+    tables = [phase_table(t.kernels) for t in traces]
+    shared = [p for p in PHASES if p != ALL and all(p in table.index for table in tables)]
+    steps = {p: (int(tables[0].loc[p, "steps"]), int(tables[1].loc[p, "steps"])) for p in shared}
+    return steps | {ALL: (recorded_steps(traces[0].kernels), recorded_steps(traces[1].kernels))}
+
+
+def recorded_steps(kernels: pd.DataFrame) -> int:
+    """Steps the kernels record (ProfilerStep, serving steps); 0 when they record none."""
+    step = kernels["step"].to_numpy()
+    return len(pd.unique(step[step != NO_STEP]))  # hashing: linear in the kernels
+
+
+STEP_SPAN_COLUMNS = ("step", "phase", "start_us", "end_us", "kernels", "time_us")
+
+
+def step_spans(kernels: pd.DataFrame) -> pd.DataFrame:
+    """One row per recorded step: its phase, first kernel start, last kernel end, kernels and kernel time.
+
+    Kernels without a step (NO_STEP) are left out; a trace without steps gives no rows."""
+    stepped = kernels[(kernels["step"] != NO_STEP).to_numpy()]
+    if stepped.empty:
+        return pd.DataFrame(columns=list(STEP_SPAN_COLUMNS))
+    ends = stepped["ts"] + stepped["dur"]
+    spans = stepped.assign(end=ends).groupby(["step", "phase"], observed=True, sort=False).agg(
+        start_us=("ts", "min"), end_us=("end", "max"), kernels=("dur", "size"), time_us=("dur", "sum"))
+    spans = spans.reset_index().sort_values("start_us", kind="stable").reset_index(drop=True)
+    spans["phase"] = spans["phase"].astype(str)
+    return spans[list(STEP_SPAN_COLUMNS)]

@@ -16,6 +16,7 @@ from .opcompare import (
     KERNELS_PER_CALL,
     MODULE,
     OP_CALLS_SOURCE,
+    OP_KERNELS_DETECTOR,
     OP_NAMES,
     TIME_RATIO,
     TIME_US,
@@ -23,9 +24,19 @@ from .opcompare import (
 )
 from .ops import MODULE_SEPARATOR
 from .phase_compare import phase_lines
-from .result import Comparison, EvidenceRef, FusionMapping, OneSidedNote, Opportunity, field_names, plain
+from .result import (COUNT, COUNT_RATIO, ONLY_IN, TIME_US, Comparison, EvidenceRef, FusionMapping, OneSidedNote, Opportunity,
+                     field_names, plain, side_column)
 
 TOP_OPPORTUNITIES = 10
+NAME_LABELS = {SPLIT_DETECTOR: ("single kernel", "split into"), OP_KERNELS_DETECTOR: ("the op launches", "the op launches"),
+               None: ("fused kernel", "replaced kernels")}
+"""How a mapping's two name lists read: a split's one side runs one kernel, not a fused one; an op-level
+difference is two launches of the same op, which read as a fusion only through its evidence text."""
+
+
+def name_labels(mapping: FusionMapping) -> tuple[str, str]:
+    """The labels of the fused side's and the other side's kernel names (NAME_LABELS)."""
+    return NAME_LABELS.get(mapping.detector, NAME_LABELS[None])
 TOP_OPS = 10
 NAME_COLUMNS = ("fused_kernel_names", "unfused_kernel_names", "fused_components")
 """List fields of a mapping written as one CSV cell each."""
@@ -109,9 +120,9 @@ def _comparability(c: Comparison) -> str:
 
 
 def _type_table(c: Comparison) -> str:
-    table = c.type_stats.assign(
-        trace1_ms=c.type_stats["trace1_time_us"] / 1000, trace2_ms=c.type_stats["trace2_time_us"] / 1000
-    )[["trace1_count", "trace2_count", "count_ratio", "trace1_ms", "trace2_ms", "only_in"]]
+    milliseconds = {side_column("ms", s): c.type_stats[side_column(TIME_US, s)] / 1000 for s in (1, 2)}
+    table = c.type_stats.assign(**milliseconds)[
+        [side_column(COUNT, 1), side_column(COUNT, 2), COUNT_RATIO, *milliseconds, ONLY_IN]]
     with pd.option_context("display.width", 120, "display.max_rows", 200):
         return "Kernel types\n" + table.to_string(float_format=lambda v: f"{v:.3f}", na_rep="-")
 
@@ -135,10 +146,11 @@ def _mappings(mappings: list[FusionMapping]) -> str:
         lines.append(f"  [{m.detector}] {_headline(m)}  x{m.pattern_count}, confidence {m.pattern_confidence:.0%},"
                      f" {m.time_saved_us / 1000:.3f} ms extra")
         lines.append(f"      {m.evidence}")
-        lines.append(f"      fused kernel (trace {m.fused_trace}): {'; '.join(m.fused_kernel_names) or '-'}")
+        one, several = name_labels(m)
+        lines.append(f"      {one} (trace {m.fused_trace}): {'; '.join(m.fused_kernel_names) or '-'}")
         if m.fused_components:
             lines.append(f"      which also performs: {', '.join(m.fused_components)}")
-        lines.append(f"      replaced kernels (trace {3 - m.fused_trace}): {'; '.join(m.unfused_kernel_names) or '-'}")
+        lines.append(f"      {several} (trace {3 - m.fused_trace}): {'; '.join(m.unfused_kernel_names) or '-'}")
         lines.append(f"      evidence from: {m.evidence_source}")
         for ref in m.evidence_refs[:3]:
             lines.append(f"      pair {ref.pair_id}: trace1 kernels {ref.window1[0]}..{ref.window1[1] - 1},"

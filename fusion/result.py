@@ -17,6 +17,23 @@ import pandas as pd
 if TYPE_CHECKING:
     from .trace import Trace
 
+# Columns of the per-type tables (Comparison.type_stats, the group counts, the JSON's type_stats records);
+# a side's column is side_column(COUNT, side), e.g. 'trace1_count'.
+KERNEL_TYPE = "kernel_type"
+COUNT = "count"
+TIME_US = "time_us"
+COUNT_RATIO = "count_ratio"
+"""trace1 count / trace2 count; NaN when a side has none."""
+TIME_RATIO = "time_ratio"
+"""trace1 time / trace2 time; NaN when a side has none."""
+ONLY_IN = "only_in"
+"""0, or the only side (1 or 2) that has the type."""
+GROUPS_AFFECTED = "groups_affected"
+
+
+def side_column(name: str, side: int) -> str:
+    """The column of one side's `name`: side_column(COUNT, 1) == 'trace1_count'."""
+    return f"trace{side}_{name}"
 
 
 class PairKernels(Protocol):
@@ -223,10 +240,9 @@ def global_counts(type_stats: pd.DataFrame) -> dict[str, dict[str, Any]]:
     out = {}
     for kernel_type, row in type_stats.iterrows():
         out[str(kernel_type)] = {
-            "trace1_count": int(row["trace1_count"]),
-            "trace2_count": int(row["trace2_count"]),
-            "ratio": row["count_ratio"],
-            "only_in": int(row["only_in"]) or None,
+            **{side_column(COUNT, side): int(row[side_column(COUNT, side)]) for side in (1, 2)},
+            "ratio": row[COUNT_RATIO],
+            ONLY_IN: int(row[ONLY_IN]) or None,
         }
     return out
 

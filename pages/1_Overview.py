@@ -32,6 +32,12 @@ with ui.page("Overview") as shown:
         tables.type_table(stats),
         column_config={c: st.column_config.NumberColumn(format="%.3f") for c in ("trace 1 time (ms)", "trace 2 time (ms)")},
     )
+    by_phase = tables.phase_counts(comparison)
+    if not by_phase.empty:
+        st.subheader("Per type and phase")
+        st.caption("Each phase compared on its own: both traces' kernel counts and, where both record steps, "
+                   "the ratio per step (so 4 prefill steps compare with 1).")
+        st.dataframe(by_phase)
     differing = [str(t) for t in stats.index if stats.loc[t, "trace1_count"] != stats.loc[t, "trace2_count"]]
     if differing:
         st.subheader("Where counts differ")

@@ -7,13 +7,14 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import ui.widgets as ui
+from fusion.classify import canonical_op
 from fusion.opcompare import OP_EVIDENCE_PAIR, OP_TABLE_COLUMNS
 from fusion.result import Comparison, EvidenceRef, FusionMapping, Opportunity
 from ui import charts, tables, text
 from ui.state import View
 
 EVIDENCE_LINKS = 5
-OP_ROWS = 50
+OP_ROWS = 10
 
 
 def impact_chart(opportunities: list[Opportunity]) -> go.Figure:
@@ -53,22 +54,26 @@ def show_mapping(view: View, comparison: Comparison, mapping: FusionMapping, num
         st.caption(text.md(
             f"Detector: {mapping.detector}" + (f" · found in {source}" if source else "")
             + f" · fused kernels: {mapping.fused_count:,} · unfused kernels per type: {counts}"
+            + tables.phases_text(tables.finding_phases(comparison, mapping))
         ))
         names = ui.kernel_names(mapping)
         if names:
             st.markdown(names)
         st.markdown(text.md(mapping.evidence))
+        if mapping.op:
+            ui.link("ops", f"Open {mapping.op} on the Ops page: what each of its calls launched →",
+                    view.with_(op=canonical_op(mapping.op)))
         for ref in mapping.evidence_refs[:EVIDENCE_LINKS]:
             if ref.pair_id == OP_EVIDENCE_PAIR:
                 st.caption(f"op call: kernels {ref.window1[0]}–{ref.window1[1] - 1} (trace 1) · "
-                           f"{ref.window2[0]}–{ref.window2[1] - 1} (trace 2); see the op table below")
+                           f"{ref.window2[0]}–{ref.window2[1] - 1} (trace 2)")
             else:
                 ui.link("groups", evidence_label(ref), view.with_type(None).with_pair(ref.pair_id, tuple(ref.window1), tuple(ref.window2)))
         if len(mapping.evidence_refs) > EVIDENCE_LINKS:
             st.caption(f"…and {len(mapping.evidence_refs) - EVIDENCE_LINKS} more cited occurrences in the JSON export.")
 
 
-def op_table(comparison: Comparison) -> None:
+def op_table(view: View, comparison: Comparison) -> None:
     """The ops with the largest time gap (eager traces with CPU ops only), names as the traces spell them."""
     table = comparison.op_table
     st.subheader("Ops by time gap")
@@ -82,7 +87,8 @@ def op_table(comparison: Comparison) -> None:
             shown[column] = shown[column].map(lambda v: " | ".join(map(str, v)) if isinstance(v, (list, tuple)) else v)
     st.dataframe(shown, hide_index=True)
     if len(table) > OP_ROWS:
-        st.caption(f"The {OP_ROWS} ops with the largest time gap of {len(table):,}; all are in the JSON and CSV exports.")
+        st.caption(f"The {OP_ROWS} ops with the largest time gap of {len(table):,}.")
+    ui.link("ops", "Every op, and what each op's calls launched on both traces →", view)
 
 
 def one_sided(comparison: Comparison) -> None:
@@ -124,5 +130,5 @@ with ui.page("Fusion") as shown:
         st.info("No fused kernel was found standing for a sequence of kernels on the other trace.")
     for number, mapping in enumerate(comparison.mappings, start=1):
         show_mapping(view, comparison, mapping, number)
-    op_table(comparison)
+    op_table(view, comparison)
     one_sided(comparison)

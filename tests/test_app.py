@@ -424,6 +424,80 @@ def test_ratio_charts_of_a_close_pair_span_half_to_double(eager_pair) -> None:
         assert {"1/2", "1×", "2×"} <= set(axis["ticktext"])
 
 
+@pytest.fixture(scope="module")
+def serving_pair(tmp_path_factory) -> tuple[str, str]:
+    """A generated serving pair, 4 + 3 and 1 + 3 prefill + decode steps, a different fusion in each phase."""
+    from fusion.synthetic_phases import ServingSpec, write_serving_pair
+
+    paths = write_serving_pair(tmp_path_factory.mktemp("serving"), ServingSpec(schedule1="PPPPDDD", schedule2="PDDD"))
+    return str(paths[0]), str(paths[1])
+
+
+def test_the_phase_selector_compares_one_phase_and_the_link_keeps_it(serving_pair) -> None:
+    at = run("app.py", p1=serving_pair[0], p2=serving_pair[1])
+    pick = at.sidebar.selectbox(key="phase_pick")
+    assert pick.options == ["prefill (4 vs 1 steps)", "decode (3 vs 3 steps)", "all phases (7 vs 4 steps)"]
+    assert pick.value == "all" and len(at.get("plotly_chart")) == 2, "the step timeline beside the ratio chart"
+    pick.set_value("decode").run()
+    assert at.query_params["phase"] == "decode"
+    decode = compare(load(serving_pair[0]), load(serving_pair[1]), phase="decode")
+    assert metrics(at)["Kernels"] == [f"{decode.trace1.kernel_count:,}", f"{decode.trace2.kernel_count:,}"]
+    reopened = run("pages/2_Fusion.py", p1=serving_pair[0], p2=serving_pair[1], phase="decode")
+    assert reopened.sidebar.selectbox(key="phase_pick").value == "decode"
+    numbered = [m.value for m in reopened.markdown if m.value.startswith("**") and ".** " in m.value]
+    assert len(decode.mappings) == len(numbered) == 1 and "RMSNorm" in numbered[0]
+
+
+def test_findings_and_types_say_in_which_phase_they_differ(serving_pair) -> None:
+    home = run("app.py", p1=serving_pair[0], p2=serving_pair[1])
+    findings = [unescaped(m.value) for m in home.markdown if "confidence" in m.value]
+    assert sorted(line.split("unfused extra time · in ")[1].split("\n")[0] for line in findings) == ["decode", "prefill"]
+    overview = run("pages/1_Overview.py", p1=serving_pair[0], p2=serving_pair[1])
+    by_phase = overview.dataframe[1].value
+    assert list(by_phase.columns) == ["prefill", "decode"] and by_phase.loc["Attention", "prefill"] == "24 vs 6 · 1.00× per step"
+
+
+def test_a_linked_phase_the_pair_lacks_says_so_and_shows_all_phases(serving_pair) -> None:
+    at = run("pages/1_Overview.py", p1=serving_pair[0], p2=serving_pair[1], phase="backward")
+    assert any("cannot be compared on phase 'backward'" in unescaped(w.value) for w in at.warning)
+    assert at.sidebar.selectbox(key="phase_pick").value == "all" and "phase" not in at.query_params
+
+
+@pytest.fixture(scope="module")
+def op_pair(tmp_path_factory) -> tuple[str, str]:
+    """Eager traces with CPU ops whose layer_norm calls launch 2 kernels on trace 1 and 1 on trace 2."""
+    from builders import write_op_pair
+
+    return tuple(str(p) for p in write_op_pair(tmp_path_factory.mktemp("ops")))
+
+
+def test_ops_page_lists_ops_and_the_op_view_shows_what_each_call_launched(op_pair) -> None:
+    at = run("pages/5_Ops.py", p1=op_pair[0], p2=op_pair[1])
+    listed = at.dataframe[0].value
+    assert set(listed["op"]) == {"aten::layer_norm", "aten::mm"} and (listed[["calls 1", "calls 2"]] == 6).all().all()
+    opener = next(b for b in at.button if unescaped(b.label).startswith("aten::layer_norm:"))
+    opener.click().run()
+    assert at.query_params["op"] == "aten::layer_norm"
+    at = run("pages/5_Ops.py", p1=op_pair[0], p2=op_pair[1], op="aten::layer_norm")
+    launched = [d.value for d in at.dataframe][1:]
+    assert launched[0]["kernels, in launch order"].tolist() == ["fill_kernel → layer_norm_fwd"]
+    assert launched[1]["kernels, in launch order"].tolist() == ["layer_norm_fwd"]
+    assert [m.value for m in at.metric if m.label == "Calls"] == ["6", "6"]
+
+
+def test_findings_link_to_their_op_and_an_unknown_op_is_said_as_text(op_pair) -> None:
+    fusion = run("pages/2_Fusion.py", p1=op_pair[0], p2=op_pair[1])
+    assert any("/Ops?" in m.value and "op=aten%3A%3Alayer_norm" in m.value for m in fusion.markdown)
+    unknown = run("pages/5_Ops.py", p1=op_pair[0], p2=op_pair[1], op="<img src=x onerror=alert(1)>")
+    assert [unescaped(w.value) for w in unknown.warning] == [
+        "The op ` <img src=x onerror=alert(1)> ` is not among these traces' launching ops."]
+
+
+def test_ops_page_on_graph_replays_says_there_are_no_ops() -> None:
+    at = run("pages/5_Ops.py", sample=SAMPLE)
+    assert any("record no CPU ops" in i.value for i in at.info)
+
+
 # --- issue 15: the Batch page ---------------------------------------------------------------------------
 
 from urllib.parse import parse_qsl, urlsplit  # noqa: E402

@@ -6,12 +6,11 @@ import dataclasses
 
 import pytest
 
-from builders import PROJECT
+from builders import SHARED_REPRO
 from fusion.compare import compare
 from fusion.synthetic import CASES, SCENARIOS, PairSpec, ground_truth, write_pair
 from fusion.trace import load
 
-REPRO = PROJECT.parent / "shared" / "repro"
 SMALL_MODEL = PairSpec(layers=3, steps=3, fusions=("add_rmsnorm", "sort_chain"), non_fusion=False)
 """Full-graph steps of 56 kernels on AMD and 44 on NVIDIA: they straddle min_group_size 50."""
 SPECS = [PairSpec(scenario=s, layers=3, steps=3, cases=(c,)) for s in SCENARIOS for c in CASES]
@@ -81,9 +80,9 @@ def test_no_fusion_pair_has_no_mapping(tmp_path):
 
 
 def _repro(name: str):
-    folder = REPRO / name
+    folder = SHARED_REPRO / name
     if not folder.is_dir():
-        pytest.skip(f"repro pair {name} not available ({REPRO} is absent)")
+        pytest.skip(f"repro pair {name} not available ({SHARED_REPRO} is absent)")
     return compare(load(folder / "amd.json"), load(folder / "nvidia.json"))
 
 

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from builders import SHARED_TRACES, kernel_event, kineto_trace, shared_trace, write_trace
+from builders import SHARED_REPRO, SHARED_TRACES, kernel_event, kineto_trace, shared_trace, write_trace
 
 from fusion import settings
 from fusion import summary as summary_module
@@ -120,12 +120,7 @@ def test_classify_names_a_helper_kernel(capsys) -> None:
     )
 
 
-@pytest.fixture
-def compare_module():
-    return pytest.importorskip("fusion.compare"), pytest.importorskip("fusion.report")
-
-
-def test_compare_json_is_strict_and_describes_both_traces(pair, compare_module, capsys) -> None:
+def test_compare_json_is_strict_and_describes_both_traces(pair, capsys) -> None:
     assert main(["compare", str(pair[0]), str(pair[1]), "--format", "json"]) == 0
     out, err = capsys.readouterr()
     result = strict_json(out)
@@ -137,13 +132,13 @@ def test_compare_json_is_strict_and_describes_both_traces(pair, compare_module, 
     assert all(line.startswith("warning: ") for line in err.splitlines())
 
 
-def test_compare_text_names_both_traces(pair, compare_module, capsys) -> None:
+def test_compare_text_names_both_traces(pair, capsys) -> None:
     assert main(["compare", str(pair[0]), str(pair[1])]) == 0
     out, _ = capsys.readouterr()
     assert str(pair[0]) in out and str(pair[1]) in out
 
 
-def test_compare_csv_prints_each_table_as_csv(pair, compare_module, capsys) -> None:
+def test_compare_csv_prints_each_table_as_csv(pair, capsys) -> None:
     assert main(["compare", str(pair[0]), str(pair[1]), "--format", "csv"]) == 0
     out, _ = capsys.readouterr()
     sections = out.split("# ")[1:]
@@ -154,7 +149,7 @@ def test_compare_csv_prints_each_table_as_csv(pair, compare_module, capsys) -> N
         assert rows and all(len(row) == len(rows[0]) for row in rows)
 
 
-def test_compare_output_file_for_json_and_csv(pair, compare_module, tmp_path, capsys) -> None:
+def test_compare_output_file_for_json_and_csv(pair, tmp_path, capsys) -> None:
     report = tmp_path / "report.json"
     assert main(["compare", str(pair[0]), str(pair[1]), "--format", "json", "-o", str(report)]) == 0
     assert capsys.readouterr().out == ""
@@ -165,13 +160,13 @@ def test_compare_output_file_for_json_and_csv(pair, compare_module, tmp_path, ca
                      "tables_opportunities.csv", "tables_ops.csv", "tables_type_stats.csv"]
 
 
-def test_compare_to_an_unwritable_output_is_one_error_line(pair, compare_module, tmp_path, capsys) -> None:
+def test_compare_to_an_unwritable_output_is_one_error_line(pair, tmp_path, capsys) -> None:
     target = tmp_path / "missing-folder" / "report.json"
     assert main(["compare", str(pair[0]), str(pair[1]), "--format", "json", "-o", str(target)]) == 2
     assert capsys.readouterr().err == f"error: {target}: No such file or directory\n"
 
 
-def test_compare_with_a_bad_second_trace_names_it(pair, compare_module, tmp_path, capsys) -> None:
+def test_compare_with_a_bad_second_trace_names_it(pair, tmp_path, capsys) -> None:
     bad = tmp_path / "bad.json.gz"
     bad.write_bytes(b"\x1f\x8b\x08\x00")
     assert main(["compare", str(pair[0]), str(bad)]) == 2
@@ -286,6 +281,29 @@ def test_a_bad_setting_is_one_line_and_exit_2(pair, value, monkeypatch, capsys) 
     assert main(["compare", str(pair[0]), str(pair[1])]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err == f"error: FUSION_CACHE_MAX_MB={value!r}: must be a number of at least 0\n"
+
+
+def test_thresholds_set_on_the_command_line_reach_the_detectors_and_the_output(capsys) -> None:
+    pair = [str(SHARED_REPRO / "splitk_partial" / f"{side}.json") for side in ("amd", "nvidia")]
+    if not Path(pair[0]).is_file():
+        pytest.skip("../shared/repro is absent")
+    assert main(["compare", *pair, "--format", "json", "--no-cache"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["fusion_mappings"]) == 1
+    assert main(["compare", *pair, "--format", "json", "--threshold", "min_pattern_count=16"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["fusion_mappings"] == [] and result["params"]["min_pattern_count"] == 16
+
+
+@pytest.mark.parametrize(("item", "problem"), [
+    ("min_ratio=lots", "min_ratio takes a number"),
+    ("max_names=2.5", "max_names takes a whole number"),
+    ("min_pattern_count=0", "must be greater than 0"),
+    ("no_such=1", "not a threshold; one of one_sided_ratio,"),
+])
+def test_a_bad_threshold_is_one_line_and_exit_2(pair, item, problem, capsys) -> None:
+    assert main(["compare", str(pair[0]), str(pair[1]), "--threshold", item]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(f"error: --threshold {item}: {problem}") and err.count("\n") == 1
 
 
 def test_compare_with_a_side_without_kernels_is_one_line_and_exit_2(pair, tmp_path, capsys) -> None:

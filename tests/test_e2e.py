@@ -254,3 +254,32 @@ def _hover_along(page: object, chart: object, points: int = 80) -> list[str]:
         texts.append(page.evaluate("(document.querySelector('.hoverlayer') || {}).textContent || ''"))
         assert page.evaluate(FIND_INJECTED) == [], texts[-1]
     return texts
+
+
+@pytest.fixture(scope="module")
+def op_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Eager traces with CPU ops whose layer_norm calls launch 2 kernels on trace 1 and 1 on trace 2."""
+    from builders import write_op_pair
+
+    return write_op_pair(tmp_path_factory.mktemp("ops"))
+
+
+def test_an_op_finding_opens_what_each_call_launched(server: str, browser: object, op_pair, shots: Path) -> None:
+    page = _new_page(browser)
+    page.goto(f"{server}/Fusion?p1={op_pair[0]}&p2={op_pair[1]}")
+    _settled(page)
+    page.get_by_role("link", name="Open aten::layer_norm on the Ops page").click()
+    _settled(page)
+    assert "op=aten" in page.url
+    expect(page.get_by_text("What each call launched on", exact=False).first).to_be_visible()
+    grid_text = page.locator("[data-testid='stDataFrame']").all_inner_texts()
+    _shot(page, shots, "ops")
+    page.get_by_role("button", name="← All ops").click()
+    _settled(page)
+    assert "op=" not in page.url
+    expect(page.get_by_text("Ops by time gap")).to_be_visible()
+    assert grid_text, "the op's tables are drawn"
+    page.get_by_role("button", name="aten::layer_norm:").click()
+    _settled(page)
+    assert "op=aten%3A%3Alayer_norm" in page.url
+    expect(page.get_by_text("What each call launched on", exact=False).first).to_be_visible()

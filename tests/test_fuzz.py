@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from fusion import events as events_module
-from fusion import reader
+from fusion import reader, report
+from fusion.compare import compare
 from fusion.errors import TraceError
 from fusion.trace import KERNEL_COLUMNS, Trace, load
 
@@ -253,8 +254,6 @@ def _refuse_constant(name: str) -> None:
 @settings(FUZZ, max_examples=40)
 @given(first=field_mutations(strict=True), second=field_mutations(strict=True), raw=byte_mutations())
 def test_compare_of_mutated_traces_gives_strict_json(first, second, raw: bytes) -> None:
-    compare = pytest.importorskip("fusion.compare").compare
-    report = pytest.importorskip("fusion.report")
     traces = [load_or_trace_error(data) for data in (first[1], second[1], raw)]
     pairs = [(traces[0], traces[1]), (traces[2] or traces[1], traces[0])]
     for trace1, trace2 in pairs:

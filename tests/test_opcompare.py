@@ -18,6 +18,7 @@ from builders import EagerTrace, Graph, Launch, Module, Op, shared_trace
 from fusion import report
 from fusion.__main__ import main
 from fusion.compare import compare
+from fusion.detect.thresholds import Thresholds
 from fusion.classify import canonical_op
 from fusion.opcompare import (
     CALLS,
@@ -33,7 +34,6 @@ from fusion.opcompare import (
     TIME_GAP_US,
     TIME_RATIO,
     TIME_US,
-    OpThresholds,
     compare_ops,
     side_column,
 )
@@ -178,7 +178,7 @@ def test_a_split_k_helper_reads_as_a_split():
 def test_evidence_refs_cite_the_calls_kernels():
     trace1, trace2 = pair(6, DIFFERENT)
     for finding in compare_ops(trace1, trace2).findings:
-        assert 0 < len(finding.evidence_refs) <= OpThresholds().max_evidence_refs
+        assert 0 < len(finding.evidence_refs) <= Thresholds().max_evidence_refs
         for ref in finding.evidence_refs:
             assert ref.pair_id == OP_EVIDENCE_PAIR
             for trace, window, correlation in ((trace1, ref.window1, ref.correlation1),
@@ -208,6 +208,15 @@ def test_rare_or_inconsistent_differences_are_notes():
                             " 80% of the op's calls, not reported"]
     for layers, found in ((1, 0), (2, 1)):
         assert len(compare_ops(*pair(layers, only("aten::layer_norm"))).findings) == found
+
+
+def test_op_thresholds_are_compare_parameters_and_copied_into_the_result():
+    traces = pair(6, only("aten::layer_norm"))
+    assert [m.op for m in compare(*traces).mappings] == ["aten::layer_norm"]
+    strict = compare(*traces, op_min_calls=13)
+    assert strict.params["op_min_calls"] == 13 and strict.params["op_min_consistency"] == 0.8
+    assert [m for m in strict.mappings if m.detector == OP_KERNELS_DETECTOR] == []
+    assert any("below 13 calls" in note for note in strict.op_notes)
 
 
 def test_extra_op_calls_on_one_side_do_not_shift_the_alignment():

@@ -251,6 +251,24 @@ def test_comparing_all_phases_gives_each_phase_its_own_findings_and_notes(servin
     assert "trace 1 has 6 decode steps, trace 2 has 2" in " ".join(result["phases"]["notes"])
 
 
+def test_more_steps_of_the_same_workload_are_compared_per_step_not_called_another_workload(tmp_path):
+    paths = write_serving_pair(tmp_path, ServingSpec(schedule1="PPPPDDD", schedule2="PDDD"))
+    prefill = analyze_fusion_differences(*paths, phase=PREFILL)["comparability"]
+    assert prefill["ok"] and prefill["level"] == "warn"
+    assert prefill["warnings"] == ["step counts differ (4 vs 1): kernel counts are compared per step, and fusion"
+                                   " opportunities only within matched groups, not over the whole traces"]
+    assert prefill["checks"]["GEMM_ratio"] == 1.0 and prefill["checks"]["per_step"]
+    decode = analyze_fusion_differences(*paths, phase=DECODE)["comparability"]
+    assert decode["level"] == "ok" and not decode["checks"]["per_step"] and decode["checks"]["steps1"] == 3
+
+
+def test_whole_trace_counts_of_different_step_counts_make_no_fusion_opportunity(tmp_path):
+    same = write_serving_pair(tmp_path / "same", ServingSpec(schedule1="PD", schedule2="PD", layers=12))
+    longer = write_serving_pair(tmp_path / "longer", ServingSpec(schedule1="PPPPD", schedule2="PD", layers=12))
+    assert analyze_fusion_differences(*same, phase=PREFILL)["fusion_opportunities"] == []
+    assert analyze_fusion_differences(*longer, phase=PREFILL)["fusion_opportunities"] == []
+
+
 def test_compare_a_phase_one_trace_lacks_is_bad_input(tmp_path, capsys):
     paths = write_serving_pair(tmp_path, ServingSpec(schedule1="PD", schedule2="D"))
     assert main(["compare", str(paths[0]), str(paths[1]), "--phase", "prefill", "--no-cache"]) == 2

@@ -50,4 +50,6 @@ def test_split_is_reported_as_kernels_per_operation():
                 make_trace(steps(two, 3), label="NVIDIA H100", helpers={"splitKreduce_kernel": "split_k_reduce"}))
     text = to_text(c)
     assert "[split_kernel] Trace 2 runs GEMM as 2 kernels, Trace 1 as 1  x90" in text
-    assert "replaced kernels (trace 2): cutlass_gemm; splitKreduce_kernel" in text
+    assert "single kernel (trace 1): Cijk_gemm" in text
+    assert "split into (trace 2): cutlass_gemm; splitKreduce_kernel" in text
+    assert "fused kernel" not in text and "replaced kernels" not in text

@@ -10,6 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from fusion.classify import classify
 from fusion.synthetic import (
     ALL_FUSIONS,
     CASES,
@@ -187,7 +188,6 @@ def test_committed_samples_are_up_to_date(tmp_path: Path, directory: Path) -> No
 
 
 def test_names_classify_as_intended() -> None:
-    classify = pytest.importorskip("fusion.classify", reason="fusion/classify.py not written yet").classify
     specs = [PairSpec(scenario="eager", layers=1, steps=1, prefill=True, fusions=f, cases=c)
              for f, c in ((ALL_FUSIONS, ()), ((), CASES))]
     wrong = {}

@@ -25,7 +25,8 @@ DIGEST = "a" * 64
 
 
 def test_a_view_round_trips_through_its_link() -> None:
-    view = View(t1=DIGEST, t2="b" * 64, l1="MI300X", mgs=20, type="GEMM", pair=3, w1=(4, 9), w2=(5, 7), tab="2", q="gemm")
+    view = View(t1=DIGEST, t2="b" * 64, l1="MI300X", mgs=20, type="GEMM", pair=3, w1=(4, 9), w2=(5, 7), tab="2", q="gemm",
+                phase="decode", op="aten::scaled_dot_product_attention")
     assert parse(view.to_params()) == parse({**view.to_params()}) and parse(view.to_params()).view == view
     assert parse({}).view == View() and not parse({}).problems
 
@@ -33,7 +34,8 @@ def test_a_view_round_trips_through_its_link() -> None:
 @pytest.mark.parametrize(
     ("key", "value"),
     [("t1", "zz"), ("t2", DIGEST[:-1]), ("pair", "-1"), ("pair", "x"), ("w1", "9-4"), ("mgs", "0"), ("type", "NoSuchType"),
-     ("tab", "3"), ("sample", "x" * 100_000), ("sample", "../etc"), ("q", "q" * 1000)],
+     ("tab", "3"), ("sample", "x" * 100_000), ("sample", "../etc"), ("q", "q" * 1000), ("phase", "<b>warmup</b>"),
+     ("op", "aten::mm\nevil"), ("op", "x" * 301)],
 )
 def test_a_damaged_value_is_dropped_and_named(key: str, value: str) -> None:
     link = parse({"sample": "s", key: value} if key != "sample" else {key: value})
@@ -49,6 +51,8 @@ def test_with_type_and_with_pair_reset_what_no_longer_applies() -> None:
     assert view.with_min_group_size(10) == View(sample="s", type="GEMM", mgs=10)
     assert View(sample="s", l1="a", tab="1", pair=1).swapped() == View(sample="s", l2="a", tab="2", swap=True)
     assert View(t1=DIGEST, type="GEMM", pair=1).with_sources(sample="x") == View(sample="x")
+    assert view.with_phase("prefill") == View(sample="s", type="GEMM", phase="prefill")
+    assert View(sample="s", phase="decode", op="aten::mm").with_sources(sample="x") == View(sample="x")
 
 
 HOSTILE = ["[l](https://evil.example)", "![x](http://evil.example/i.png)", "https://evil.example", "www.evil.example",
@@ -175,6 +179,67 @@ def test_evidence_window_marks_the_rows_of_either_side() -> None:
     alignment = pd.DataFrame({"index1": [4, 5, -1, 7], "index2": [9, -1, 10, 11]})
     marked = tables.in_window(alignment, View(w1=(5, 6), w2=(11, 12)))
     assert marked.tolist() == [False, True, False, True]
+
+
+@pytest.fixture(scope="module")
+def serving(tmp_path_factory):
+    """A generated serving pair: 4 + 3 and 1 + 3 prefill + decode steps, a different fusion in each phase."""
+    from fusion.synthetic_phases import ServingSpec, write_serving_pair
+
+    paths = write_serving_pair(tmp_path_factory.mktemp("serving"), ServingSpec(schedule1="PPPPDDD", schedule2="PDDD"))
+    return [load(path) for path in paths]
+
+
+def test_step_timeline_draws_each_traces_steps_coloured_by_phase(serving) -> None:
+    from fusion.phase_compare import step_spans
+
+    spans = tuple(step_spans(trace.kernels) for trace in serving)
+    assert [len(s) for s in spans] == [7, 4] and list(spans[1]["phase"]) == ["prefill", "decode", "decode", "decode"]
+    fig = charts.step_timeline(("<b>MI300X</b>", "H100"), spans)
+    bars = {(bar.y[0], bar.name): len(bar.x) for bar in fig.data}
+    assert bars == {("Trace 1: &lt;b&gt;MI300X&lt;/b&gt;", "prefill"): 4, ("Trace 1: &lt;b&gt;MI300X&lt;/b&gt;", "decode"): 3,
+                    ("Trace 2: H100", "prefill"): 1, ("Trace 2: H100", "decode"): 3}
+    assert {bar.marker.color for bar in fig.data if bar.name == "decode"} == {charts.PHASE_COLORS["decode"]}
+    assert [bar.showlegend for bar in fig.data].count(True) == 2, "one legend entry per phase"
+    assert min(min(bar.base) for bar in fig.data) == 0, "each row starts at its trace's first step"
+
+
+def test_phase_colours_are_distinct_and_cover_every_phase() -> None:
+    from fusion.phases import PHASES
+
+    assert set(charts.PHASE_COLORS) == set(PHASES) and len(set(charts.PHASE_COLORS.values())) == len(PHASES)
+
+
+def test_each_finding_says_in_which_phases_it_holds(serving) -> None:
+    comparison = compare(*serving)
+    where = {m.unfused_sequence[0]: tables.finding_phases(comparison, m) for m in comparison.mappings}
+    assert where == {"Elementwise": ["decode"], "MoE_GEMM": ["prefill"]}
+    assert tables.phases_text(["decode"]) == " · in decode"
+    decode_only = compare(*serving, phase="decode")
+    assert [tables.finding_phases(decode_only, m) for m in decode_only.mappings] == [None]
+
+
+def test_per_type_counts_per_phase_compare_per_step(serving) -> None:
+    table = tables.phase_counts(compare(*serving))
+    assert list(table.columns) == ["prefill", "decode"]
+    assert table.loc["Attention", "prefill"] == "24 vs 6 · 1.00× per step"
+    assert tables.phase_counts(compare(*serving, phase="prefill")).empty
+
+
+def test_op_sequences_list_what_each_call_of_an_op_launched() -> None:
+    from builders import EagerTrace, Launch, Op
+
+    builder = EagerTrace("AMD")
+    builder.run(*[Op("aten::layer_norm", [Launch("fill", 1.0), Launch("ln_fwd", 4.0)]) for _ in range(3)],
+                Op("aten::layer_norm", [Launch("ln_fwd", 4.0)]), Op("aten::mm", [Launch("gemm", 9.0)]))
+    trace = load(builder.data())
+    from fusion.opcompare import op_sequences
+
+    shown = tables.sequence_rows(op_sequences(trace, "aten::layer_norm"))
+    assert shown[["calls", "kernels per call", "kernels, in launch order"]].values.tolist() == [
+        [3, 2, "fill → ln_fwd"], [1, 1, "ln_fwd"]]
+    assert shown["time (ms)"].tolist() == [0.015, 0.004] and shown["first call's kernels"][0] == "0–1"
+    assert op_sequences(trace, "aten::bmm").empty
 
 
 # --- the Batch page: its link keys, which folders a link may open, its tables --------------------------

@@ -108,3 +108,38 @@ def side_by_side(labels: tuple[str, str], stats: pd.DataFrame, what: str, scale:
     fig.update_layout(barmode="group", yaxis_title=unit, legend=dict(orientation="h", y=1.02, yanchor="bottom"),
                       margin=dict(t=TOOLBAR_MARGIN + 30))
     return fig
+
+
+PHASE_COLORS = {
+    "prefill": "#1F77B4", "decode": "#FF7F0E", "mixed": "#9467BD",
+    "forward": "#2CA02C", "backward": "#D62728", "optimizer": "#8C564B", "all": "#9E9E9E",
+}
+"""Hand-picked, one per fusion.phases.PHASES value; 'all' (no phase signal) is grey."""
+
+
+def step_timeline(labels: tuple[str, str], spans: tuple[pd.DataFrame, pd.DataFrame]) -> go.Figure:
+    """Each trace's recorded steps (phase_compare.step_spans) as one row of bars coloured by phase.
+
+    Time is relative to each trace's first step, so the two rows line up although their clocks differ."""
+    fig = go.Figure()
+    rows = [f"Trace {side}: {text.plotly(labels[side - 1])}" for side in (1, 2)]
+    shown: set[str] = set()
+    for side, table in zip((1, 2), spans):
+        if table.empty:
+            continue
+        start = table["start_us"] - table["start_us"].min()
+        for phase, part in table.assign(rel=start / 1000).groupby("phase", sort=False):
+            fig.add_bar(
+                y=[rows[side - 1]] * len(part), x=(part["end_us"] - part["start_us"]) / 1000, base=part["rel"],
+                orientation="h", name=text.plotly(phase), legendgroup=str(phase), showlegend=phase not in shown,
+                marker_color=PHASE_COLORS.get(str(phase), "#000000"), marker_line_width=1, marker_line_color="white",
+                customdata=np.column_stack([part["step"], part["kernels"], part["time_us"] / 1000]),
+                hovertemplate=f"{text.plotly(phase)} step %{{customdata[0]}}<br>%{{customdata[1]:,}} kernels,"
+                              " %{customdata[2]:,.3f} ms of kernel time<extra></extra>",
+            )
+            shown.add(str(phase))
+    fig.update_layout(barmode="overlay", height=90 + 45 * 2, xaxis_title="ms from the trace's first step",
+                      yaxis=dict(categoryorder="array", categoryarray=rows[::-1]),
+                      legend=dict(orientation="h", y=1.02, yanchor="bottom", title_text="phase"),
+                      margin=dict(t=TOOLBAR_MARGIN + 30))
+    return fig

@@ -18,11 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import streamlit as st
 
 from fusion import settings
 from fusion.errors import TraceError
 from fusion.parallel import Request, load_traces
+from fusion.phase_compare import pair_steps, step_spans
+from fusion.phases import ALL as ALL_PHASES
 from fusion.result import Comparison
 from fusion.resultcache import ResultCache, cached_compare
 from fusion.store import StoreError, TraceStore, TraceUnavailable
@@ -228,7 +231,7 @@ def _derived() -> Lru:
 def derived(comparison: Comparison, what: Hashable, make: Callable[[Comparison], Any]) -> Any:
     """`make(comparison)`, computed once per comparison (under its labels) and `what`."""
     key = (comparison.trace1.digest, comparison.trace2.digest, comparison.params.get("min_group_size"),
-           comparison.trace1.label, comparison.trace2.label, what)
+           comparison.params.get("phase"), comparison.trace1.label, comparison.trace2.label, what)
     value = _derived().get(key)
     if value is None:
         value = make(comparison)
@@ -281,6 +284,10 @@ class Analysis:
     traces: list[Trace | None]
     errors: list[str | None]
     comparison: Comparison | None
+    phases: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
+    """The phases the pair can be compared on ('all' last), each with its steps on both sides."""
+    phase_problem: str | None = None
+    """Why the view's phase was not compared ('all' was), when it was not."""
 
 
 def analyse(view: View) -> Analysis:
@@ -291,9 +298,34 @@ def analyse(view: View) -> Analysis:
     if traces[0] is None or traces[1] is None:
         progress.fail("Could not read both traces")
         return Analysis(traces, errors, None)
-    comparison = _compare(traces[0], traces[1], view.mgs, progress)
+    phases = pair_phases(traces[0], traces[1])
+    phase = view.phase if view.phase in phases else ALL_PHASES
+    problem = None if phase == view.phase else (
+        f"These traces cannot be compared on phase {view.phase!r}: both have kernels only in "
+        f"{', '.join(phases)}. Showing all phases.")
+    comparison = _compare(traces[0], traces[1], view.mgs, phase, progress)
     progress.done(f"Compared {comparison.trace1.kernel_count:,} and {comparison.trace2.kernel_count:,} kernels")
-    return Analysis(traces, errors, relabel(comparison, view))
+    return Analysis(traces, errors, relabel(comparison, view), phases, problem)
+
+
+def pair_phases(trace1: Trace, trace2: Trace) -> dict[str, tuple[int, int]]:
+    """Phases both traces have kernels in ('all' last) and each side's steps in it; kept per pair of traces."""
+    key = ("phases", trace1.digest, trace2.digest)
+    found = _derived().get(key)
+    if found is None:
+        found = pair_steps((trace1, trace2))
+        _derived().put(key, found)
+    return found
+
+
+def trace_steps(trace: Trace) -> pd.DataFrame:
+    """The trace's recorded steps (phase_compare.step_spans), kept per trace."""
+    key = ("steps", trace.digest)
+    found = _derived().get(key)
+    if found is None:
+        found = step_spans(trace.kernels)
+        _derived().put(key, found)
+    return found
 
 
 def _load_sides(found: list[Source | None], errors: list[str | None], progress: Progress) -> list[Trace | None]:
@@ -318,15 +350,16 @@ def _load_sides(found: list[Source | None], errors: list[str | None], progress: 
     return traces
 
 
-def _compare(trace1: Trace, trace2: Trace, min_group_size: int, progress: Progress) -> Comparison:
-    key = (trace1.digest, trace2.digest, min_group_size)
+def _compare(trace1: Trace, trace2: Trace, min_group_size: int, phase: str, progress: Progress) -> Comparison:
+    key = (trace1.digest, trace2.digest, min_group_size, phase)
     comparison = _comparisons().get(key)
     if comparison is None:
 
         def report(stage: str, fraction: float) -> None:
             progress.update(0.7 + 0.3 * fraction, f"{COMPARE_STAGES.get(stage, stage)}…")
 
-        comparison = cached_compare(trace1, trace2, cache=result_cache(), progress=report, min_group_size=min_group_size)
+        comparison = cached_compare(trace1, trace2, cache=result_cache(), progress=report, min_group_size=min_group_size,
+                                    phase=phase)
         _comparisons().put(key, comparison)
     return comparison
 

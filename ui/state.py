@@ -14,18 +14,22 @@ from typing import Any
 
 from fusion import settings
 from fusion.classify import KERNEL_TYPES
+from fusion.phases import ALL as ALL_PHASES
+from fusion.phases import PHASES
 from fusion.store import is_digest
 
 DEFAULT_MIN_GROUP_SIZE = 50
 SOURCE_KEYS = ("sample", "t1", "t2", "p1", "p2", "bpair")
 """`bpair` names a pair of the batch `batch`; the batch itself stays in the view, so its page can be reopened."""
 KERNEL_TABS = ("joined", "1", "2")
+"""The Kernels page's views: names side by side with their counterparts, or one trace's names."""
 BATCH_STATUSES = ("ok", "failed")
 """The Batch page's status filter: pairs compared, or pairs that failed."""
-"""The Kernels page's views: names side by side with their counterparts, or one trace's names."""
 MAX_SAMPLE_NAME = 64
 MAX_FILTER = 200
 MAX_LABEL = 80
+MAX_OP = 300
+"""An op name in a link (aten::_scaled_dot_product_flash_attention_for_cpu is 48); longer is no op name."""
 _SAMPLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _LABEL_MARKUP = re.compile(r"[\[\]*_`<>|~$\\]")
 
@@ -35,9 +39,11 @@ PAGES = {
     "fusion": "pages/2_Fusion.py",
     "groups": "pages/3_Groups.py",
     "kernels": "pages/4_Kernels.py",
+    "ops": "pages/5_Ops.py",
     "batch": "pages/6_Batch.py",
 }
-PAGE_TITLES = {"home": "Home", "overview": "Overview", "fusion": "Fusion", "groups": "Groups", "kernels": "Kernels", "batch": "Batch"}
+PAGE_TITLES = {"home": "Home", "overview": "Overview", "fusion": "Fusion", "groups": "Groups", "kernels": "Kernels", "ops": "Ops",
+               "batch": "Batch"}
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,10 @@ class View:
     w2: tuple[int, int] | None = None
     tab: str = "joined"
     q: str = ""
+    phase: str = ALL_PHASES
+    """The phase compared (fusion.phases.PHASES); 'all' compares every kernel."""
+    op: str | None = None
+    """The op the Ops page shows (a canonical op as in the op table), only ever looked up and shown as text."""
     batch: str | None = None
     bp: str | None = None
     bpair: int | None = None
@@ -82,13 +92,17 @@ class View:
         """Another pair: evidence windows name kernels of one pair, so they are kept only when given with it."""
         return self.with_(pair=pair, w1=w1, w2=w2)
 
+    def with_phase(self, phase: str) -> View:
+        """Another phase is another comparison: its pair ids and kernel windows differ, so they go."""
+        return self.with_pair(None).with_(phase=phase)
+
     def with_min_group_size(self, mgs: int) -> View:
         """Groups change with the size threshold, so pair ids and windows no longer apply."""
         return self.with_pair(None).with_(mgs=mgs)
 
     def with_sources(self, **changes: Any) -> View:
         """Only the given inputs; labels, selections and windows of the old comparison no longer apply."""
-        cleared = dict.fromkeys((*SOURCE_KEYS, "l1", "l2")) | {"swap": False}
+        cleared = dict.fromkeys((*SOURCE_KEYS, "l1", "l2", "op")) | {"swap": False, "phase": ALL_PHASES}
         return dataclasses.replace(self.with_type(None), **{**cleared, **changes})
 
     def swapped(self) -> View:
@@ -101,7 +115,7 @@ class View:
 
     def to_params(self) -> dict[str, str]:
         params: dict[str, str] = {}
-        for key in ("sample", "t1", "t2", "p1", "p2", "l1", "l2", "type", "q", "batch", "bp", "bq", "bs"):
+        for key in ("sample", "t1", "t2", "p1", "p2", "l1", "l2", "type", "q", "op", "batch", "bp", "bq", "bs"):
             value = getattr(self, key)
             if value:
                 params[key] = value
@@ -119,6 +133,8 @@ class View:
                 params[key] = f"{window[0]}-{window[1]}"
         if self.tab != "joined":
             params["tab"] = self.tab
+        if self.phase != ALL_PHASES:
+            params["phase"] = self.phase
         return params
 
 
@@ -161,6 +177,8 @@ def parse(params: Mapping[str, str]) -> Link:
         **windows,
         tab=keep("tab", params.get("tab"), params.get("tab") in KERNEL_TABS) or "joined",
         q=keep("q", params.get("q"), len(params.get("q") or "") <= MAX_FILTER) or "",
+        phase=keep("phase", params.get("phase"), params.get("phase") in PHASES) or ALL_PHASES,
+        op=keep("op", params.get("op") or None, is_op_name(params.get("op") or "")),
         batch=batch,
         bpair=keep("bpair", bpair, bpair is not None and batch is not None),
         bq=keep("bq", params.get("bq"), len(params.get("bq") or "") <= MAX_FILTER) or "",
@@ -173,6 +191,11 @@ def is_sample_name(name: str) -> bool:
     """A bundled sample's (or a batch result's) folder name can be this (short, plain characters, no path
     separator, not `..`); anything else is not echoed back."""
     return len(name) <= MAX_SAMPLE_NAME and _SAMPLE_NAME.fullmatch(name) is not None
+
+
+def is_op_name(value: str) -> bool:
+    """Could this be an op name (short, printable, no line breaks)? Anything else is dropped from a link."""
+    return 0 < len(value) <= MAX_OP and value.isprintable()
 
 
 def clean_label(value: str | None) -> str | None:

@@ -14,7 +14,9 @@ import numpy as np
 import pandas as pd
 
 from fusion import report
-from fusion.result import Comparison, Opportunity
+from fusion.opcompare import CALLS, KERNEL_NAMES, KERNELS_PER_CALL, MODULE, OP, TIME_GAP_US
+from fusion.phases import ALL as ALL_PHASES
+from fusion.result import COUNT, KERNEL_TYPE, TIME_RATIO, TIME_US, Comparison, FusionMapping, Opportunity, side_column
 from fusion.trace import Trace
 from ui import text
 from ui.charts import OTHER_TYPE
@@ -66,6 +68,45 @@ def type_table(stats: pd.DataFrame) -> pd.DataFrame:
     )
     out.index.name = "kernel type"
     return out
+
+
+def split_phases(comparison: Comparison) -> dict[str, dict]:
+    """The per-phase sections of a comparison of all phases that holds several: {} when there is nothing to split."""
+    per_phase = comparison.phases.get("per_phase", {}) if comparison.params.get("phase", ALL_PHASES) == ALL_PHASES else {}
+    return per_phase if len(per_phase) > 1 else {}
+
+
+def phase_counts(comparison: Comparison) -> pd.DataFrame:
+    """Per type (rows) and phase (columns): both sides' counts and the per-step ratio, as text; empty without phases."""
+    columns = {}
+    for phase, section in split_phases(comparison).items():
+        cells = {}
+        for row in section["type_stats"]:
+            ratio = row["per_step_ratio"]
+            per_step = f" · {ratio:.2f}× per step" if ratio is not None else ""
+            cells[row[KERNEL_TYPE]] = f"{row[side_column(COUNT, 1)]:,} vs {row[side_column(COUNT, 2)]:,}{per_step}"
+        columns["no phase signal" if phase == ALL_PHASES else phase] = pd.Series(cells, dtype=object)
+    table = pd.DataFrame(columns).fillna("—")
+    table.index.name = "kernel type"
+    return table
+
+
+def finding_phases(comparison: Comparison, mapping: FusionMapping) -> list[str] | None:
+    """The phases whose own comparison reports this finding; None when the comparison was not split by phase."""
+    per_phase = split_phases(comparison)
+    if not per_phase:
+        return None
+    key = (mapping.detector, mapping.fused_trace, mapping.fused_kernel_type, tuple(mapping.unfused_sequence))
+    return [phase for phase, section in per_phase.items()
+            if any((m["detector"], m["fused_trace"], m["fused_kernel_type"], tuple(m["unfused_sequence"])) == key
+                   for m in section.get("fusion_mappings", []))]
+
+
+def phases_text(phases: list[str] | None) -> str:
+    """' · in prefill, decode' for a finding's phases ('' when not split; 'in no single phase' when none)."""
+    if phases is None:
+        return ""
+    return f" · in {', '.join(phases)}" if phases else " · in no single phase (only over all kernels)"
 
 
 def name_table(trace: Trace) -> pd.DataFrame:
@@ -258,3 +299,33 @@ def csv_zip(comparison: Comparison) -> bytes:
 def file_stem(comparison: Comparison) -> str:
     labels = f"{comparison.trace1.label}_vs_{comparison.trace2.label}"
     return "fusion_" + re.sub(r"[^A-Za-z0-9._-]+", "_", labels).strip("_")[:100]
+
+
+def op_rows(op_table: pd.DataFrame) -> pd.DataFrame:
+    """The op table as shown: op, module, both sides' calls, kernels per call and time, ratio and gap (ms)."""
+    return pd.DataFrame({
+        "op": op_table[OP].astype(str),
+        "module": op_table[MODULE].astype(str),
+        "calls 1": op_table[side_column(CALLS, 1)].astype(int),
+        "calls 2": op_table[side_column(CALLS, 2)].astype(int),
+        "kernels per call 1": op_table[side_column(KERNELS_PER_CALL, 1)].astype(float),
+        "kernels per call 2": op_table[side_column(KERNELS_PER_CALL, 2)].astype(float),
+        "time 1 (ms)": op_table[side_column(TIME_US, 1)] / 1000,
+        "time 2 (ms)": op_table[side_column(TIME_US, 2)] / 1000,
+        "time ratio": op_table[TIME_RATIO].astype(float),
+        "gap 1 − 2 (ms)": op_table[TIME_GAP_US] / 1000,
+    })
+
+
+def sequence_rows(sequences: pd.DataFrame) -> pd.DataFrame:
+    """One side's op_sequences as shown: module, calls, kernels per call, the kernel names in order, times, rows."""
+    return pd.DataFrame({
+        "module": sequences[MODULE].astype(str),
+        "calls": sequences[CALLS].astype(int),
+        "kernels per call": sequences[KERNEL_NAMES].map(len).astype(int),
+        "kernels, in launch order": sequences[KERNEL_NAMES].map(" → ".join),
+        "types": sequences["kernel_types"].map(" → ".join),
+        "time (ms)": sequences[TIME_US] / 1000,
+        "time per call (ms)": sequences[TIME_US] / sequences[CALLS].clip(lower=1) / 1000,
+        "first call's kernels": sequences["example_rows"].map(lambda rows: f"{rows[0]}–{rows[1] - 1}"),
+    })

@@ -20,8 +20,9 @@ import plotly.graph_objects as go
 import streamlit as st
 from streamlit import config
 
-from fusion import settings
+from fusion import report, settings
 from fusion.errors import ConfigError, TraceError
+from fusion.phases import ALL as ALL_PHASES
 from fusion.result import Comparison, FusionMapping
 from ui import charts, data, text
 from ui.state import PAGE_TITLES, PAGES, SOURCE_KEYS, View, parse
@@ -61,9 +62,11 @@ def page(title: str, *, analysed: bool = True) -> Iterator[Shown]:
         enforce_upload_limit()
         view = current_view()
         navigation(view)
-        comparison = require_comparison(view) if analysed else None
-        if comparison is not None:
-            sidebar(view, comparison)
+        comparison = None
+        if analysed:
+            analysis = require_analysis(view)
+            view, comparison = phase_fallback(view, analysis), analysis.comparison
+            sidebar(view, analysis)
         yield Shown(view, comparison)
 
 
@@ -179,18 +182,34 @@ def navigation(view: View) -> None:
             link(key, title, view)
 
 
-def sidebar(view: View, comparison: Comparison) -> None:
-    """Which traces are shown and the link that reproduces this page."""
+def sidebar(view: View, analysis: data.Analysis) -> None:
+    """The phase compared, which traces are shown and the link that reproduces this page."""
+    comparison = analysis.comparison
     with st.sidebar:
         st.divider()
+        phase_selector(view, analysis.phases)
         for side in (1, 2):
             st.markdown(f":{side_badge(side)}[**Trace {side}**] {text.md(comparison.trace(side).label)}")
         st.caption("Link to this view")
         st.code(share_url(view), language=None, wrap_lines=True)
 
 
-def require_comparison(view: View) -> Comparison:
-    """For the analysis pages: the comparison, or a pointer to the home page and stop."""
+def phase_selector(view: View, phases: dict[str, tuple[int, int]]) -> None:
+    """Which phase is compared: only phases both traces have kernels in, each with its steps per side."""
+    def label(phase: str) -> str:
+        steps = phases[phase]
+        counted = f"{steps[0]:,} vs {steps[1]:,} steps" if any(steps) else "no steps recorded"
+        return f"{'all phases' if phase == ALL_PHASES else phase} ({counted})"
+
+    bind("phase_pick", view.phase if view.phase in phases else ALL_PHASES)
+    st.selectbox("Phase", list(phases), key="phase_pick", format_func=label,
+                 on_change=lambda: set_view(session_view().with_phase(st.session_state["phase_pick"])),
+                 help="Compare only the kernels of one phase (prefill, decode, forward, …), read from the traces' "
+                      "annotations; phases only one trace has cannot be compared.")
+
+
+def require_analysis(view: View) -> data.Analysis:
+    """For the analysis pages: both traces and their comparison, or a pointer to the home page and stop."""
     for note in data.folder_notes():
         st.caption(text.md(note))
     analysis = data.analyse(view)
@@ -201,7 +220,17 @@ def require_comparison(view: View) -> Comparison:
         st.info("Pick two traces on the home page first.")
         link("home", "Go to the home page", view)
         st.stop()
-    return analysis.comparison
+    return analysis
+
+
+def phase_fallback(view: View, analysis: data.Analysis) -> View:
+    """The view of what is shown: when the link's phase could not be compared, say so and show all phases."""
+    if analysis.phase_problem is None:
+        return view
+    st.warning(text.md(analysis.phase_problem))
+    shown = view.with_phase(ALL_PHASES)
+    set_view(shown)
+    return shown
 
 
 # --- drawing helpers ----------------------------------------------------------------------------------
@@ -238,8 +267,9 @@ def finding(comparison: Comparison, mapping: FusionMapping) -> str:
 def kernel_names(mapping: FusionMapping, first: int | None = None) -> str:
     """The raw kernel names behind a finding (the `first` of each side), as markdown list lines; '' when none."""
     lines = []
-    for label, side, names in (("fused", mapping.fused_trace, mapping.fused_kernel_names),
-                               ("instead", 3 - mapping.fused_trace, mapping.unfused_kernel_names)):
+    labels = report.name_labels(mapping)
+    for label, side, names in ((labels[0], mapping.fused_trace, mapping.fused_kernel_names),
+                               (labels[1], 3 - mapping.fused_trace, mapping.unfused_kernel_names)):
         if names:
             more = f" and {len(names) - first} more" if first is not None and len(names) > first else ""
             lines.append(f"- {label} (trace {side}): " + ", ".join(text.code(n) for n in names[:first]) + more)

@@ -6,6 +6,7 @@ import numpy as np
 
 from ..align import UNKNOWN_TYPE
 from ..pair_checks import pair_warnings
+from ..phase_compare import recorded_steps
 from ..result import Comparability
 from .evidence import Side
 from .opportunities import unknown_could_hide
@@ -17,21 +18,30 @@ CHECKED_OPERATIONS = (("GEMM", ("GEMM", "MoE_GEMM")), ("attention", ("Attention"
 
 def comparability(sides: tuple[Side, Side], types: list[str], groups: tuple[int, int], matched: int,
                   attention_per_pair: tuple[float, float] | None, limits: Thresholds) -> Comparability:
-    """Operations are counted without helper kernels (a split-K reduce is part of its GEMM)."""
+    """Operations are counted without helper kernels (a split-K reduce is part of its GEMM).
+
+    When both traces record steps and their numbers differ, counts are compared per step: four
+    prefill steps against one are the same workload captured longer, not a different one."""
     warnings: list[str] = []
-    checks: dict[str, object] = {}
+    steps = tuple(recorded_steps(side.trace.kernels) for side in sides)
+    per_step = all(steps) and steps[0] != steps[1]
+    divisors = steps if per_step else (1, 1)
+    if per_step:
+        warnings.append(f"step counts differ ({steps[0]} vs {steps[1]}): kernel counts are compared per step,"
+                        " and fusion opportunities only within matched groups, not over the whole traces")
+    checks: dict[str, object] = {"steps1": steps[0], "steps2": steps[1], "per_step": per_step}
     totals = (len(sides[0].codes), len(sides[1].codes))
-    checks["kernel_ratio"] = _safe_ratio(*totals)
+    checks["kernel_ratio"] = _safe_ratio(*_scaled(totals, divisors))
     band = limits.kernel_count_band
     if checks["kernel_ratio"] is not None and not 1 / band <= checks["kernel_ratio"] <= band:
-        warnings.append(f"total kernel counts differ {checks['kernel_ratio']:.2f}x ({totals[0]} vs {totals[1]})")
+        warnings.append(f"total kernel counts differ {checks['kernel_ratio']:.2f}x ({_counts(totals, divisors)})")
     per_type = [_operations_per_type(side, len(types)) for side in sides]
     unknown = tuple(_operations(c, types, (UNKNOWN_TYPE,)) for c in per_type)
     severe = False
     for label, members in CHECKED_OPERATIONS:
         counts = tuple(_operations(c, types, members) for c in per_type)
-        checks[f"{label}_ratio"] = _safe_ratio(*counts)
-        problem, is_severe = _operation_check(label, counts, unknown, limits)
+        checks[f"{label}_ratio"] = _safe_ratio(*_scaled(counts, divisors))
+        problem, is_severe = _operation_check(label, counts, unknown, divisors, limits)
         warnings += [problem] if problem else []
         severe = severe or is_severe
     warnings += _group_warnings(groups, matched, attention_per_pair)
@@ -40,6 +50,19 @@ def comparability(sides: tuple[Side, Side], types: list[str], groups: tuple[int,
     checks.update(groups1=groups[0], groups2=groups[1], matched_groups=matched)
     level = "mismatch" if severe else ("warn" if warnings else "ok")
     return Comparability(ok=not severe, level=level, warnings=warnings, checks=checks)
+
+
+def _scaled(counts: tuple[int, int], divisors: tuple[int, int]) -> tuple[float, float]:
+    return counts[0] / divisors[0], counts[1] / divisors[1]
+
+
+def _counts(counts: tuple[int, int], divisors: tuple[int, int]) -> str:
+    """'100 vs 25', or per step when the step counts differ: '25 vs 25 per step; 100 vs 25 in 4 vs 1 steps'."""
+    if divisors == (1, 1):
+        return f"{counts[0]} vs {counts[1]}"
+    scaled = _scaled(counts, divisors)
+    return (f"{scaled[0]:.4g} vs {scaled[1]:.4g} per step; {counts[0]} vs {counts[1]} in"
+            f" {divisors[0]} vs {divisors[1]} steps")
 
 
 def _operations_per_type(side: Side, n_types: int) -> np.ndarray:
@@ -53,21 +76,23 @@ def _operations(per_type: np.ndarray, types: list[str], members: tuple[str, ...]
     return int(sum(per_type[types.index(t)] for t in members if t in types))
 
 
-def _operation_check(label: str, counts: tuple[int, int], unknown: tuple[int, int], limits: Thresholds) -> tuple[str, bool]:
-    """(warning or '', severe?) for one operation's counts on both sides."""
+def _operation_check(label: str, counts: tuple[int, int], unknown: tuple[int, int], divisors: tuple[int, int],
+                     limits: Thresholds) -> tuple[str, bool]:
+    """(warning or '', severe?) for one operation's counts on both sides, per step when `divisors` are steps."""
     if counts == (0, 0):
         return "", False
-    ratio = _safe_ratio(*counts)
+    ratio = _safe_ratio(*_scaled(counts, divisors))
     severe_band, warn_band = limits.op_count_mismatch_band, limits.op_count_warn_band
     if ratio is not None and 1 / warn_band <= ratio <= warn_band:
         return "", False
-    if unknown_could_hide(*counts, unknown):
-        return (f"{label} kernel counts differ ({counts[0]} vs {counts[1]}), but the side with fewer has as many"
+    shown = _counts(counts, divisors)
+    if divisors == (1, 1) and unknown_could_hide(*counts, unknown):
+        return (f"{label} kernel counts differ ({shown}), but the side with fewer has as many"
                 f" more unclassified kernels ({unknown[0]} vs {unknown[1]}): some may be {label} kernels no rule"
                 " knows"), False
     if ratio is None or not 1 / severe_band <= ratio <= severe_band:
-        return f"{label} kernel counts differ too much ({counts[0]} vs {counts[1]}): probably not the same workload", True
-    return f"{label} kernel counts differ {ratio:.2f}x ({counts[0]} vs {counts[1]}): different step counts or shapes?", False
+        return f"{label} kernel counts differ too much ({shown}): probably not the same workload", True
+    return f"{label} kernel counts differ {ratio:.2f}x ({shown}): different step counts or shapes?", False
 
 
 def _group_warnings(groups: tuple[int, int], matched: int, attention_per_pair: tuple[float, float] | None) -> list[str]:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+
+from ..errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -48,3 +51,29 @@ class Thresholds:
     """Comparability: GEMM or attention counts beyond this factor get a warning."""
     op_count_mismatch_band: float = 3.0
     """Comparability: beyond this factor the traces are probably not the same workload."""
+    op_min_calls: int = 3
+    """Op level: a kernel-count difference must show in at least this many aligned call pairs of the op."""
+    op_min_consistency: float = 0.8
+    """Op level: share of the op's aligned call pairs that must show the same difference (same kernel types per side)."""
+
+
+def threshold_overrides(items: list[str]) -> dict[str, int | float]:
+    """`NAME=VALUE` strings as Thresholds keyword arguments, each value of its field's type and positive.
+
+    Raises ConfigError naming the item when a name is not a threshold or a value does not fit it."""
+    fields = {f.name: type(f.default) for f in dataclasses.fields(Thresholds)}
+    overrides: dict[str, int | float] = {}
+    for item in items:
+        name, _, text = item.partition("=")
+        kind = fields.get(name.strip())
+        if kind is None:
+            raise ConfigError(f"--threshold {item}: not a threshold; one of {', '.join(fields)}")
+        try:
+            value = kind(text.strip())
+        except ValueError:
+            wanted = "a whole number" if kind is int else "a number"
+            raise ConfigError(f"--threshold {item}: {name.strip()} takes {wanted}") from None
+        if not value > 0:
+            raise ConfigError(f"--threshold {item}: must be greater than 0")
+        overrides[name.strip()] = value
+    return overrides
