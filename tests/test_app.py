@@ -571,7 +571,7 @@ def test_hosted_a_row_link_names_the_batch_pair_and_every_page_opens_it(batches:
     back = [link.proto for link in home.get("page_link") if "back to the batch" in link.proto.label]
     assert [(b.page, b.query_string) for b in back] == [("Batch", "batch=run1&bpair=1")]
     assert metrics(home)["Kernels"] == [f"{expected.trace1.kernel_count:,}", f"{expected.trace2.kernel_count:,}"]
-    for page in PAGES:
+    for page in [*PAGES, "pages/5_Ops.py"]:
         shown = run(page, batch="run1", bpair="1")
         assert not shown.error, (page, [e.value for e in shown.error])
     swapped = run("app.py", batch="run1", bpair="1", swap="1")
