@@ -50,6 +50,8 @@ def on_swap() -> None:
 
 def pick_inputs(view: View) -> tuple[View, list]:
     """The input widgets; returns the (possibly changed) view and one container per side for messages."""
+    if view.bpair is not None:
+        ui.link("batch", f"Pair {view.bpair} of batch {text.md(view.batch)}: back to the batch →", view)
     ui.bind("mode", mode_of(view))
     mode = st.radio("Traces", modes(), key="mode", horizontal=True, on_change=on_mode, label_visibility="collapsed")
     if mode == SAMPLE_PAIR:

@@ -89,7 +89,7 @@ class BatchParams:
 
 def jobs_from_manifest(path: str | os.PathLike) -> list[Job]:
     """Rows `trace1,trace2,label` (a header row with those names is allowed); relative paths are read from the manifest's folder."""
-    base = Path(path).parent
+    base = Path(path).absolute().parent
     try:
         with open(path, newline="") as handle:
             rows = [row for row in csv.reader(handle) if row and any(cell.strip() for cell in row)]
@@ -158,8 +158,10 @@ def _rank_of(text: str) -> int | None:
 
 
 def _trace_files(directory: Path) -> list[Path]:
+    """Absolute paths, so the batch's record opens them from anywhere (the dashboard links to each pair)."""
     if not directory.is_dir():
         raise TraceError(str(directory), "not a directory")
+    directory = directory.absolute()
     return sorted(p for p in directory.iterdir() if p.is_file() and p.name.endswith(_TRACE_SUFFIXES))
 
 

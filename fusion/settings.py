@@ -84,6 +84,11 @@ def store_dir() -> Path:
     return _directory("FUSION_STORE_DIR", "traces")
 
 
+def batch_dir() -> Path:
+    """FUSION_BATCH_DIR: the batch result folders the dashboard's Batch page opens by name."""
+    return _directory("FUSION_BATCH_DIR", "batches")
+
+
 def store_max_bytes() -> int:
     """FUSION_STORE_MAX_MB: the store's size cap."""
     return int(_number("FUSION_STORE_MAX_MB", DEFAULT_STORE_MAX_MB) * (1 << 20))

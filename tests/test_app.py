@@ -496,3 +496,127 @@ def test_findings_link_to_their_op_and_an_unknown_op_is_said_as_text(op_pair) ->
 def test_ops_page_on_graph_replays_says_there_are_no_ops() -> None:
     at = run("pages/5_Ops.py", sample=SAMPLE)
     assert any("record no CPU ops" in i.value for i in at.info)
+
+
+# --- issue 15: the Batch page ---------------------------------------------------------------------------
+
+from urllib.parse import parse_qsl, urlsplit  # noqa: E402
+
+import pandas as pd  # noqa: E402
+
+from test_batch import batch_with_a_failure, rank_dirs  # noqa: E402,F401  (fixtures: a real batch result)
+
+BATCH_PAGE = "pages/6_Batch.py"
+
+
+@pytest.fixture
+def batches(batch_with_a_failure: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The server's batch folder holds the real batch result `run1`."""
+    monkeypatch.setenv("FUSION_BATCH_DIR", str(batch_with_a_failure.parent))
+    return batch_with_a_failure.parent
+
+
+def pair_links(at: AppTest) -> dict[str, str | None]:
+    table = at.dataframe[0].value
+    return dict(zip(table["label"], table["comparison"]))
+
+
+def open_link(href: str) -> AppTest:
+    """Follow a row's link the way the browser does: './?query' from the Batch page is the home page."""
+    parts = urlsplit(href)
+    assert parts.path == "./"
+    return run("app.py", **dict(parse_qsl(parts.query)))
+
+
+def test_batch_page_lists_the_servers_batch_results(batches: Path) -> None:
+    at = run(BATCH_PAGE)
+    listed = [m.value for m in at.markdown if "run1" in m.value]
+    assert listed and "5 pairs, 1 failed" in listed[0] and "batch=run1" in listed[0]
+
+
+def test_batch_page_shows_each_pair_with_its_differences_and_the_findings_across_ranks(batches: Path) -> None:
+    at = run(BATCH_PAGE, batch="run1")
+    assert not at.error
+    table = at.dataframe[0].value.set_index("label")
+    assert list(table.index) == ["rank0", "rank1", "rank2", "rank3", "broken"]
+    assert table.loc["broken", "status"] == "failed" and "broken.json" in table.loc["broken", "message"]
+    assert table.loc["rank0", "findings"] > 0 and table.loc["rank0", "headline"].startswith("trace ")
+    assert table.loc["rank3", "findings"] == 0 and pd.isna(table.loc["broken", "comparison"])
+    findings = at.dataframe[1].value
+    assert len(findings) and set(findings["holds on"]) == {"some ranks"}
+
+
+def test_batch_filters_are_in_the_link(batches: Path) -> None:
+    at = run(BATCH_PAGE, batch="run1", bs="failed")
+    assert list(at.dataframe[0].value["label"]) == ["broken"]
+    at = run(BATCH_PAGE, batch="run1")
+    at.text_input(key="batch_filter").set_value("rank2").run()
+    assert at.query_params["bq"] in ("rank2", ["rank2"]) and list(at.dataframe[0].value["label"]) == ["rank2"]
+
+
+def test_a_row_link_opens_that_pairs_comparison(batches: Path, expected) -> None:
+    at = run(BATCH_PAGE, batch="run1")
+    home = open_link(pair_links(at)["rank0"])
+    assert not home.error
+    assert metrics(home)["Kernels"] == [f"{expected.trace1.kernel_count:,}", f"{expected.trace2.kernel_count:,}"]
+
+
+def test_hosted_a_row_link_names_the_batch_pair_and_every_page_opens_it(batches: Path, expected, monkeypatch) -> None:
+    monkeypatch.setenv("FUSION_HOSTED", "1")
+    at = run(BATCH_PAGE, batch="run1", bp="/etc")
+    assert [t.key for t in at.text_input] == ["batch_filter"] and "bp" not in at.query_params  # no server path when hosted
+    href = pair_links(at)["rank1"]
+    assert "p1" not in href and "bpair=1" in href and "batch=run1" in href
+    home = open_link(href)
+    back = [link.proto for link in home.get("page_link") if "back to the batch" in link.proto.label]
+    assert [(b.page, b.query_string) for b in back] == [("Batch", "batch=run1&bpair=1")]
+    assert metrics(home)["Kernels"] == [f"{expected.trace1.kernel_count:,}", f"{expected.trace2.kernel_count:,}"]
+    for page in [*PAGES, "pages/5_Ops.py"]:
+        shown = run(page, batch="run1", bpair="1")
+        assert not shown.error, (page, [e.value for e in shown.error])
+    swapped = run("app.py", batch="run1", bpair="1", swap="1")
+    assert metrics(swapped)["Kernels"] == [f"{expected.trace2.kernel_count:,}", f"{expected.trace1.kernel_count:,}"]
+
+
+def test_locally_a_batch_opens_by_its_server_path(batch_with_a_failure: Path) -> None:
+    at = run(BATCH_PAGE)
+    at.text_input(key="batch_path").set_value(str(batch_with_a_failure)).run()
+    assert at.query_params["bp"] in (str(batch_with_a_failure), [str(batch_with_a_failure)])
+    assert len(at.dataframe[0].value) == 5 and "p1=" in pair_links(at)["rank0"]
+
+
+def test_a_batch_link_cannot_leave_the_batch_folder(batches: Path) -> None:
+    at = run(BATCH_PAGE, batch="..")
+    assert any("damaged" in w.value and "batch" in w.value for w in at.warning)
+    assert not at.error and not any(".." in m.value for m in at.markdown if "batch=" in m.value)
+
+
+def test_a_damaged_batch_folder_gives_one_message(batches: Path, batch_with_a_failure: Path, tmp_path: Path, monkeypatch) -> None:
+    import shutil
+
+    monkeypatch.setenv("FUSION_BATCH_DIR", str(tmp_path))
+    shutil.copytree(batch_with_a_failure, tmp_path / "damaged")
+    (tmp_path / "damaged" / "summary.parquet").write_bytes(b"PAR1 cut short")
+    at = run(BATCH_PAGE, batch="damaged")
+    assert len(at.error) == 1 and not at.exception
+    message = unescaped(at.error[0].value)
+    assert message.startswith("batch damaged: summary.parquet cannot be read") and str(tmp_path) not in message
+    (tmp_path / "damaged" / "batch.json").write_text("{")
+    listing = run(BATCH_PAGE)
+    assert any("damaged" in w.value and "batch.json cannot be read" in unescaped(w.value) for w in listing.warning)
+
+
+def test_text_from_a_batch_record_is_shown_as_text(batch_with_a_failure: Path, tmp_path: Path, monkeypatch) -> None:
+    import shutil
+
+    hostile = "[click](https://evil.example) **bold** <b>"
+    monkeypatch.setenv("FUSION_BATCH_DIR", str(tmp_path))
+    monkeypatch.setenv("FUSION_HOSTED", "1")
+    shutil.copytree(batch_with_a_failure, tmp_path / "remote")
+    record = orjson.loads((tmp_path / "remote" / "batch.json").read_bytes())
+    record["pairs"][0] |= {"label": hostile, "trace1": "s3://bucket/amd.json.gz"}
+    (tmp_path / "remote" / "batch.json").write_bytes(orjson.dumps(record))
+    at = run("app.py", batch="remote", bpair="0")
+    errors = [e.value for e in at.error]
+    assert errors and all(md_text(hostile) in e and "never opens" in e for e in errors)
+    assert not any("[click]" in e or "<b>" in e for e in errors)

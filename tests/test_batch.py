@@ -12,6 +12,7 @@ from builders import kineto_trace, write_trace
 
 from fusion import batch
 from fusion.__main__ import main
+from fusion.batch_result import BatchError, read_batch
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 FUSED = SAMPLES / "vllm_moe_full_graph"
@@ -39,6 +40,17 @@ def local_run(rank_dirs, tmp_path_factory) -> tuple[Path, pd.DataFrame]:
     out = tmp_path_factory.mktemp("batch-local")
     jobs = batch.jobs_from_directories(*rank_dirs)
     return out, batch.run_batch(jobs, out, engine="local", workers=2)
+
+
+@pytest.fixture(scope="module")
+def batch_with_a_failure(rank_dirs, tmp_path_factory) -> Path:
+    """A batch result folder `run1` (alone in its parent): the rank pairs, then a pair `broken` that fails."""
+    root = tmp_path_factory.mktemp("batches")
+    broken = root.parent / f"{root.name}-broken.json"
+    broken.write_text('{"traceEvents": [{"cat": "kernel",')
+    jobs = [*batch.jobs_from_directories(*rank_dirs), batch.Job(str(broken), str(FUSED / "nvidia.json.gz"), "broken")]
+    batch.run_batch(jobs, root / "run1", workers=1)
+    return root / "run1"
 
 
 def test_directories_pair_by_rank_in_the_file_names(rank_dirs):
@@ -170,3 +182,48 @@ def test_ray_engine_gives_the_same_summary(local_run, rank_dirs, tmp_path):
     findings = [pd.read_parquet(d / batch.FINDINGS_FILE).drop(columns=["result_file"])
                 for d in (local_run[0], tmp_path / "ray")]
     pd.testing.assert_frame_equal(*findings)
+
+
+# ---- reading a batch result back (the dashboard's Batch page) -------------------------------------
+
+def test_a_batch_folder_reads_back_as_its_record_and_tables(local_run, rank_dirs):
+    out, summary = local_run
+    result = read_batch(out)
+    assert [(p.index, p.label, p.rank, p.status) for p in result.record.pairs] == [(r, f"rank{r}", r, "ok") for r in range(RANKS)]
+    assert all(Path(p.trace1).is_absolute() and Path(p.trace1).parent == rank_dirs[0] for p in result.record.pairs)
+    assert result.record.min_group_size == batch.BatchParams().min_group_size and result.record.failures == 0
+    pd.testing.assert_frame_equal(result.summary, summary)
+    assert set(result.findings["holds_on"]) == {"some ranks"}
+
+
+def test_relative_directories_are_recorded_as_absolute_paths(rank_dirs, monkeypatch):
+    monkeypatch.chdir(rank_dirs[0].parent)
+    jobs = batch.jobs_from_directories(rank_dirs[0].name, rank_dirs[1].name)
+    assert [Path(j.trace2) for j in jobs] == [rank_dirs[1] / f"trace-rank-{r}.json.gz" for r in range(RANKS)]
+
+
+def _damage_record(folder: Path) -> None:
+    (folder / batch.BATCH_FILE).write_text('{"format": 1, "params": {"min_group_size": 50}, "pairs": [{"label": 3}]}')
+
+
+@pytest.mark.parametrize(("damage", "problem"), [
+    (lambda f: (f / batch.BATCH_FILE).unlink(), "no batch.json"),
+    (lambda f: (f / batch.BATCH_FILE).write_text("{not json"), "batch.json cannot be read"),
+    (lambda f: (f / batch.BATCH_FILE).write_text('{"format": 99, "pairs": []}'), "format 99"),
+    (_damage_record, "pair 0: label is missing or not text"),
+    (lambda f: (f / batch.SUMMARY_FILE).write_bytes(b"PAR1 truncated"), "summary.parquet cannot be read"),
+    (lambda f: (f / batch.FINDINGS_FILE).unlink(), "no findings.parquet"),
+    (lambda f: pd.DataFrame({"label": ["x"]}).to_parquet(f / batch.FINDINGS_FILE), "findings.parquet lacks the column(s)"),
+])
+def test_a_damaged_batch_folder_gives_one_message_naming_it(local_run, tmp_path, damage, problem):
+    folder = shutil.copytree(local_run[0], tmp_path / "damaged")
+    damage(folder)
+    with pytest.raises(BatchError) as caught:
+        read_batch(folder)
+    message = str(caught.value)
+    assert message.startswith(f"{folder}: ") and problem in message and "\n" not in message
+
+
+def test_a_folder_that_is_not_there_is_named(tmp_path):
+    with pytest.raises(BatchError, match="not a folder"):
+        read_batch(tmp_path / "missing")

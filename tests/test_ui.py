@@ -240,3 +240,102 @@ def test_op_sequences_list_what_each_call_of_an_op_launched() -> None:
         [3, 2, "fill → ln_fwd"], [1, 1, "ln_fwd"]]
     assert shown["time (ms)"].tolist() == [0.015, 0.004] and shown["first call's kernels"][0] == "0–1"
     assert op_sequences(trace, "aten::bmm").empty
+
+
+# --- the Batch page: its link keys, which folders a link may open, its tables --------------------------
+
+from fusion.batch_result import BatchError, read_batch  # noqa: E402
+from test_batch import batch_with_a_failure, rank_dirs  # noqa: E402,F401  (fixtures: a real batch result)
+from ui import batch  # noqa: E402
+
+
+def test_batch_keys_round_trip_and_a_batch_pair_is_a_source() -> None:
+    view = View(batch="run-1.b", bpair=2, bq="rank", bs="failed", swap=True, mgs=40)
+    assert parse(view.to_params()).view == view and not parse(view.to_params()).problems
+    assert view.has_sources() and not View(batch="run1").has_sources()
+    assert view.swapped() == view.with_(swap=False)
+    assert view.with_sources(sample="s") == View(sample="s", batch="run-1.b", bq="rank", bs="failed", mgs=40)
+    assert View(bp="/data/out").to_params() == {"bp": "/data/out"} and parse({"bp": "/data/out"}).view.bp == "/data/out"
+
+
+@pytest.mark.parametrize(("key", "value", "params"), [
+    ("batch", "..", {}), ("batch", "a/b", {}), ("batch", "/etc", {}), ("batch", "x" * 100, {}),
+    ("bs", "maybe", {"batch": "run1"}), ("bq", "q" * 1000, {"batch": "run1"}), ("bpair", "-1", {"batch": "run1"}),
+    ("bpair", "1", {}),  # a pair of no batch
+])
+def test_a_damaged_batch_key_is_dropped_and_named(key: str, value: str, params: dict[str, str]) -> None:
+    link = parse({**params, key: value})
+    assert link.problems == (key,) and link.view.bpair is None
+    assert value not in "".join(link.view.to_params().values())
+
+
+def test_hosted_links_never_name_a_batch_by_path(monkeypatch) -> None:
+    monkeypatch.setenv("FUSION_HOSTED", "1")
+    assert parse({"bp": "/etc", "batch": "run1"}).view == View(batch="run1")
+    assert batch.folder_of(View(bp="/etc")) is None
+
+
+def test_a_named_batch_stays_inside_the_batch_folder(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("FUSION_BATCH_DIR", str(tmp_path / "batches"))
+    (tmp_path / "batches").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "batches" / "link").symlink_to(tmp_path / "elsewhere")
+    assert batch.named_folder("run1") == (tmp_path / "batches" / "run1").resolve()
+    for name in ("link", "..", "a/b"):
+        with pytest.raises(BatchError):
+            batch.named_folder(name)
+
+
+def test_batch_pair_files_are_the_recorded_local_files_and_never_a_url(batch_with_a_failure, tmp_path, monkeypatch) -> None:
+    import shutil
+
+    import orjson
+
+    monkeypatch.setenv("FUSION_BATCH_DIR", str(batch_with_a_failure.parent))
+    record = read_batch(batch_with_a_failure).record
+    pair, first, second = batch.pair_files("run1", 1)
+    assert (pair.label, str(first), str(second)) == ("rank1", record.pairs[1].trace1, record.pairs[1].trace2)
+    with pytest.raises(BatchError, match="has no pair 9"):
+        batch.pair_files("run1", 9)
+    monkeypatch.setenv("FUSION_BATCH_DIR", str(tmp_path))
+    shutil.copytree(batch_with_a_failure, tmp_path / "remote")
+    raw = orjson.loads((tmp_path / "remote" / "batch.json").read_bytes())
+    raw["pairs"][0]["trace1"] = "s3://bucket/amd.json.gz"
+    (tmp_path / "remote" / "batch.json").write_bytes(orjson.dumps(raw))
+    with pytest.raises(BatchError, match="URL, which a link never opens"):
+        batch.pair_files("remote", 0)
+    remote = read_batch(tmp_path / "remote").record
+    assert batch.pair_view(View(batch="remote"), remote, remote.pairs[0]) is None
+
+
+def test_a_pair_opens_by_paths_locally_and_by_batch_pair_when_hosted(batch_with_a_failure, monkeypatch) -> None:
+    record = read_batch(batch_with_a_failure).record
+    view = View(batch="run1", bq="rank")
+    local = batch.pair_view(view, record, record.pairs[0])
+    assert (local.p1, local.p2, local.bpair, local.mgs) == (record.pairs[0].trace1, record.pairs[0].trace2, None, record.min_group_size)
+    monkeypatch.setenv("FUSION_HOSTED", "1")
+    hosted = batch.pair_view(view, record, record.pairs[0])
+    assert (hosted.p1, hosted.batch, hosted.bpair) == (None, "run1", 0)
+    assert batch.pair_view(view, record, record.pairs[-1]) is None  # the failed pair has no comparison to open
+
+
+def test_pair_table_has_one_row_per_pair_with_totals_and_headline(batch_with_a_failure) -> None:
+    result = read_batch(batch_with_a_failure)
+    table = batch.pair_table(result).set_index("label")
+    summary = result.summary
+    for side in (1, 2):
+        expected = summary[(summary["label"] == "rank0") & (summary["side"] == side)]["count"].sum()
+        assert table.loc["rank0", f"kernels {side}"] == expected
+    assert table.loc["rank0", "findings"] == (result.findings["label"] == "rank0").sum() > 0
+    assert table.loc["rank0", "headline"].startswith("trace ") and table.loc["rank3", "headline"] == "no difference found"
+    assert table.loc["broken", "status"] == "failed" and "broken" in table.loc["broken", "message"]
+    assert list(batch.filtered(batch.pair_table(result), "RANK2", None)["label"]) == ["rank2"]
+    assert list(batch.filtered(batch.pair_table(result), "", "failed")["label"]) == ["broken"]
+    assert "broken" not in set(batch.filtered(batch.pair_table(result), "", "ok")["label"])
+
+
+def test_finding_table_says_on_which_ranks_each_finding_holds(batch_with_a_failure) -> None:
+    findings = read_batch(batch_with_a_failure).findings
+    table = batch.finding_table(findings)
+    assert len(table) == findings.groupby(batch.FINDING_KEY).ngroups > 0
+    assert set(table["holds on"]) == {"some ranks"} and set(table["ranks"]) == {"0, 1, 2 (3 of 4)"}

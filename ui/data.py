@@ -31,6 +31,7 @@ from fusion.resultcache import ResultCache, cached_compare
 from fusion.store import StoreError, TraceStore, TraceUnavailable
 from fusion.tablecache import TableCache
 from fusion.trace import Trace, load
+from ui import batch
 from ui.state import View
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,12 +106,24 @@ def sources(view: View) -> tuple[list[Source | None], list[str | None]]:
             return [None, None], [f"There is no bundled sample named {view.sample!r}."] * 2
         files = [_file_source(path, f"{view.sample}/{path.name}") for path in pair]
         return (files[::-1] if view.swap else files), [None, None]
+    if view.bpair is not None and view.batch:
+        return _batch_pair_sources(view.batch, view.bpair, view.swap)
     found, errors = [], []
     for digest, path in ((view.t1, view.p1), (view.t2, view.p2)):
         source, error = _side_source(digest, path)
         found.append(source)
         errors.append(error)
     return found, errors
+
+
+def _batch_pair_sources(name: str, index: int, swap: bool) -> tuple[list[Source | None], list[str | None]]:
+    """The two trace files a batch of this server recorded for one pair (never a URL, never a path from the link)."""
+    try:
+        pair, *paths = batch.pair_files(name, index)
+    except TraceError as exc:
+        return [None, None], [str(exc)] * 2
+    files = [_file_source(path, f"{pair.label}/{path.name}") for path in paths]
+    return (files[::-1] if swap else files), [None, None]
 
 
 def _side_source(digest: str | None, path: str | None) -> tuple[Source | None, str | None]:

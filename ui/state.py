@@ -19,9 +19,12 @@ from fusion.phases import PHASES
 from fusion.store import is_digest
 
 DEFAULT_MIN_GROUP_SIZE = 50
-SOURCE_KEYS = ("sample", "t1", "t2", "p1", "p2")
+SOURCE_KEYS = ("sample", "t1", "t2", "p1", "p2", "bpair")
+"""`bpair` names a pair of the batch `batch`; the batch itself stays in the view, so its page can be reopened."""
 KERNEL_TABS = ("joined", "1", "2")
 """The Kernels page's views: names side by side with their counterparts, or one trace's names."""
+BATCH_STATUSES = ("ok", "failed")
+"""The Batch page's status filter: pairs compared, or pairs that failed."""
 MAX_SAMPLE_NAME = 64
 MAX_FILTER = 200
 MAX_LABEL = 80
@@ -37,8 +40,10 @@ PAGES = {
     "groups": "pages/3_Groups.py",
     "kernels": "pages/4_Kernels.py",
     "ops": "pages/5_Ops.py",
+    "batch": "pages/6_Batch.py",
 }
-PAGE_TITLES = {"home": "Home", "overview": "Overview", "fusion": "Fusion", "groups": "Groups", "kernels": "Kernels", "ops": "Ops"}
+PAGE_TITLES = {"home": "Home", "overview": "Overview", "fusion": "Fusion", "groups": "Groups", "kernels": "Kernels", "ops": "Ops",
+               "batch": "Batch"}
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,14 @@ class View:
     """The phase compared (fusion.phases.PHASES); 'all' compares every kernel."""
     op: str | None = None
     """The op the Ops page shows (a canonical op as in the op table), only ever looked up and shown as text."""
+    batch: str | None = None
+    bp: str | None = None
+    bpair: int | None = None
+    bq: str = ""
+    bs: str | None = None
+
+    def has_sources(self) -> bool:
+        return any((self.sample, self.t1, self.t2, self.p1, self.p2)) or self.bpair is not None
 
     def label(self, side: int) -> str | None:
         return self.l1 if side == 1 else self.l2
@@ -96,13 +109,13 @@ class View:
         """Trace 1 and trace 2 exchanged; a selected pair's ids refer to the old order, so it is dropped."""
         tab = {"1": "2", "2": "1"}.get(self.tab, self.tab)
         base = self.with_pair(None).with_(l1=self.l2, l2=self.l1, tab=tab)
-        if self.sample:
+        if self.sample or self.bpair is not None:
             return base.with_(swap=not self.swap)
         return base.with_(t1=self.t2, t2=self.t1, p1=self.p2, p2=self.p1)
 
     def to_params(self) -> dict[str, str]:
         params: dict[str, str] = {}
-        for key in ("sample", "t1", "t2", "p1", "p2", "l1", "l2", "type", "q", "op"):
+        for key in ("sample", "t1", "t2", "p1", "p2", "l1", "l2", "type", "q", "op", "batch", "bp", "bq", "bs"):
             value = getattr(self, key)
             if value:
                 params[key] = value
@@ -112,6 +125,8 @@ class View:
             params["swap"] = "1"
         if self.pair is not None:
             params["pair"] = str(self.pair)
+        if self.bpair is not None:
+            params["bpair"] = str(self.bpair)
         for key in ("w1", "w2"):
             window = getattr(self, key)
             if window:
@@ -142,8 +157,11 @@ def parse(params: Mapping[str, str]) -> Link:
         return value
 
     digests = {key: keep(key, params.get(key) or None, is_digest(params.get(key))) for key in ("t1", "t2")}
-    paths = {key: None if settings.hosted() else params.get(key) or None for key in ("p1", "p2")}
+    paths = {key: None if settings.hosted() else params.get(key) or None for key in ("p1", "p2", "bp")}
     sample = params.get("sample") or None
+    batch = params.get("batch") or None
+    batch = keep("batch", batch, batch is not None and is_sample_name(batch))
+    bpair = _int(params.get("bpair"), 0, 10**9)
     windows = {key: keep(key, _window(params.get(key)), _window(params.get(key)) is not None) for key in ("w1", "w2")}
     view = View(
         sample=keep("sample", sample, sample is not None and is_sample_name(sample)),
@@ -161,12 +179,17 @@ def parse(params: Mapping[str, str]) -> Link:
         q=keep("q", params.get("q"), len(params.get("q") or "") <= MAX_FILTER) or "",
         phase=keep("phase", params.get("phase"), params.get("phase") in PHASES) or ALL_PHASES,
         op=keep("op", params.get("op") or None, is_op_name(params.get("op") or "")),
+        batch=batch,
+        bpair=keep("bpair", bpair, bpair is not None and batch is not None),
+        bq=keep("bq", params.get("bq"), len(params.get("bq") or "") <= MAX_FILTER) or "",
+        bs=keep("bs", params.get("bs"), params.get("bs") in BATCH_STATUSES),
     )
     return Link(view, tuple(problems))
 
 
 def is_sample_name(name: str) -> bool:
-    """A bundled sample's folder name can be this (short, plain characters); anything else is not echoed back."""
+    """A bundled sample's (or a batch result's) folder name can be this (short, plain characters, no path
+    separator, not `..`); anything else is not echoed back."""
     return len(name) <= MAX_SAMPLE_NAME and _SAMPLE_NAME.fullmatch(name) is not None
 
 

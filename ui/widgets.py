@@ -25,7 +25,7 @@ from fusion.errors import ConfigError, TraceError
 from fusion.phases import ALL as ALL_PHASES
 from fusion.result import Comparison, FusionMapping
 from ui import charts, data, text
-from ui.state import PAGE_TITLES, PAGES, View, parse
+from ui.state import PAGE_TITLES, PAGES, SOURCE_KEYS, View, parse
 
 log = logging.getLogger("fusion.app")
 
@@ -110,8 +110,8 @@ def current_view() -> View:
                 + " could not be used and was left out."
             )
         view = link.view
-        if not any((view.sample, view.t1, view.t2, view.p1, view.p2)):
-            view = view.with_(**_remembered_sources())
+        if not view.has_sources():
+            view = view.with_(**_remembered_sources(view))
     elif "view" in st.session_state:
         view = st.session_state["view"]
     else:
@@ -120,12 +120,18 @@ def current_view() -> View:
     return view
 
 
-def _remembered_sources() -> dict[str, Any]:
-    """The inputs of this session's last view, else the default sample (a link without inputs still opens)."""
+def _remembered_sources(view: View) -> dict[str, Any]:
+    """The inputs of this session's last view, else the default sample (a link without inputs still opens).
+
+    A remembered batch pair comes with its batch, unless the link names another batch (its pairs differ).
+    """
     last = st.session_state.get("view")
-    if last is not None:
-        return {key: getattr(last, key) for key in ("sample", "t1", "t2", "p1", "p2", "swap")}
-    return {"sample": data.default_sample()}
+    if last is None:
+        return {"sample": data.default_sample()}
+    kept = {key: getattr(last, key) for key in (*SOURCE_KEYS, "swap")}
+    if last.bpair is not None:
+        kept |= {"bpair": None} if view.batch not in (None, last.batch) else {"batch": last.batch}
+    return kept
 
 
 def set_view(view: View) -> None:
