@@ -70,6 +70,10 @@ class PairOutcome:
     message: str = ""
     result_file: str = ""
     seconds: float = 0.0
+    digests: tuple[str, str] = ("", "")
+    """The two traces' content digests the result is of ('' when the pair failed before hashing)."""
+    stamps: tuple[list[int] | None, list[int] | None] = (None, None)
+    """Each local trace's [size, mtime_ns] when it was hashed, so a reader can tell the file changed since."""
     type_rows: list[dict[str, Any]] = field(default_factory=list)
     findings: list[dict[str, Any]] = field(default_factory=list)
 
@@ -222,18 +226,30 @@ def _run_pair(job: Job, out_dir: Path, params: BatchParams) -> PairOutcome:
     from .tablecache import TableCache
     from .trace import load
 
+    stamps = (file_stamp(job.trace1), file_stamp(job.trace2))
     digests = (content_digest(job.trace1), content_digest(job.trace2))
     key = result_key(digests, params)
     result_path = out_dir / PAIRS_DIR / f"{_safe(job.label)}.json"
     previous = _read_result(result_path, key)
     if previous is not None:
-        return _outcome(job, "skipped", result_path, previous)
+        return _outcome(job, "skipped", result_path, previous, digests, stamps)
     cache = TableCache()
     traces = [_load_one(location, cache, load) for location in (job.trace1, job.trace2)]
     result = orjson.loads(to_json(compare(*traces, min_group_size=params.min_group_size)))
     result["batch"] = {"key": key, "label": job.label, "trace1": job.trace1, "trace2": job.trace2}
     _write_atomic(result_path, orjson.dumps(result, option=orjson.OPT_INDENT_2))
-    return _outcome(job, "ok", result_path, result)
+    return _outcome(job, "ok", result_path, result, digests, stamps)
+
+
+def file_stamp(location: str) -> list[int] | None:
+    """[size, mtime_ns] of a local trace file (None for a URL or a file that cannot be read)."""
+    if "://" in location:
+        return None
+    try:
+        stat = os.stat(location)
+    except OSError:
+        return None
+    return [stat.st_size, stat.st_mtime_ns]
 
 
 def _load_one(location: str, cache: Any, load: Callable[..., Any]) -> Any:
@@ -300,8 +316,10 @@ def _safe(label: str) -> str:
     return f"{_UNSAFE.sub('_', label).strip('_')[:80] or 'pair'}-{digest}"
 
 
-def _outcome(job: Job, status: str, path: Path, result: dict[str, Any]) -> PairOutcome:
-    return PairOutcome(job, status, result_file=str(path), type_rows=_type_rows(result), findings=_findings(result))
+def _outcome(job: Job, status: str, path: Path, result: dict[str, Any], digests: tuple[str, str],
+             stamps: tuple[list[int] | None, list[int] | None]) -> PairOutcome:
+    return PairOutcome(job, status, result_file=str(path), type_rows=_type_rows(result), findings=_findings(result),
+                       digests=digests, stamps=stamps)
 
 
 def _type_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -469,7 +487,8 @@ def _batch_record(outcomes: list[PairOutcome], params: BatchParams, engine: str,
         "params": asdict(params),
         "seconds": round(seconds, 3),
         "pairs": [{**asdict(o.job), "status": o.status, "message": o.message, "result_file": o.result_file,
-                   "seconds": round(o.seconds, 3)} for o in outcomes],
+                   "seconds": round(o.seconds, 3), "digests": list(o.digests), "stamps": list(o.stamps)}
+                  for o in outcomes],
     }
 
 

@@ -7,6 +7,7 @@ or one damaged since, gives one message naming the folder and the problem, never
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,10 +44,27 @@ class PairRecord:
     trace2: str
     status: str
     message: str
+    stamps: tuple[tuple[int, int] | None, tuple[int, int] | None] = (None, None)
+    """Each local trace's (size, mtime_ns) when the batch hashed it; None when not recorded (a URL, a failure)."""
 
     @property
     def failed(self) -> bool:
         return self.status == "error"
+
+    def changed_sides(self) -> list[int]:
+        """The sides whose trace file is missing or differs in size or time from when the batch compared it."""
+        changed = []
+        for side, (location, stamp) in enumerate(zip((self.trace1, self.trace2), self.stamps), start=1):
+            if stamp is None:
+                continue
+            try:
+                stat = os.stat(location)
+            except OSError:
+                changed.append(side)
+                continue
+            if (stat.st_size, stat.st_mtime_ns) != stamp:
+                changed.append(side)
+        return changed
 
 
 @dataclass(frozen=True)
@@ -132,7 +150,20 @@ def _pair(index: int, entry: Any, bad: Any) -> PairRecord:
     if rank is not None and not _is_int(rank):
         raise bad(f"pair {index}: rank is not a whole number")
     return PairRecord(index, *(entry[name] for name in ("label", "group")), rank,
-                      *(entry[name] for name in ("trace1", "trace2", "status", "message")))
+                      *(entry[name] for name in ("trace1", "trace2", "status", "message")), _stamps(index, entry, bad))
+
+
+def _stamps(index: int, entry: dict, bad: Any) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
+    """The recorded (size, mtime_ns) per side; a record written before stamps were kept has none."""
+    stamps = entry.get("stamps", [None, None])
+    if not isinstance(stamps, list) or len(stamps) != 2:
+        raise bad(f"pair {index}: stamps is not a list of two")
+    out = []
+    for stamp in stamps:
+        if stamp is not None and not (isinstance(stamp, list) and len(stamp) == 2 and all(_is_int(v) for v in stamp)):
+            raise bad(f"pair {index}: a stamp is not [size, mtime_ns]")
+        out.append(tuple(stamp) if stamp is not None else None)
+    return out[0], out[1]
 
 
 def _table(folder: Path, name: str, columns: tuple[str, ...]) -> pd.DataFrame:

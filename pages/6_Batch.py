@@ -16,7 +16,7 @@ from ui.state import BATCH_STATUSES, View
 ALL = "all"
 MS = st.column_config.NumberColumn(format="%.3f")
 PAIR_COLUMNS = ("label", "rank", "status", "comparison", "findings", "headline", "time ratio", "kernels 1", "kernels 2",
-                "time 1 (ms)", "time 2 (ms)", "message")
+                "time 1 (ms)", "time 2 (ms)", "trace files", "message")
 
 
 def pick_folder(view: View) -> None:
@@ -74,7 +74,12 @@ def show_pairs(view: View, result: BatchResult) -> list[str]:
         "Sort by a column's header; each pair's comparison opens from its link."
     )
     query, status = filters(view)
-    table = batch.filtered(batch.pair_table(result), query, status)
+    every = batch.pair_table(result)
+    changed = int((every["trace files"] != batch.AS_COMPARED).sum())
+    if changed:
+        st.warning(f"{changed:,} pairs' trace files changed since the batch ran (see the column *trace files*): their "
+                   "figures here are of the files as they were; their link compares the files as they are now.")
+    table = batch.filtered(every, query, status)
     table.insert(1, "comparison", [comparison_link(view, result, int(i)) for i in table["pair"]])
     st.dataframe(
         table, hide_index=True, key="batch_pairs", column_order=PAIR_COLUMNS,

@@ -6,6 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
+import orjson
 import pandas as pd
 import pytest
 from builders import kineto_trace, write_trace
@@ -227,3 +228,26 @@ def test_a_damaged_batch_folder_gives_one_message_naming_it(local_run, tmp_path,
 def test_a_folder_that_is_not_there_is_named(tmp_path):
     with pytest.raises(BatchError, match="not a folder"):
         read_batch(tmp_path / "missing")
+
+
+def test_a_trace_changed_since_the_batch_ran_is_flagged_on_its_pair(rank_dirs, tmp_path):
+    from ui.batch import AS_COMPARED, pair_table
+
+    copies = [shutil.copytree(d, tmp_path / d.name) for d in rank_dirs]
+    out = tmp_path / "out"
+    batch.run_batch(batch.jobs_from_directories(*copies), out, workers=1)
+    pairs = read_batch(out).record.pairs
+    assert all(p.stamps[0] is not None and p.changed_sides() == [] for p in pairs)
+    (copies[1] / "trace-rank-1.json.gz").write_bytes((copies[1] / "trace-rank-0.json.gz").read_bytes() + b"\n")
+    (copies[0] / "trace_rank2.json.gz").unlink()
+    states = pair_table(read_batch(out))["trace files"].tolist()
+    assert states == [AS_COMPARED, "trace 2 changed since the batch ran", "trace 1 changed since the batch ran", AS_COMPARED]
+
+
+def test_a_record_without_stamps_reads_as_unchanged(local_run, tmp_path):
+    folder = shutil.copytree(local_run[0], tmp_path / "old")
+    record = orjson.loads((folder / batch.BATCH_FILE).read_bytes())
+    for pair in record["pairs"]:
+        del pair["stamps"]
+    (folder / batch.BATCH_FILE).write_bytes(orjson.dumps(record))
+    assert [p.changed_sides() for p in read_batch(folder).record.pairs] == [[]] * RANKS

@@ -170,8 +170,20 @@ def pair_table(result: BatchResult) -> pd.DataFrame:
         "kernels 1": column("count", 1), "kernels 2": column("count", 2), "time 1 (ms)": time1 / 1000,
         "time 2 (ms)": time2 / 1000, "time ratio": ratio, "findings": np.where(failed, np.nan, found),
         "headline": np.where(failed, "", headlines(findings, summary).reindex(labels, fill_value="no difference found")),
+        "trace files": [files_state(pair) for pair in pairs],
     })
     return table.astype({column: "Int64" for column in ("rank", "kernels 1", "kernels 2", "findings")})
+
+
+AS_COMPARED = "as compared"
+
+
+def files_state(pair: PairRecord) -> str:
+    """'as compared', or which trace changed since the batch compared it (its figures here are of the old file)."""
+    changed = pair.changed_sides()
+    if not changed:
+        return AS_COMPARED
+    return f"trace {' and '.join(map(str, changed))} changed since the batch ran"
 
 
 def headlines(findings: pd.DataFrame, summary: pd.DataFrame) -> pd.Series:
