@@ -7,7 +7,7 @@ import streamlit as st
 import ui.widgets as ui
 from fusion import report, settings
 from fusion.phases import ALL as ALL_PHASES
-from fusion.result import Comparison
+from fusion.result import COUNT_RATIO, TIME_US, Comparison, side_column
 from ui import charts, data, tables, text
 from ui.state import View, clean_label
 
@@ -177,7 +177,7 @@ def other_share(comparison: Comparison, side: int) -> float:
     stats = comparison.type_stats
     if not total or charts.OTHER_TYPE not in stats.index:
         return 0.0
-    return float(stats.loc[charts.OTHER_TYPE, f"trace{side}_time_us"]) / total
+    return float(stats.loc[charts.OTHER_TYPE, side_column(TIME_US, side)]) / total
 
 
 def warnings(comparison: Comparison) -> None:
@@ -226,9 +226,7 @@ def differences(view: View, comparison: Comparison) -> None:
         findings(view, comparison)
     with right:
         st.subheader("Kernel count ratio per type")
-        stats = comparison.type_stats
-        stats = stats[(stats["trace1_count"] > 0) | (stats["trace2_count"] > 0)]
-        ui.plot(charts.ratio_chart(stats, "count_ratio", "trace 1 / trace 2 kernels"), "count_ratio")
+        ui.plot(charts.ratio_chart(comparison.type_stats, COUNT_RATIO, "trace 1 / trace 2 kernels"), "count_ratio")
 
 
 def explore(view: View) -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import streamlit as st
 
 import ui.widgets as ui
+from fusion.result import COUNT, COUNT_RATIO, TIME_RATIO, TIME_US
 from ui import charts, tables
 
 with ui.page("Overview") as shown:
     view, comparison = shown.view, shown.comparison
     stats = comparison.type_stats
-    stats = stats[(stats["trace1_count"] > 0) | (stats["trace2_count"] > 0)]
     labels = (comparison.trace1.label, comparison.trace2.label)
     st.caption(
         "Ratios are trace 1 / trace 2 on a log axis from ½× to 2× at least: above 1, trace 1 launches more "
@@ -19,14 +19,14 @@ with ui.page("Overview") as shown:
     left, right = st.columns(2)
     with left:
         st.subheader("Kernel count per type")
-        ui.plot(charts.side_by_side(labels, stats, "count", 1.0, "kernels"), "kernel_count_per_type")
+        ui.plot(charts.side_by_side(labels, stats, COUNT, 1.0, "kernels"), "kernel_count_per_type")
         st.subheader("Count ratio")
-        ui.plot(charts.ratio_chart(stats, "count_ratio", "trace 1 / trace 2 kernels"), "count_ratio")
+        ui.plot(charts.ratio_chart(stats, COUNT_RATIO, "trace 1 / trace 2 kernels"), "count_ratio")
     with right:
         st.subheader("Kernel time per type")
-        ui.plot(charts.side_by_side(labels, stats, "time_us", 1e-3, "ms"), "kernel_time_per_type")
+        ui.plot(charts.side_by_side(labels, stats, TIME_US, 1e-3, "ms"), "kernel_time_per_type")
         st.subheader("Time ratio")
-        ui.plot(charts.ratio_chart(stats, "time_ratio", "trace 1 / trace 2 time"), "time_ratio")
+        ui.plot(charts.ratio_chart(stats, TIME_RATIO, "trace 1 / trace 2 time"), "time_ratio")
     st.subheader("Per type")
     st.dataframe(
         tables.type_table(stats),
@@ -38,7 +38,7 @@ with ui.page("Overview") as shown:
         st.caption("Each phase compared on its own: both traces' kernel counts and, where both record steps, "
                    "the ratio per step (so 4 prefill steps compare with 1).")
         st.dataframe(by_phase)
-    differing = [str(t) for t in stats.index if stats.loc[t, "trace1_count"] != stats.loc[t, "trace2_count"]]
+    differing = tables.differing_types(stats)
     if differing:
         st.subheader("Where counts differ")
         st.caption("Each link lists the pairs (graph-launch groups or stream windows) where that type's count differs.")

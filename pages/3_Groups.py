@@ -31,7 +31,7 @@ LEGEND = "".join(
 
 def choose_type(view: View, comparison: Comparison) -> str | None:
     stats = comparison.type_stats
-    differing = [t for t in KERNEL_TYPES if t in stats.index and stats.loc[t, "trace1_count"] != stats.loc[t, "trace2_count"]]
+    differing = [t for t in KERNEL_TYPES if t in tables.differing_types(stats)]
     options = [ALL_TYPES] + differing + [t for t in KERNEL_TYPES if t in stats.index and t not in differing]
     ui.bind("type_filter", view.type if view.type in options else ALL_TYPES)
 

@@ -18,6 +18,7 @@ import pandas as pd
 
 from fusion import settings
 from fusion.batch_result import BatchError, BatchRecord, BatchResult, PairRecord, read_batch, read_record
+from fusion.result import COUNT, KERNEL_TYPE, TIME_US
 from ui import text
 from ui.state import View, is_sample_name
 
@@ -151,7 +152,7 @@ def pair_view(view: View, record: BatchRecord, pair: PairRecord) -> View | None:
 def pair_table(result: BatchResult) -> pd.DataFrame:
     """One row per pair: status and message, kernels and time per side, the time ratio, findings and a headline."""
     summary, findings = result.summary, result.findings
-    per_side = summary.dropna(subset=["side"]).groupby(["label", "side"])[["count", "time_us"]].sum().unstack("side")
+    per_side = summary.dropna(subset=["side"]).groupby(["label", "side"])[[COUNT, TIME_US]].sum().unstack("side")
     pairs = result.record.pairs
     labels = [pair.label for pair in pairs]
     failed = np.array([pair.failed for pair in pairs], dtype=bool)
@@ -160,14 +161,14 @@ def pair_table(result: BatchResult) -> pd.DataFrame:
         values = per_side[(what, side)] if (what, side) in per_side.columns else pd.Series(dtype=float)
         return np.where(failed, np.nan, values.reindex(labels).to_numpy(dtype=float))
 
-    time1, time2 = column("time_us", 1), column("time_us", 2)
+    time1, time2 = column(TIME_US, 1), column(TIME_US, 2)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(time2 > 0, time1 / time2, np.nan)
     found = findings.groupby("label").size().reindex(labels, fill_value=0).to_numpy()
     table = pd.DataFrame({
         "pair": [pair.index for pair in pairs], "label": labels, "rank": [pair.rank for pair in pairs],
         "status": [FAILED if pair.failed else pair.status for pair in pairs], "message": [pair.message for pair in pairs],
-        "kernels 1": column("count", 1), "kernels 2": column("count", 2), "time 1 (ms)": time1 / 1000,
+        "kernels 1": column(COUNT, 1), "kernels 2": column(COUNT, 2), "time 1 (ms)": time1 / 1000,
         "time 2 (ms)": time2 / 1000, "time ratio": ratio, "findings": np.where(failed, np.nan, found),
         "headline": np.where(failed, "", headlines(findings, summary).reindex(labels, fill_value="no difference found")),
         "trace files": [files_state(pair) for pair in pairs],
@@ -193,7 +194,7 @@ def headlines(findings: pd.DataFrame, summary: pd.DataFrame) -> pd.Series:
     """
     top = findings.sort_values("time_saved_us", ascending=False, kind="stable").groupby("label").head(HEADLINE_FINDINGS)
     parts = pd.Series(finding_texts(top).to_numpy(), index=top["label"].to_numpy())
-    times = summary.dropna(subset=["side"]).groupby(["label", "kernel_type", "side"])["time_us"].sum().unstack("side")
+    times = summary.dropna(subset=["side"]).groupby(["label", KERNEL_TYPE, "side"])[TIME_US].sum().unstack("side")
     times = times.reindex(columns=[1, 2], fill_value=0.0).fillna(0.0)
     if len(times):
         gaps = (times[1] - times[2]).abs()

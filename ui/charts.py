@@ -13,6 +13,7 @@ import plotly.express as px
 import plotly.graph_objects as go
 
 from fusion.classify import KERNEL_TYPES
+from fusion.result import ONLY_IN, side_column
 from ui import text
 
 OTHER_TYPE = "Other"
@@ -59,7 +60,7 @@ def ratio_axis(log2_ratios: np.ndarray, one_sided: bool) -> tuple[int, int | Non
 def ratio_chart(stats: pd.DataFrame, column: str, title: str) -> go.Figure:
     """Trace 1 / trace 2 per type on a symmetric log axis; one-sided types sit on an extra, labelled tick."""
     ratios = stats[column].astype(float).to_numpy()
-    only = stats["only_in"].astype(int).to_numpy()
+    only = stats[ONLY_IN].astype(int).to_numpy()
     with np.errstate(divide="ignore", invalid="ignore"):
         log2 = np.where((only == 0) & (ratios > 0), np.log2(ratios), np.nan)
     span, edge = ratio_axis(log2, bool((only != 0).any()))
@@ -100,7 +101,7 @@ def side_by_side(labels: tuple[str, str], stats: pd.DataFrame, what: str, scale:
     for side in (1, 2):
         fig.add_bar(
             x=types,
-            y=stats[f"trace{side}_{what}"] * scale,
+            y=stats[side_column(what, side)] * scale,
             name=f"Trace {side}: {text.plotly(labels[side - 1])}",
             marker_color=SIDE_COLORS[side],
             hovertemplate=f"%{{x}}<br>trace {side}: %{{y:,.3f}} {unit}<extra></extra>",

@@ -16,7 +16,8 @@ import pandas as pd
 from fusion import report
 from fusion.opcompare import CALLS, KERNEL_NAMES, KERNELS_PER_CALL, MODULE, OP, TIME_GAP_US
 from fusion.phases import ALL as ALL_PHASES
-from fusion.result import COUNT, KERNEL_TYPE, TIME_RATIO, TIME_US, Comparison, FusionMapping, Opportunity, side_column
+from fusion.result import (COUNT, COUNT_RATIO, KERNEL_TYPE, ONLY_IN, TIME_RATIO, TIME_US, Comparison, FusionMapping,
+                           Opportunity, side_column)
 from fusion.trace import Trace
 from ui import text
 from ui.charts import OTHER_TYPE
@@ -31,7 +32,7 @@ def compared(comparison: Comparison) -> list[str]:
     """What the comparison put side by side, in a user's words (plain text)."""
     meta = comparison.metadata
     groups, windows = int(meta.get("matched_groups", 0)), int(meta.get("stream_windows", 0))
-    outside = [int(meta.get(f"trace{side}_kernels_outside_groups", 0)) for side in (1, 2)]
+    outside = [int(meta.get(side_column("kernels_outside_groups", side), 0)) for side in (1, 2)]
     lines = []
     if groups:
         lines.append(
@@ -53,16 +54,16 @@ def compared(comparison: Comparison) -> list[str]:
 
 def type_table(stats: pd.DataFrame) -> pd.DataFrame:
     """Per type: counts, times and ratios; a one-sided type says so instead of a ratio."""
-    only = stats["only_in"].astype(int)
+    only = stats[ONLY_IN].astype(int)
     side_only = only.map({0: "", 1: "only in trace 1", 2: "only in trace 2"})
     out = pd.DataFrame(
         {
-            "trace 1 count": stats["trace1_count"].astype(int),
-            "trace 2 count": stats["trace2_count"].astype(int),
-            "count ratio": [text.ratio(r) if not o else n for r, o, n in zip(stats["count_ratio"], only, side_only)],
-            "trace 1 time (ms)": stats["trace1_time_us"] / 1000,
-            "trace 2 time (ms)": stats["trace2_time_us"] / 1000,
-            "time ratio": [text.ratio(r) if not o else n for r, o, n in zip(stats["time_ratio"], only, side_only)],
+            "trace 1 count": stats[side_column(COUNT, 1)].astype(int),
+            "trace 2 count": stats[side_column(COUNT, 2)].astype(int),
+            "count ratio": [text.ratio(r) if not o else n for r, o, n in zip(stats[COUNT_RATIO], only, side_only)],
+            "trace 1 time (ms)": stats[side_column(TIME_US, 1)] / 1000,
+            "trace 2 time (ms)": stats[side_column(TIME_US, 2)] / 1000,
+            "time ratio": [text.ratio(r) if not o else n for r, o, n in zip(stats[TIME_RATIO], only, side_only)],
         },
         index=stats.index.astype(str),
     )
@@ -107,6 +108,12 @@ def phases_text(phases: list[str] | None) -> str:
     if phases is None:
         return ""
     return f" · in {', '.join(phases)}" if phases else " · in no single phase (only over all kernels)"
+
+
+def differing_types(stats: pd.DataFrame) -> list[str]:
+    """The types of a type_stats table whose kernel counts differ between the traces, in its order."""
+    differ = stats[side_column(COUNT, 1)] != stats[side_column(COUNT, 2)]
+    return [str(t) for t in stats.index[differ.to_numpy()]]
 
 
 def name_table(trace: Trace) -> pd.DataFrame:
