@@ -201,7 +201,8 @@ FIND_INJECTED = """() => {
   const found = [];
   for (const a of document.querySelectorAll('a')) {
     const target = a.getAttribute('href') || a.getAttribute('xlink:href') || '';
-    if (target.includes('evil')) found.push(a.outerHTML.slice(0, 160));
+    const external = /^(?:[a-z][a-z0-9+.-]*:|[/][/])/i.test(target);  // the app's own view links are relative
+    if (target.includes('evil') && external) found.push(a.outerHTML.slice(0, 160));
   }
   for (const img of document.querySelectorAll('img')) {
     if ((img.getAttribute('src') || '').includes('evil')) found.push(img.outerHTML.slice(0, 160));
@@ -283,3 +284,18 @@ def test_an_op_finding_opens_what_each_call_launched(server: str, browser: objec
     _settled(page)
     assert "op=aten%3A%3Alayer_norm" in page.url
     expect(page.get_by_text("What each call launched on", exact=False).first).to_be_visible()
+
+
+def test_op_names_from_a_trace_never_become_markup_on_the_ops_page(server: str, browser: object, tmp_path: Path) -> None:
+    from builders import write_op_pair
+
+    pair = write_op_pair(tmp_path, norm_op=f"custom::norm {HOSTILE}")
+    page = _new_page(browser)
+    page.goto(f"{server}/Ops?p1={pair[0]}&p2={pair[1]}")
+    _settled(page)
+    expect(page.get_by_text("evil.example", exact=False).first).to_be_attached()
+    assert page.evaluate(FIND_INJECTED) == []
+    page.get_by_role("button", name="custom::norm").click()
+    _settled(page)
+    expect(page.get_by_text("What each call launched on", exact=False).first).to_be_visible()
+    assert page.evaluate(FIND_INJECTED) == []
