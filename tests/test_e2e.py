@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -25,6 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 SAMPLE = ROOT / "sample_traces" / "vllm_moe_full_graph"
 README_SHOTS = ROOT / "docs" / "screenshots"
+BATCHES = Path(tempfile.mkdtemp(prefix="fusion-e2e-batches-"))
+"""The server's FUSION_BATCH_DIR; the batch test writes its result here."""
 TIMEOUT_MS = 60_000
 BROWSER_ARGS = [
     "--no-sandbox",
@@ -74,6 +77,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         **os.environ,
         "FUSION_STORE_DIR": str(tmp_path_factory.mktemp("store")),
         "FUSION_CACHE_DIR": str(tmp_path_factory.mktemp("tables")),
+        "FUSION_BATCH_DIR": str(BATCHES),
     }
     env.pop("FUSION_HOSTED", None)
     command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
@@ -299,3 +303,21 @@ def test_op_names_from_a_trace_never_become_markup_on_the_ops_page(server: str, 
     _settled(page)
     expect(page.get_by_text("What each call launched on", exact=False).first).to_be_visible()
     assert page.evaluate(FIND_INJECTED) == []
+
+
+def test_a_batch_result_opens_from_the_batch_list(server: str, browser: object, shots: Path) -> None:
+    """The Batch page in a browser (its row links live in the data grid's canvas; test_app follows them)."""
+    from fusion import batch
+
+    jobs = [batch.Job(str(SAMPLE / "amd.json.gz"), str(SAMPLE / "nvidia.json.gz"), f"rank{rank}", rank=rank)
+            for rank in range(2)]
+    batch.run_batch(jobs, BATCHES / "nightly", workers=1)
+    page = _new_page(browser)
+    page.goto(f"{server}/Batch")
+    _settled(page)
+    page.get_by_role("link", name="nightly").click()
+    _settled(page)
+    assert "batch=nightly" in page.url
+    expect(page.get_by_text("Findings across ranks", exact=False).first).to_be_visible()
+    expect(page.get_by_test_id("stDataFrame")).to_have_count(2)
+    _shot(page, shots, "batch")
