@@ -13,7 +13,6 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -26,8 +25,6 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 SAMPLE = ROOT / "sample_traces" / "vllm_moe_full_graph"
 README_SHOTS = ROOT / "docs" / "screenshots"
-BATCHES = Path(tempfile.mkdtemp(prefix="fusion-e2e-batches-"))
-"""The server's FUSION_BATCH_DIR; the batch test writes its result here."""
 TIMEOUT_MS = 60_000
 BROWSER_ARGS = [
     "--no-sandbox",
@@ -71,13 +68,19 @@ def _wait_until_serving(url: str, server: subprocess.Popen, seconds: float = 60)
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def batches(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The server's FUSION_BATCH_DIR; the batch test writes its result here."""
+    return tmp_path_factory.mktemp("batches")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, batches: Path) -> Iterator[str]:
     port = _free_port()
     env = {
         **os.environ,
         "FUSION_STORE_DIR": str(tmp_path_factory.mktemp("store")),
         "FUSION_CACHE_DIR": str(tmp_path_factory.mktemp("tables")),
-        "FUSION_BATCH_DIR": str(BATCHES),
+        "FUSION_BATCH_DIR": str(batches),
     }
     env.pop("FUSION_HOSTED", None)
     command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
@@ -305,13 +308,13 @@ def test_op_names_from_a_trace_never_become_markup_on_the_ops_page(server: str, 
     assert page.evaluate(FIND_INJECTED) == []
 
 
-def test_a_batch_result_opens_from_the_batch_list(server: str, browser: object, shots: Path) -> None:
+def test_a_batch_result_opens_from_the_batch_list(server: str, browser: object, batches: Path, shots: Path) -> None:
     """The Batch page in a browser (its row links live in the data grid's canvas; test_app follows them)."""
     from fusion import batch
 
     jobs = [batch.Job(str(SAMPLE / "amd.json.gz"), str(SAMPLE / "nvidia.json.gz"), f"rank{rank}", rank=rank)
             for rank in range(2)]
-    batch.run_batch(jobs, BATCHES / "nightly", workers=1)
+    batch.run_batch(jobs, batches / "nightly", workers=1)
     page = _new_page(browser)
     page.goto(f"{server}/Batch")
     _settled(page)
