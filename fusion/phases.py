@@ -228,9 +228,12 @@ def _step_number(name: str) -> int:
 def phase_table(kernels: pd.DataFrame) -> pd.DataFrame:
     """Per phase present: steps (distinct step numbers), kernels, time_us and sources ({source: kernels})."""
     rows = {}
-    for phase, part in kernels.groupby("phase", observed=True, sort=True):
+    phases = kernels["phase"].cat
+    codes = phases.codes.to_numpy()
+    for code in np.unique(codes[codes >= 0]).tolist():  # the phases present, in category order
+        part = kernels.loc[codes == code, ["phase_source", "step", "dur"]]  # only the columns read
         sources = part["phase_source"].value_counts()
-        rows[str(phase)] = {
+        rows[str(phases.categories[code])] = {
             "steps": int(part.loc[part["step"] != NO_STEP, "step"].nunique()),
             "kernels": len(part),
             "time_us": float(part["dur"].sum()),

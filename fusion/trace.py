@@ -57,13 +57,17 @@ class FrameLoader:
     build: Callable[[], pd.DataFrame]
 
 
+def _frame_slot(name: str) -> str:
+    return f"_{name}_frame"
+
+
 class _Frame:
     """A DataFrame field of Trace that may be given a FrameLoader: the frame is built on first access and kept.
 
     A re-open whose comparison is cached never needs the kernel table, so it never converts it."""
 
     def __set_name__(self, owner: type, name: str) -> None:
-        self.slot = f"_{name}_frame"
+        self.slot = _frame_slot(name)
 
     def __get__(self, trace: Trace | None, owner: type | None = None) -> pd.DataFrame:
         if trace is None:
@@ -103,7 +107,11 @@ class Trace:
 
     def __getstate__(self) -> dict[str, Any]:
         """For pickling: every table built (a FrameLoader holds a reader, which does not pickle)."""
-        return {**self.__dict__, **{f"_{name}_frame": getattr(self, name) for name in _FRAME_FIELDS}}
+        return {**self.__dict__, **{_frame_slot(name): getattr(self, name) for name in _FRAME_FIELDS}}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """From __getstate__, or from a Trace pickled before its tables could be lazy (plain attributes)."""
+        self.__dict__.update({_frame_slot(k) if k in _FRAME_FIELDS else k: v for k, v in state.items()})
 
     @property
     def kernel_time_us(self) -> float:
