@@ -333,7 +333,7 @@ def _kernel_table(collector: _Collector, source: str) -> tuple[pd.DataFrame, lis
     warnings = []
     if table.empty:
         warnings.append(f"{source}: no kernel events (cat 'kernel'); a CPU-only trace or not a GPU profile")
-    dup = table.duplicated()
+    dup = _duplicated(table)
     if dup.any():
         warnings.append(f"{int(dup.sum())} duplicate kernel events (same name, ts, dur and ids) were dropped")
         table = table[~dup]
@@ -341,6 +341,15 @@ def _kernel_table(collector: _Collector, source: str) -> tuple[pd.DataFrame, lis
     table = table.iloc[order].reset_index(drop=True)
     table["name"] = table["name"].cat.remove_unused_categories()
     return table, warnings
+
+
+def _duplicated(table: pd.DataFrame) -> np.ndarray:
+    """table.duplicated(), checked only among rows whose ts is not unique: a full duplicate repeats its ts."""
+    dup = np.zeros(len(table), dtype=bool)
+    candidates = np.flatnonzero(table["ts"].duplicated(keep=False).to_numpy())
+    if len(candidates):
+        dup[candidates] = table.iloc[candidates].duplicated().to_numpy()
+    return dup
 
 
 def _name_table(kernels: pd.DataFrame, platform: str) -> pd.DataFrame:

@@ -301,3 +301,21 @@ def test_small_unique_is_numpy_unique() -> None:
         expected, expected_inverse = np.unique(values, return_inverse=True)
         assert distinct.tolist() == expected.tolist() and distinct.dtype == expected.dtype
         assert inverse.tolist() == expected_inverse.reshape(-1).tolist()
+
+
+def test_duplicates_found_among_equal_ts_are_pandas_duplicated() -> None:
+    """_duplicated checks only rows sharing a ts, and marks exactly what DataFrame.duplicated marks."""
+    import numpy as np
+
+    from fusion.trace import _duplicated
+
+    rng = np.random.default_rng(0)
+    table = pd.DataFrame({
+        "name": pd.Categorical.from_codes(rng.integers(0, 3, 400), categories=["a", "b", "c"]),
+        "ts": rng.choice([0.0, -0.0, 1.5, 2.0, 3.25, *range(10, 300)], 400),
+        "dur": rng.choice([1.0, 2.0], 400),
+        "correlation": rng.integers(-1, 3, 400),
+    })
+    expected = table.duplicated().to_numpy()
+    assert expected.any() and not expected.all()
+    assert _duplicated(table).tolist() == expected.tolist()
