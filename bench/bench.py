@@ -1,26 +1,36 @@
 """Benchmark: load and compare generated trace pairs against `orjson.loads` of the same files.
 
     python bench/bench.py --sizes 100 1000 --runs 1
+    python bench/bench.py --pair manykernel --wafer
 
-For each size (MB of JSON per trace) it generates a pair with the project's generator, plain and
-gzipped, and measures in fresh subprocesses, side by side in one run:
-  read       reading the bytes of both files (gzip: decompress them), the floor
-  orjson     orjson.loads of both files (gzip: decompress, then loads), the baseline
-  load       our load of each trace, one after the other
-  compare    our full compare: both traces loaded in parallel processes, then the analysis
-  reopen     the same compare again, the traces coming from the on-disk table cache
-Wall time and peak RSS (summed over the process and its children, sampled every 20 ms) are
-printed with the ratios to orjson and to the floor. Figures are medians over --runs.
+`--pair sized` (default) generates, for each of --sizes (MB of JSON per trace), a pair with the
+project's generator, plain and gzipped. `--pair manykernel` generates issue 14's pair once: about
+1 M kernels and 1 GB of plain JSON per side, graph launches cut into many distinct groups, an eager
+prefill and every 8th decode step piecewise (eager attention with its CPU ops and launches). Pairs are
+written to --data-dir and reused. Each step runs in fresh subprocesses, side by side in one run:
+  read        reading the bytes of each file in its own process, summed (gzip: inflating them): the floor
+  orjson      orjson.loads of each file in its own process, summed (gzip: inflate, then loads): the baseline
+  load        our load of each trace, one after the other in one process
+  compare     our full compare: both traces loaded in parallel processes, then the analysis (empty cache)
+  reopen      the same compare again, the traces coming from the on-disk table cache
+  cli         `python -m fusion compare A B --format json` with empty caches (fills tables and result)
+  cli reopen  the same command again in a fresh process: the cold re-open of an analysed pair
+  wafer-core  (--wafer) wafer-core 0.1.34's analyze_fusion_differences on the pair, in its own venv
+Wall time and peak RSS (summed over the process and its children, sampled every 20 ms; for the
+per-file steps the larger of the two) are printed with the ratios to orjson and to the floor, and
+the machine's load average. Figures are medians over --runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,24 +40,30 @@ sys.path.insert(0, str(PROJECT))
 from fusion.synthetic import PairSpec, write_pair  # noqa: E402
 
 _MB = 1_000_000
+MANYKERNEL_SPEC = PairSpec(scenario="full_graph", prefill=True, group_cuts=True, piecewise_every=8, prep_share=0.5)
+"""Issue 14's pair: many distinct groups, an eager prefill and piecewise steps; ~1 M kernels per GB."""
+MANYKERNEL_MB = 1000
+WAFER_VERSION = "0.1.34"
 
 SNIPPETS = {
     "read": """
 import gzip, sys
-for path in sys.argv[1:3]:
-    data = open(path, "rb").read()
-    if data[:2] == b"\\x1f\\x8b":
-        data = gzip.decompress(data)
-    del data
+data = open(sys.argv[1], "rb").read()
+if data[:2] == b"\\x1f\\x8b":
+    data = gzip.decompress(data)
 """,
     "orjson": """
 import gzip, sys, orjson
-for path in sys.argv[1:3]:
-    data = open(path, "rb").read()
-    if data[:2] == b"\\x1f\\x8b":
-        data = gzip.decompress(data)
-    orjson.loads(data)
-    del data
+data = open(sys.argv[1], "rb").read()
+if data[:2] == b"\\x1f\\x8b":
+    data = gzip.decompress(data)
+orjson.loads(data)
+""",
+    "wafer-core": """
+import sys
+from wafer_core.lib.trace_compare import analyze_fusion_differences
+result = analyze_fusion_differences(sys.argv[1], sys.argv[2])
+print("WAFER", len(result.get("fusion_mappings", [])), len(result.get("fusion_opportunities", [])))
 """,
     "load": """
 import sys
@@ -81,25 +97,37 @@ class Run:
 
 def measure(snippet: str, args: list[str], env: dict[str, str], tree: Path = PROJECT) -> Run:
     """Run a snippet in a fresh interpreter on the code of `tree`; wall time and peak RSS of its process tree."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-c", snippet, *args], cwd=tree, env={**env, "PYTHONPATH": str(tree)},
-        stdout=subprocess.PIPE, text=True,
-    )
-    peak = 0
-    while proc.poll() is None:
-        peak = max(peak, _tree_rss(proc.pid))
-        time.sleep(0.02)
-    wall = time.perf_counter() - start
-    out = proc.stdout.read() if proc.stdout else ""
-    if proc.returncode:
-        raise SystemExit(f"benchmark step failed ({proc.returncode}): {snippet[:60]}")
+    return measure_command([sys.executable, "-c", snippet, *args], {**env, "PYTHONPATH": str(tree)}, tree)
+
+
+def measure_command(command: list[str], env: dict[str, str], cwd: Path = PROJECT) -> Run:
+    """Run a command; wall time and peak RSS of its process tree; its ANALYSIS line parsed.
+
+    Output goes to a file, not a pipe: a command that prints megabytes of JSON never blocks on it;
+    warnings (stderr) are dropped.
+    """
+    with tempfile.TemporaryFile("w+") as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.DEVNULL, text=True)
+        peak = 0
+        while proc.poll() is None:
+            peak = max(peak, _tree_rss(proc.pid))
+            time.sleep(0.02)
+        wall = time.perf_counter() - start
+        if proc.returncode:
+            raise StepFailed(f"exit status {proc.returncode}: {' '.join(command)[:160]}")
+        out.seek(0)
+        lines = [line for line in out if line.startswith(("ANALYSIS", "WAFER"))]
     run = Run(wall=wall, rss=peak)
-    for line in out.splitlines():
+    for line in lines:
         if line.startswith("ANALYSIS"):
             _, load_s, analysis_s, k1, k2 = line.split()
             run.load_s, run.analysis_s, run.kernels = float(load_s), float(analysis_s), f"{k1}+{k2}"
     return run
+
+
+class StepFailed(Exception):
+    """A measured command exited with an error."""
 
 
 def _tree_rss(root: int) -> int:
@@ -122,63 +150,139 @@ def _tree_rss(root: int) -> int:
     return total
 
 
-def median_run(snippet: str, args: list[str], env: dict[str, str], runs: int, tree: Path = PROJECT) -> Run:
-    results = [measure(snippet, args, env, tree) for _ in range(runs)]
+def median(results: list[Run]) -> Run:
     return sorted(results, key=lambda r: r.wall)[len(results) // 2]
 
 
-def bench_pair(files: tuple[Path, Path], runs: int, cache_dir: Path, before: Path | None) -> dict[str, Run]:
+def median_run(snippet: str, args: list[str], env: dict[str, str], runs: int, tree: Path = PROJECT) -> Run:
+    return median([measure(snippet, args, env, tree) for _ in range(runs)])
+
+
+def per_file(snippet: str, args: list[str], env: dict[str, str], runs: int) -> Run:
+    """Each file in its own fresh process: the walls summed, the larger peak."""
+    sides = [median_run(snippet, [arg], env, runs) for arg in args]
+    return Run(wall=sum(r.wall for r in sides), rss=max(r.rss for r in sides))
+
+
+def bench_pair(files: tuple[Path, Path], runs: int, cache_dir: Path, before: Path | None,
+               wafer: Path | None) -> dict[str, Run]:
     env = {"PATH": "/usr/bin:/bin", "FUSION_CACHE_DIR": str(cache_dir)}
     args = [str(files[0]), str(files[1])]
     steps = {
-        "read": median_run(SNIPPETS["read"], args, env, runs),
-        "orjson": median_run(SNIPPETS["orjson"], args, env, runs),
+        "read": per_file(SNIPPETS["read"], args, env, runs),
+        "orjson": per_file(SNIPPETS["orjson"], args, env, runs),
         "load": median_run(SNIPPETS["load"], args, env, runs),
     }
     if before is not None:
         steps["load was"] = median_run(SNIPPETS["load"], args, env, runs, before)
-    steps["compare"] = _fresh_compare(args, env, runs, cache_dir)
+    steps["compare"] = _fresh(lambda: measure(SNIPPETS["compare"], args, env), runs, cache_dir)
     steps["reopen"] = median_run(SNIPPETS["compare"], args, env, runs)
+    cli = [sys.executable, "-m", "fusion", "compare", *args, "--format", "json"]
+    cli_env = {**env, "PYTHONPATH": str(PROJECT)}
+    steps["cli"] = _fresh(lambda: measure_command(cli, cli_env), runs, cache_dir)
+    steps["cli reopen"] = median([measure_command(cli, cli_env) for _ in range(runs)])
+    if wafer is not None:
+        wafer_run = _wafer(wafer, args)
+        if wafer_run is not None:
+            steps["wafer-core"] = wafer_run
     return steps
 
 
-def _fresh_compare(args: list[str], env: dict[str, str], runs: int, cache_dir: Path) -> Run:
-    """Compare with an empty cache each run; the last run leaves the cache filled for `reopen`."""
+def _fresh(step: Callable[[], Run], runs: int, cache_dir: Path) -> Run:
+    """`step` with an empty cache each run; the last run leaves the cache filled for the re-open after it."""
     results = []
     for _ in range(runs):
-        for entry in cache_dir.iterdir():
+        _empty(cache_dir)
+        results.append(step())
+    return median(results)
+
+
+def _empty(folder: Path) -> None:
+    for entry in folder.iterdir():
+        if entry.is_dir():
+            _empty(entry)
+            entry.rmdir()
+        else:
             entry.unlink()
-        results.append(measure(SNIPPETS["compare"], args, env))
-    return sorted(results, key=lambda r: r.wall)[len(results) // 2]
+
+
+def wafer_python(data_dir: Path) -> Path | None:
+    """The interpreter of a venv in `data_dir` with wafer-core installed (made once); None, said why, if it cannot be."""
+    venv = data_dir / "wafer-venv"
+    python = venv / "bin" / "python"
+    check = [str(python), "-c", "from wafer_core.lib.trace_compare import analyze_fusion_differences"]
+    if python.exists() and subprocess.run(check, capture_output=True).returncode == 0:
+        return python
+    print(f"installing wafer-core=={WAFER_VERSION} into {venv} ...", flush=True)
+    for command in ([sys.executable, "-m", "venv", str(venv)],
+                    [str(python), "-m", "pip", "install", "-q", f"wafer-core=={WAFER_VERSION}"], check):
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode:
+            why = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            print(f"wafer-core not measured: `{' '.join(command[:4])}` failed: {why}")
+            return None
+    return python
+
+
+def _wafer(python: Path, args: list[str]) -> Run | None:
+    """wafer-core's analyze_fusion_differences of the pair (it json.loads both files, one after the other)."""
+    try:
+        return measure_command([str(python), "-c", SNIPPETS["wafer-core"], *args], {"PATH": "/usr/bin:/bin"})
+    except StepFailed as exc:
+        print(f"wafer-core not measured: {exc}")
+        return None
 
 
 def generate(out: Path, size_mb: int, formats: list[str]) -> dict[str, tuple[Path, Path]]:
     pairs = {}
     for gz in (form == "gz" for form in formats):
         folder = out / f"{size_mb}mb_{'gz' if gz else 'plain'}"
-        if not folder.exists():
-            started = time.perf_counter()
-            write_pair(folder, PairSpec(), gzip=gz, target_bytes=size_mb * _MB)
-            print(f"generated {folder.name} in {time.perf_counter() - started:.1f} s", flush=True)
-        files = sorted(p for p in folder.iterdir() if p.name != "ground_truth.json")
-        pairs[folder.name] = (files[0], files[1])
+        pairs[folder.name] = _generated(folder, PairSpec(), gz, size_mb)
     return pairs
+
+
+def generate_manykernel(out: Path) -> dict[str, tuple[Path, Path]]:
+    folder = out / f"manykernel_{MANYKERNEL_MB}mb_plain"
+    return {folder.name: _generated(folder, MANYKERNEL_SPEC, False, MANYKERNEL_MB)}
+
+
+def _generated(folder: Path, spec: PairSpec, gz: bool, size_mb: int) -> tuple[Path, Path]:
+    """The pair in `folder`, written there first if it is not complete."""
+    truth = folder / "ground_truth.json"
+    if not truth.exists():  # written last: a pair whose generation was cut short is written again
+        started = time.perf_counter()
+        write_pair(folder, spec, gzip=gz, target_bytes=size_mb * _MB)
+        print(f"generated {folder.name} in {time.perf_counter() - started:.1f} s", flush=True)
+    files = sorted(p for p in folder.iterdir() if p.name != truth.name)
+    return files[0], files[1]
 
 
 def report(name: str, files: tuple[Path, Path], runs: dict[str, Run]) -> None:
     base, floor = runs["orjson"], runs["read"]
     json_mb = max(_json_size(f) for f in files) / _MB
     print(f"\n{name}: {files[0].stat().st_size / _MB:.0f} MB + {files[1].stat().st_size / _MB:.0f} MB on disk, "
-          f"larger JSON {json_mb:.0f} MB, kernels {runs['compare'].kernels}")
-    print(f"  {'step':<9}{'wall s':>9}{'x orjson':>10}{'x read':>8}{'peak RSS MB':>13}{'x orjson':>10}"
+          f"larger JSON {json_mb:.0f} MB, kernels {runs['compare'].kernels}; load average at the end "
+          f"{_load_average()}")
+    print(f"  {'step':<12}{'wall s':>9}{'x orjson':>10}{'x read':>8}{'peak RSS MB':>13}{'x orjson':>10}"
           f"{'x JSON size':>13}")
     for step, run in runs.items():
-        print(f"  {step:<9}{run.wall:>9.2f}{run.wall / base.wall:>10.3f}{run.wall / floor.wall:>8.2f}"
+        print(f"  {step:<12}{run.wall:>9.2f}{run.wall / base.wall:>10.3f}{run.wall / floor.wall:>8.2f}"
               f"{run.rss / _MB:>13.0f}{run.rss / base.rss:>10.3f}{run.rss / _MB / json_mb:>13.3f}")
     fresh = runs["compare"]
     print(f"  analysis after loading: {fresh.analysis_s:.3f} s = {100 * fresh.analysis_s / fresh.load_s:.1f}% "
           f"of the {fresh.load_s:.2f} s load (reopen: load {runs['reopen'].load_s:.3f} s, "
           f"analysis {runs['reopen'].analysis_s:.3f} s)")
+    if "wafer-core" in runs:
+        print(f"  wafer-core {WAFER_VERSION} / our cli compare: {runs['wafer-core'].wall / runs['cli'].wall:.1f}x "
+              f"the time, {runs['wafer-core'].rss / runs['cli'].rss:.1f}x the peak")
+    cli = runs["cli"]
+    print(f"  issue 14: cli compare {cli.wall / base.wall:.3f}x orjson (goal <= 0.15), {cli.wall / floor.wall:.1f}x "
+          f"the floor, peak {cli.rss / _MB / json_mb:.2f}x the larger JSON (goal <= 0.8), cold re-open "
+          f"{runs['cli reopen'].wall:.2f} s (goal <= 1 s)")
+
+
+def _load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def _json_size(path: Path) -> int:
@@ -194,18 +298,26 @@ def _json_size(path: Path) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000], help="MB of JSON per trace")
+    parser.add_argument("--pair", choices=["sized", "manykernel"], default="sized")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000], help="MB of JSON per trace (sized)")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--formats", nargs="+", choices=["plain", "gz"], default=["plain", "gz"])
-    parser.add_argument("--workdir", type=Path, default=PROJECT / "bench" / "out")
+    parser.add_argument("--data-dir", "--workdir", type=Path, default=PROJECT / "bench" / "out",
+                        help="where generated pairs (and wafer-core's venv) are kept")
     parser.add_argument("--before", type=Path, help="another source tree (e.g. `git archive main | tar -x -C DIR`) "
                         "whose load is measured beside ours, as 'load was'")
+    parser.add_argument("--wafer", action="store_true", help=f"also run wafer-core {WAFER_VERSION} (own venv)")
     args = parser.parse_args()
-    args.workdir.mkdir(parents=True, exist_ok=True)
+    args.data_dir.mkdir(parents=True, exist_ok=True)
+    wafer = wafer_python(args.data_dir) if args.wafer else None
+    if args.pair == "manykernel":
+        pairs = generate_manykernel(args.data_dir)
+    else:
+        pairs = {name: files for size in args.sizes for name, files in generate(args.data_dir, size, args.formats).items()}
+    print(f"load average at the start {_load_average()}", flush=True)
     with tempfile.TemporaryDirectory() as cache_dir:
-        for size in args.sizes:
-            for name, files in generate(args.workdir, size, args.formats).items():
-                report(name, files, bench_pair(files, args.runs, Path(cache_dir), args.before))
+        for name, files in pairs.items():
+            report(name, files, bench_pair(files, args.runs, Path(cache_dir), args.before, wafer))
 
 
 if __name__ == "__main__":

@@ -5,11 +5,35 @@
 
 `analyze_fusion_differences(trace1, trace2, min_group_size=50)` returns the same findings as a
 plain dict with the keys of wafer-core's function of that name.
+
+The names below are imported when first used, so `python -m fusion` (and a re-open from the
+caches) does not pay for pandas and the analysis modules before it needs them.
 """
 
-from .compare import analyze_fusion_differences, compare
-from .errors import TraceError
-from .result import Comparison
-from .trace import Trace, load
+from __future__ import annotations
 
-__all__ = ["Comparison", "Trace", "TraceError", "analyze_fusion_differences", "compare", "load"]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "Comparison": "fusion.result",
+    "Trace": "fusion.trace",
+    "TraceError": "fusion.errors",
+    "analyze_fusion_differences": "fusion.compare",
+    "compare": "fusion.compare",
+    "load": "fusion.trace",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'fusion' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

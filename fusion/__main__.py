@@ -20,7 +20,7 @@ import orjson
 
 from . import settings
 from .errors import ConfigError, TraceError
-from .phases import PHASES
+from .vocabulary import PHASES
 
 EXIT_BAD_INPUT = 2
 PHASE_CHOICES = (PHASES[-1], *PHASES[:-1])
@@ -189,23 +189,27 @@ def _classify(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from . import report
-    from .compare import compare
-    from .detect.thresholds import threshold_overrides
-    from .phase_compare import require_phase
+    params = {"min_group_size": args.min_group_size, "keep_unlaunched": args.keep_unlaunched, "phase": args.phase}
+    if args.threshold:  # the detect package imports pandas, which a cold re-open without thresholds avoids
+        from .detect.thresholds import threshold_overrides
+
+        params.update(threshold_overrides(args.threshold))
+    if not args.no_cache and args.format == "json" and _reopen(args, params):
+        return 0
     from .parallel import load_pair
-    from .resultcache import ResultCache, cached_compare
     from .tablecache import TableCache
 
-    overrides = threshold_overrides(args.threshold)
     table_cache = None if args.no_cache else TableCache()
     trace1, trace2 = load_pair(args.trace1, args.trace2, cache=table_cache)
+    from . import report  # after loading: the loader processes start before the analysis is imported
+    from .compare import compare
+    from .phase_compare import require_phase
+    from .resultcache import ResultCache, cached_compare
+
     for trace in (trace1, trace2):
         if trace.kernel_count == 0:
             raise TraceError(trace.source, "no kernel events to compare (cat 'kernel'); not a GPU profile?")
     require_phase((trace1, trace2), args.phase)
-    params = {"min_group_size": args.min_group_size, "keep_unlaunched": args.keep_unlaunched, "phase": args.phase,
-              **overrides}
     if args.no_cache:
         comparison = compare(trace1, trace2, **params)
     else:
@@ -218,6 +222,19 @@ def _compare(args: argparse.Namespace) -> int:
     if args.format != "text":
         _warn(comparison.warnings)
     return 0
+
+
+def _reopen(args: argparse.Namespace, params: dict) -> bool:
+    """Print the cached JSON report of an analysed pair, if there is one (fusion.reopen); False if not."""
+    from .reopen import cached_json
+
+    found = cached_json(args.trace1, args.trace2, params)
+    if found is None:
+        return False
+    text, warnings = found
+    _write(text, args.output)
+    _warn(warnings)
+    return True
 
 
 def _batch(args: argparse.Namespace) -> int:

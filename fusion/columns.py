@@ -6,6 +6,7 @@ values (bools, strings, huge numbers, missing args) the same way.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any, Optional
 
 import msgspec
@@ -19,8 +20,8 @@ _NUMBER_TYPES = frozenset({int, float})
 _INT_TYPE = frozenset({int})
 
 
-class IdArgs(msgspec.Struct):
-    """The id fields of an event's `args`."""
+class IdArgs(msgspec.Struct, gc=False):
+    """The id fields of an event's `args` (untracked by the garbage collector, as events.Event is)."""
 
     correlation: Any = None
     stream: Any = None
@@ -64,6 +65,43 @@ def id_column(values: list[Any]) -> tuple[np.ndarray, int]:
     )
     bad = sum(not (type(v) is int and 0 <= v <= _INT64_MAX) for v in values)
     return column, bad
+
+
+def intern_codes(keys: list[Any], table: dict[Any, int]) -> np.ndarray:
+    """The code of each key in `table`, new keys numbered in order of appearance (a piece has few distinct keys)."""
+    for key in dict.fromkeys(keys):
+        table.setdefault(key, len(table))
+    return np.fromiter(map(table.__getitem__, keys), dtype=np.int32, count=len(keys))
+
+
+def intern_pairs(first: list[Any], second: list[Any], table: dict[Any, int]) -> np.ndarray:
+    """intern_codes of the (first, second) pairs; without building a tuple per pair when both are int64s."""
+    columns = [_int64s(values) for values in (first, second)]
+    if columns[0] is None or columns[1] is None:
+        return intern_codes(list(zip(first, second)), table)
+    pairs = np.stack(columns, axis=1)
+    distinct, at, inverse = np.unique(pairs, axis=0, return_index=True, return_inverse=True)
+    for row in np.argsort(at, kind="stable").tolist():
+        table.setdefault((int(distinct[row, 0]), int(distinct[row, 1])), len(table))
+    codes = np.array([table[int(a), int(b)] for a, b in distinct.tolist()], dtype=np.int32)
+    return codes[inverse.reshape(-1)]
+
+
+def _int64s(values: list[Any]) -> np.ndarray | None:
+    """The values as int64 when every one is a plain int that fits; None otherwise."""
+    if set(map(type, values)) != _INT_TYPE:
+        return None
+    try:
+        return np.array(values, dtype=np.int64)
+    except OverflowError:
+        return None
+
+
+def args_field(args: list[IdArgs | None], what: str) -> list[Any]:
+    """One id field of each event's args; None where the event has no args."""
+    if None in args:
+        return [getattr(a, what) if a is not None else None for a in args]
+    return list(map(attrgetter(what), args))
 
 
 def decode_args(raws: list[msgspec.Raw]) -> list[IdArgs | None]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .columns import decode_args, id_column, numbers
+from .columns import args_field, id_column, intern_codes, intern_pairs, numbers
 from .events import Event
 
 RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "runtime", "Runtime"})
@@ -90,8 +90,7 @@ class CpuCollector:
 
     def add_runtime(self, events: list[Event]) -> None:
         events = [e for e in events if type(e.name) is str]
-        args = decode_args([e.args for e in events])
-        correlation, _ = id_column([a.correlation if a is not None else None for a in args])
+        correlation, _ = id_column(args_field([e.args for e in events], "correlation"))
         ts = numbers([e.ts for e in events])
         keep = (correlation >= 0) & ~np.isnan(ts)
         if keep.any():
@@ -104,10 +103,10 @@ class CpuCollector:
         """Events of one range category; python_function events count only where they are nn.Module frames
         (MODULE) or end with one of `frame_suffixes` (FRAME)."""
         if kind == RangeKind.MODULE:
-            if self.frame_suffixes:
-                frames = [e for e in events if type(e.name) is str and e.name.endswith(self.frame_suffixes)]
+            frames, modules = self._python_frames(events)
+            if frames:
                 self.add_ranges(frames, RangeKind.FRAME)
-            events = [e for e in events if type(e.name) is str and e.name.startswith(MODULE_FRAME_PREFIX)]
+            events = modules
             names = [e.name[len(MODULE_FRAME_PREFIX) :] for e in events]
         else:
             events = [e for e in events if type(e.name) is str]
@@ -123,27 +122,42 @@ class CpuCollector:
         kinds = np.full(len(rows), kind, dtype=np.int8)
         self.range_parts.append((kinds, start, start + dur[keep], self._threads(events), self._codes(names)))
 
+    def _python_frames(self, events: list[Event]) -> tuple[list[Event], list[Event]]:
+        """The python_function events kept as FRAME (name ends with a frame suffix) and as MODULE (nn.Module).
+
+        Each distinct name is tested once: a piece has millions of frames but few names."""
+        names = [e.name for e in events]
+        try:
+            distinct = dict.fromkeys(names)
+        except TypeError:  # a name that is a list or an object: test each event
+            distinct = None
+        suffixes = self.frame_suffixes
+        kept = []
+        for wanted in ((lambda n: bool(suffixes) and n.endswith(suffixes)), (lambda n: n.startswith(MODULE_FRAME_PREFIX))):
+            if distinct is None:
+                kept.append([e for e in events if type(e.name) is str and wanted(e.name)])
+                continue
+            test = {n: type(n) is str and wanted(n) for n in distinct}
+            rows = np.flatnonzero(np.fromiter(map(test.__getitem__, names), dtype=bool, count=len(names)))
+            kept.append(list(map(events.__getitem__, rows.tolist())))
+        return kept[0], kept[1]
+
     def events(self) -> CpuEvents:
-        launches = _concat(self.launch_parts, (np.int64, np.float64, np.float64, np.int32, np.int32))
-        ranges = _concat(self.range_parts, (np.int8, np.float64, np.float64, np.int32, np.int32))
+        """The collected columns; the parts are handed over (dropped here)."""
+        launch_parts, range_parts, self.launch_parts, self.range_parts = self.launch_parts, self.range_parts, [], []
+        launches = _concat(launch_parts, (np.int64, np.float64, np.float64, np.int32, np.int32))
+        ranges = _concat(range_parts, (np.int8, np.float64, np.float64, np.int32, np.int32))
         return CpuEvents(Launches(*launches), Ranges(*ranges), list(self.name_code), list(self.thread_code))
 
     def _codes(self, names: list[str]) -> np.ndarray:
-        return _intern(names, self.name_code)
+        return intern_codes(names, self.name_code)
 
     def _threads(self, events: list[Event]) -> np.ndarray:
         """Thread codes; a pid or tid that cannot be a key (a list, an object) counts as None."""
         try:
-            return _intern([(e.pid, e.tid) for e in events], self.thread_code)
+            return intern_pairs([e.pid for e in events], [e.tid for e in events], self.thread_code)
         except TypeError:
-            return _intern([(_hashable(e.pid), _hashable(e.tid)) for e in events], self.thread_code)
-
-
-def _intern(keys: list[Any], table: dict[Any, int]) -> np.ndarray:
-    """The code of each key in `table`, new keys numbered in order of appearance (a piece has few distinct keys)."""
-    for key in dict.fromkeys(keys):
-        table.setdefault(key, len(table))
-    return np.fromiter(map(table.__getitem__, keys), dtype=np.int32, count=len(keys))
+            return intern_codes([(_hashable(e.pid), _hashable(e.tid)) for e in events], self.thread_code)
 
 
 def _hashable(value: Any) -> Any:

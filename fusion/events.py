@@ -19,11 +19,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 import msgspec
 import numpy as np
 
+from .columns import IdArgs, decode_args
 from .errors import TraceError
 from .reader import RawInput
 from .scan import CLOSE_ARRAY, CLOSE_OBJECT, COLON, COMMA, OBJECT_MARKS, OPEN_OBJECT, QUOTE, Marks, Scanner
@@ -49,8 +50,8 @@ class _BadCut(TraceError):
     """A piece that fails only at its end: the cut fell inside a string or a nested value."""
 
 
-class Event(msgspec.Struct, gc=False):
-    """The fields of one trace event that the loader looks at; `args` stays undecoded.
+class _Fields(msgspec.Struct, gc=False):
+    """The fields of one trace event that the loader looks at.
 
     Not tracked by the garbage collector (gc=False): an event refers only to values decoded from JSON,
     which never refer back to it, so it cannot be in a cycle; millions of tracked events would make
@@ -63,10 +64,23 @@ class Event(msgspec.Struct, gc=False):
     dur: Any = None
     pid: Any = None
     tid: Any = None
+
+
+class Event(_Fields, gc=False):
+    """An event with the id fields of its `args`: None when it has no args, or args that are not an object."""
+
+    args: Optional[IdArgs] = None
+
+
+class _RawEvent(_Fields, gc=False):
+    """An event whose `args` stays undecoded: what any valid piece decodes to, whatever its args hold."""
+
     args: msgspec.Raw = msgspec.Raw()
 
 
 _piece_decoder = msgspec.json.Decoder(list[Event])
+"""Decodes a piece and its args' ids in one pass; fails on args that are not objects (then _raw_decoder)."""
+_raw_decoder = msgspec.json.Decoder(list[_RawEvent])
 _any_decoder = msgspec.json.Decoder()
 
 
@@ -457,7 +471,7 @@ class _Pieces:
     def _probe(self, upto: int) -> None:
         """Raise the first error in the file before `upto`, if there is one; a truncated end is not one."""
         try:
-            _decode_events(self.source, self.pending.join(upto, b"[", b"]"), self.pending.start, self.index)
+            _decode_raw_events(self.source, self.pending.join(upto, b"[", b"]"), self.pending.start, self.index)
         except _BadCut:
             pass
 
@@ -549,10 +563,23 @@ def _tail_keys(source: str, tail: bytes, at: int) -> dict[str, Any]:
 def _decode_events(source: str, data: bytes, offset: int, index: int) -> list[Event]:
     """The events of `data`, one piece in brackets whose body starts at stream position `offset`.
 
-    Raises _BadCut when decoding fails only at the piece's end.
+    One decode when every args is an object or absent (real traces); otherwise, or when the piece
+    is not valid, the piece is decoded again with args kept raw, which gives the same events (args
+    that are not objects have no ids) or says what is wrong. Raises _BadCut when decoding fails only
+    at the piece's end.
     """
     try:
         return _piece_decoder.decode(data)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        pass
+    raw = _decode_raw_events(source, data, offset, index)
+    args = decode_args([e.args for e in raw])
+    return [Event(e.cat, e.name, e.ts, e.dur, e.pid, e.tid, a) for e, a in zip(raw, args)]
+
+
+def _decode_raw_events(source: str, data: bytes, offset: int, index: int) -> list[_RawEvent]:
+    try:
+        return _raw_decoder.decode(data)
     except msgspec.ValidationError as exc:
         raise TraceError(source, _entry_problem(exc, index)) from None
     except msgspec.DecodeError as exc:

@@ -38,7 +38,7 @@ def launch_columns(kernels: pd.DataFrame, cpu: CpuEvents) -> dict[str, pd.Catego
         return unrecorded_columns(len(kernels))
     launch = launch_rows(kernels["correlation"].to_numpy(), cpu.launches.correlation)
     found = launch >= 0
-    used, per_kernel = np.unique(launch[found], return_inverse=True)
+    used, per_kernel = small_unique(launch[found])
     thread, ts = cpu.launches.thread[used], cpu.launches.ts[used]
 
     def spread(per_launch: np.ndarray) -> np.ndarray:
@@ -51,7 +51,7 @@ def launch_columns(kernels: pd.DataFrame, cpu: CpuEvents) -> dict[str, pd.Catego
     top = _take(ops.top(), op)
     modules = Nesting.of(cpu.ranges.of_kind(RangeKind.MODULE))
     paths, path_of = modules.paths(modules.innermost(thread, ts), cpu.names)
-    launch_names, name_of = np.unique(cpu.launches.name[used], return_inverse=True)
+    launch_names, name_of = small_unique(cpu.launches.name[used])
     graph = np.array([bool(GRAPH_LAUNCH.search(cpu.names[c])) for c in launch_names], dtype=np.int64)[name_of]
     kind = np.where(found, spread(graph), LAUNCH_KINDS.index("none"))
     return {
@@ -221,6 +221,18 @@ def launch_rows(correlation: np.ndarray, launch_correlation: np.ndarray) -> np.n
     return np.where(found, order[position], NO_ROW)
 
 
+def small_unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(values, return_inverse=True) for integers >= NO_ROW that index an array (launch rows,
+    name codes): counted in one pass instead of sorted."""
+    if not len(values):
+        return np.zeros(0, dtype=values.dtype), np.zeros(0, dtype=np.int64)
+    shifted = values.astype(np.int64) - NO_ROW
+    present = np.flatnonzero(np.bincount(shifted))
+    position = np.zeros(int(present[-1]) + 1, dtype=np.int64)
+    position[present] = np.arange(len(present))
+    return (present + NO_ROW).astype(values.dtype), position[shifted]
+
+
 def _take(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """values[rows] as int64, NO_ROW where rows is NO_ROW."""
     return np.where(rows >= 0, values[np.maximum(rows, 0)] if len(values) else NO_ROW, NO_ROW).astype(np.int64)
@@ -228,7 +240,7 @@ def _take(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 def _categorical(codes: np.ndarray, names: list[str]) -> pd.Categorical:
     """Strings by code into `names` ('' for NO_ROW) as a categorical of the distinct strings present."""
-    present, index = np.unique(codes, return_inverse=True)
+    present, index = small_unique(codes)
     strings = np.array(["" if c < 0 else names[c] for c in present], dtype=object)
     categories, remap = np.unique(strings.astype(str), return_inverse=True)
     return pd.Categorical.from_codes(remap[index].reshape(-1), categories=list(categories))

@@ -2,7 +2,8 @@
 
 Each child parses one file and sends back the finished Trace; its parsing memory goes back to
 the system when it exits. Small inputs are loaded in-process, where a child would cost more
-than it saves. A child exits when its parent dies (its stdin closes), and the work folders of a
+than it saves. The loader (and pandas) is imported only where a trace is loaded or read back, so
+the parent adds little memory to the children's while they run. A child exits when its parent dies (its stdin closes), and the work folders of a
 parent that was killed are removed by the next parallel load.
 """
 
@@ -20,12 +21,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import settings
 from .errors import TraceError
 from .reader import GZIP_MAGIC, TraceSource
 from .tablecache import TableCache, stamp
-from .trace import Trace, load
+
+if TYPE_CHECKING:
+    from .trace import Trace
 
 PARALLEL_MIN_BYTES = 256 << 20
 WORKDIR_PREFIX = "fusion-load-"
@@ -90,12 +94,14 @@ def load_traces(
         loaded = [_load_here(requests[i], _side_progress(progress, i + 1), max_bytes) for i in todo]
     for i, result in zip(todo, loaded):
         results[i] = result
-        if cache is not None and isinstance(result, Trace) and _is_path(requests[i].source):
+        if cache is not None and not isinstance(result, TraceError) and _is_path(requests[i].source):
             cache.store(requests[i].source, result, seen=seen[i])  # type: ignore[arg-type]
     return results  # type: ignore[return-value]
 
 
 def _load_here(request: Request, progress: Callable[[int, int], None] | None, max_bytes: int) -> Trace | TraceError:
+    from .trace import load
+
     try:
         return load(request.source, request.label, name=request.name, progress=progress, max_bytes=max_bytes)
     except TraceError as exc:

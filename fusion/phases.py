@@ -30,14 +30,11 @@ import pandas as pd
 
 from .cpu_events import CpuEvents, Ranges
 from .ops import LAUNCH_KINDS, Nesting, launch_rows
+from .vocabulary import ALL, BACKWARD, DECODE, FORWARD, MIXED, OPTIMIZER, PHASES, PREFILL
 
 if TYPE_CHECKING:
     from .trace import Trace
 
-PREFILL, DECODE, MIXED = "prefill", "decode", "mixed"
-FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer"
-ALL = "all"
-PHASES = (PREFILL, DECODE, MIXED, FORWARD, BACKWARD, OPTIMIZER, ALL)
 NO_STEP = -1
 PHASE_COLUMNS = ("phase", "step", "phase_source")
 UNLAUNCHED = LAUNCH_KINDS[2:]
@@ -162,7 +159,7 @@ def assign_phases(kernels: pd.DataFrame, ranges: Ranges, names: list[str]) -> pd
         source[new] = number
         if marker.numbers_steps:
             step[new] = ordinal[new]
-    _fallbacks(phase, source, found, launch_ts, kernels["launch"].astype(str).to_numpy())
+    _fallbacks(phase, source, found, launch_ts, (kernels["launch"] == "graph").to_numpy(bool))
     unnumbered = step == NO_STEP
     step[unnumbered] = profiler_steps(ranges, by_name(_step_number), launch_ts[unnumbered])
     return pd.DataFrame({
@@ -186,14 +183,14 @@ def _per_name(names: list[str], codes: np.ndarray) -> Callable[[Callable[[str], 
 
 
 def _fallbacks(phase: np.ndarray, source: np.ndarray, found: set[str], launch_ts: np.ndarray,
-               launch: np.ndarray) -> None:
+               graph_launched: np.ndarray) -> None:
     """Training forward, graph replays as decode, and 'all' for kernels no range placed."""
     open_ = phase < 0
     if found & {m.source for m in TRAINING_FRAMES}:
         forward = open_ & ~np.isnan(launch_ts)
         phase[forward], source[forward] = PHASES.index(FORWARD), SOURCES.index(SOURCE_TRAINING_FORWARD)
     elif not found:
-        graph = open_ & (launch == "graph")
+        graph = open_ & graph_launched
         phase[graph], source[graph] = PHASES.index(DECODE), SOURCES.index(SOURCE_GRAPH)
     rest = phase < 0
     phase[rest], source[rest] = PHASES.index(ALL), SOURCES.index(SOURCE_NONE)
@@ -231,9 +228,12 @@ def _step_number(name: str) -> int:
 def phase_table(kernels: pd.DataFrame) -> pd.DataFrame:
     """Per phase present: steps (distinct step numbers), kernels, time_us and sources ({source: kernels})."""
     rows = {}
-    for phase, part in kernels.groupby("phase", observed=True, sort=True):
+    phases = kernels["phase"].cat
+    codes = phases.codes.to_numpy()
+    for code in np.unique(codes[codes >= 0]).tolist():  # the phases present, in category order
+        part = kernels.loc[codes == code, ["phase_source", "step", "dur"]]  # only the columns read
         sources = part["phase_source"].value_counts()
-        rows[str(phase)] = {
+        rows[str(phases.categories[code])] = {
             "steps": int(part.loc[part["step"] != NO_STEP, "step"].nunique()),
             "kernels": len(part),
             "time_us": float(part["dur"].sum()),

@@ -14,7 +14,6 @@ checksum and header verify; anything else is a miss (the analysis runs, one warn
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import importlib
 import logging
 import typing
@@ -29,15 +28,15 @@ import pyarrow as pa
 
 from . import result as result_module
 from .compare import Progress, compare
+from .report import to_json
 from .result import Comparison
 from .sealed import Damaged, frame_bytes, frame_from, seal
-from .tablecache import RESULT_SUFFIX, CacheDir, analysis_fingerprint
+from .reopen import EXPORT_PART, FORMAT_VERSION, result_key_of
+from .tablecache import RESULT_SUFFIX, CacheDir
 from .trace import Trace
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
-"""Bump when the entry layout changes; code changes are covered by the analysis fingerprint."""
 _FIELDS_PART = "fields"
 _FRAME, _ARRAY, _STRINGS, _TRACE = 1, 2, 3, 4
 _SKIPPED = ("trace1", "trace2")
@@ -72,10 +71,11 @@ class ResultCache(CacheDir):
         try:
             data = encode(comparison)
             _check_round_trip(data, comparison, decode(memoryview(data), comparison.trace1, comparison.trace2))
+            export = to_json(comparison).encode()
         except (TypeError, ValueError, msgspec.MsgspecError, pa.ArrowException) as exc:
             log.warning("comparison not cached: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
             return False
-        chunks = seal({"format": FORMAT_VERSION, "key": key}, {_FIELDS_PART: data})
+        chunks = seal({"format": FORMAT_VERSION, "key": key}, {_FIELDS_PART: data, EXPORT_PART: export})
         return self.write(self.root / f"{key}{RESULT_SUFFIX}", chunks)
 
 
@@ -105,12 +105,8 @@ def result_key(trace1: Trace, trace2: Trace, params: dict[str, Any]) -> str | No
     """What a comparison depends on: both traces' contents and names, the parameters and the analysis.
 
     None when a parameter is not plain JSON data: such a comparison is not cached."""
-    sides = [[t.digest, t.label, t.source] for t in (trace1, trace2)]
-    try:
-        text = orjson.dumps([FORMAT_VERSION, analysis_fingerprint(), sides, params], option=orjson.OPT_SORT_KEYS)
-    except TypeError:
-        return None
-    return hashlib.sha256(text).hexdigest()
+    return result_key_of(((trace1.digest, trace1.label, trace1.source), (trace2.digest, trace2.label, trace2.source)),
+                         params)
 
 
 def encode(comparison: Comparison) -> bytes:

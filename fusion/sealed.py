@@ -13,18 +13,21 @@ import os
 import stat
 import struct
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import pandas as pd
-import pyarrow as pa
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MAGIC = b"FUSION-SEALED-1\n"
 _LENGTH = struct.Struct("<Q")
 _DIGEST_SIZE = 32
 _PARTS_KEY = "parts"
-_IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
-"""LZ4 frames: a quarter of the size, and read back faster than uncompressed (measured on 1.2 M kernels)."""
+_IPC_COMPRESSION = "lz4"
+"""LZ4 frames: a quarter of the size, and read back faster than uncompressed (measured on 1.2 M kernels).
+pyarrow (and pandas) are imported by the two frame functions only: reading a header, or starting the
+loader processes, does not pay for them."""
 
 
 class Damaged(Exception):
@@ -90,15 +93,20 @@ def _regular_file_bytes(path: Path) -> bytes:
 
 def frame_bytes(frame: pd.DataFrame) -> bytes:
     """A DataFrame (with its index) as an Arrow IPC stream."""
+    import pyarrow as pa
+
     table = pa.Table.from_pandas(frame, preserve_index=True)
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema, options=_IPC_OPTIONS) as writer:
+    options = pa.ipc.IpcWriteOptions(compression=_IPC_COMPRESSION)
+    with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
         writer.write_table(table)
     return sink.getvalue().to_pybytes()
 
 
 def frame_from(data: memoryview) -> pd.DataFrame:
     """The DataFrame of frame_bytes; list columns come back as tuples, as the loader makes them."""
+    import pyarrow as pa
+
     try:
         table = pa.ipc.open_stream(pa.py_buffer(data)).read_all()
         frame = table.to_pandas()

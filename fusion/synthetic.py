@@ -47,6 +47,13 @@ class PairSpec:
     cpu_fill: int = 0
     cpu_fill2: int | None = None
     cases: tuple[str, ...] = ()
+    group_cuts: bool = False
+    """Cut each decode step's graph launches into pieces of GROUP_PIECE kernels, in one of CUT_PATTERNS
+    patterns per side (step i uses pattern i mod CUT_PATTERNS): many distinct groups, as in issue 14's pair."""
+    piecewise_every: int = 0
+    """Every this many decode steps, one runs piecewise (graphs between eager attention); 0: never."""
+    prep_share: float = 1.0
+    """Host-side prep calls per graph-launched kernel (the CPU bytes around each graph launch)."""
 
     def __post_init__(self) -> None:
         if self.scenario not in SCENARIOS:
@@ -58,6 +65,8 @@ class PairSpec:
             raise ValueError(f"unknown cases {sorted(set(self.cases) - set(CASES))}; known: {CASES}")
         if self.layers < 1 or self.steps < 1 or (self.steps2 is not None and self.steps2 < 1):
             raise ValueError("layers and steps must be >= 1")
+        if self.piecewise_every < 0 or self.prep_share < 0:
+            raise ValueError("piecewise_every and prep_share must be >= 0")
 
     @classmethod
     def from_dict(cls, data: dict) -> PairSpec:
@@ -373,16 +382,55 @@ def launches(slots: Sequence[Slot], scenario: str) -> list[tuple[bool, list[Kern
     return out
 
 
+GROUP_PIECE = (50, 150)
+"""Kernels per piece when group_cuts cuts graph launches: [low, high)."""
+CUT_PATTERNS = 4
+
+
+def _cut(step: list[tuple[bool, list[Kernel]]], rng: random.Random) -> list[tuple[bool, list[Kernel]]]:
+    """The step's graph launches cut into consecutive pieces of GROUP_PIECE kernels (the last may be shorter)."""
+    out: list[tuple[bool, list[Kernel]]] = []
+    for graph, kernels in step:
+        if not graph:
+            out.append((graph, kernels))
+            continue
+        start = 0
+        while start < len(kernels):
+            end = start + rng.randrange(*GROUP_PIECE)
+            out.append((True, kernels[start:end]))
+            start = end
+    return out
+
+
+def _step_layouts(spec: PairSpec, trace: int) -> dict[tuple[str, int], list[tuple[bool, list[Kernel]]]]:
+    """Each (scenario, cut pattern) a decode step can take, built once: the Kernel objects are shared."""
+    slots = forward_slots(PLATFORMS[trace - 1], spec)
+    layouts = {}
+    for scenario in {spec.scenario, "piecewise" if spec.piecewise_every else spec.scenario}:
+        step = launches(slots, scenario)
+        layouts[scenario, -1] = step
+        if spec.group_cuts and scenario != "eager":
+            for pattern in range(CUT_PATTERNS):
+                layouts[scenario, pattern] = _cut(step, random.Random(f"{spec.seed}:{trace}:cut{pattern}"))
+    return layouts
+
+
+def _step_layout(spec: PairSpec, step: int) -> tuple[str, int]:
+    every = spec.piecewise_every
+    scenario = "piecewise" if every and step % every == every - 1 else spec.scenario
+    return scenario, step % CUT_PATTERNS if spec.group_cuts and scenario != "eager" else -1
+
+
 def trace_passes(spec: PairSpec, trace: int) -> Iterator[tuple[bool, list[tuple[bool, list[Kernel]]]]]:
     """Every forward pass of a trace in order as (is_prefill, launches): the optional eager prefill, then
     the decode steps."""
     platform = PLATFORMS[trace - 1]
     steps, prefill, _ = spec.for_trace(trace)
+    layouts = _step_layouts(spec, trace)  # before the prefill's kernels come and go: the writer keys by id
     if prefill:
         yield True, launches(forward_slots(platform, spec, prefill=True), "eager")
-    step = launches(forward_slots(platform, spec), spec.scenario)
-    for _ in range(steps):
-        yield False, step
+    for step in range(steps):
+        yield False, layouts[_step_layout(spec, step)]
 
 
 def kernel_counts(spec: PairSpec, trace: int) -> dict[str, int]:
@@ -603,8 +651,8 @@ class _Writer:
         self.kernel(k, corr, ext, rt + self._jitter(5.0), scale)
         self.cpu = t0 + launch + 10.0
 
-    def graph(self, kernels: Sequence[Kernel], scale: float) -> None:
-        self.prep(len(kernels))
+    def graph(self, kernels: Sequence[Kernel], scale: float, prep_share: float) -> None:
+        self.prep(round(len(kernels) * prep_share))
         corr, _ = self._next()
         t0 = self.cpu
         launch = self._jitter(8.0 + self.p.graph_launch_us * len(kernels))
@@ -616,7 +664,8 @@ class _Writer:
             ts = self.kernel(k, corr, None, ts, scale)
         self.cpu = t0 + launch + 5.0
 
-    def forward(self, prefill: bool, pass_launches: Sequence[tuple[bool, list[Kernel]]], fill: int) -> None:
+    def forward(self, prefill: bool, pass_launches: Sequence[tuple[bool, list[Kernel]]], fill: int,
+                prep_share: float) -> None:
         """One forward pass inside an annotation, followed by a host sync."""
         t0 = self.cpu
         self.tokens = _TOKENS[prefill]
@@ -624,7 +673,7 @@ class _Writer:
         self.prep(fill)
         for is_graph, kernels in pass_launches:
             if is_graph:
-                self.graph(kernels, scale)
+                self.graph(kernels, scale, prep_share)
             else:
                 self.eager(kernels[0], scale)
         self.cpu = max(self.cpu, self.gpu) + self._jitter(30.0)
@@ -646,7 +695,7 @@ def write_trace(out: IO[bytes], spec: PairSpec, trace: int) -> None:
     writer.metadata()
     fill = spec.for_trace(trace)[2]
     for prefill, pass_launches in trace_passes(spec, trace):
-        writer.forward(prefill, pass_launches, fill)
+        writer.forward(prefill, pass_launches, fill, spec.prep_share)
     writer.flush()
     out.write(b'],"traceName":' + orjson.dumps(_trace_name(spec, trace)) + b"}")
 

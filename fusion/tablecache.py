@@ -27,20 +27,20 @@ import logging
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import pandas as pd
-import pyarrow as pa
 
 from . import settings
 from .sealed import Damaged, frame_bytes, frame_from, read_sealed, seal, write_sealed
 from .store import UNWRITABLE, ensure_dir, evict_least_recent, is_digest, place, touch, write_with_room
-from .trace import Trace
+
+if TYPE_CHECKING:
+    from .trace import Trace
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 """Bump when the entry layout or the meaning of a Trace field changes (new columns need no bump)."""
 ENTRY_SUFFIX = ".fxt"
 RESULT_SUFFIX = ".fxr"
@@ -110,8 +110,12 @@ class CacheDir:
             evict_least_recent(self.root, self.max_bytes, keep=target.name, is_entry=_is_entry)
         return True
 
-    def read(self, entry: Path, expected: dict[str, Any]) -> tuple[dict[str, Any], dict[str, memoryview]] | None:
-        """A verified entry whose header has the `expected` values, else None (a warning unless absent)."""
+    def read(
+        self, entry: Path, expected: dict[str, Any], *, quiet: bool = False
+    ) -> tuple[dict[str, Any], dict[str, memoryview]] | None:
+        """A verified entry whose header has the `expected` values, else None (a warning unless absent).
+
+        `quiet`: no warning, for a look that the ordinary path repeats (and reports) on a miss."""
         if not os.path.lexists(entry):
             return None
         try:
@@ -120,7 +124,8 @@ class CacheDir:
             if wrong:
                 raise Damaged(f"holds another entry ({', '.join(wrong)} differ)")
         except Damaged as exc:
-            log.warning("%s: %s: ignored and rebuilt", self._name(entry), exc)
+            if not quiet:
+                log.warning("%s: %s: ignored and rebuilt", self._name(entry), exc)
             return None
         touch(entry)
         return header, parts
@@ -151,12 +156,35 @@ class TableCache(CacheDir):
         """The cached trace for the file at `path` when it is unchanged since it was stored, else None.
 
         `name` is what messages call the trace (else the path), as for fusion.trace.load."""
-        file = Path(path)
+        located = self._locate(Path(path))
+        if located is None:
+            return None
+        return self.get(located[0], label, source=name or str(path), sample=located[1])
+
+    def header(self, path: str | os.PathLike) -> dict[str, Any] | None:
+        """The verified entry header (Trace `fields`, table `rows`) for the unchanged file at `path`, else None
+        (quietly: see `read`).
+
+        Reads no table: what a re-open needs to find its cached comparison."""
+        located = self._locate(Path(path))
+        if located is None:
+            return None
+        found = self.read(self._entry(located[0]), self._expected(*located), quiet=True)
+        return None if found is None else found[0]
+
+    def _locate(self, file: Path) -> tuple[str, str] | None:
+        """(content digest, file_sample) of a file whose digest is known, else None."""
         digest = self._stamps().get(stamp(file)) or (file.name if is_digest(file.name) else None)
         if not isinstance(digest, str):
             return None
         sample = file_sample(file)
-        return self.get(digest, label, source=name or str(path), sample=sample) if sample else None
+        return (digest, sample) if sample else None
+
+    def _expected(self, digest: str, sample: str | None) -> dict[str, Any]:
+        expected = {"format": FORMAT_VERSION, "digest": digest, "analysis": analysis_fingerprint()}
+        if sample is not None:
+            expected["sample"] = sample
+        return expected
 
     def store(self, path: str | os.PathLike, trace: Trace, *, seen: str | None = None) -> None:
         """Cache `trace`, loaded from the file at `path`, and remember that file's digest.
@@ -176,19 +204,15 @@ class TableCache(CacheDir):
         """The cached trace of that content digest, or None; anything that does not verify is a miss.
 
         With `sample` (file_sample of the file it should come from), an entry of other bytes is a miss too."""
-        expected = {"format": FORMAT_VERSION, "digest": digest, "analysis": analysis_fingerprint()}
-        if sample is not None:
-            expected["sample"] = sample
-        found = self.read(self._entry(digest), expected)
+        found = self.read(self._entry(digest), self._expected(digest, sample))
         if found is None:
             return None
+        overrides = {key: value for key, value in (("label", label), ("source", source)) if value}
         try:
-            trace = _trace_from(*found)
+            return _trace_from(*found, overrides)
         except (Damaged, KeyError, TypeError, ValueError) as exc:
             log.warning("%s: %s: ignored and rebuilt", self._name(self._entry(digest)), exc)
             return None
-        overrides = {key: value for key, value in (("label", label), ("source", source)) if value}
-        return dataclasses.replace(trace, **overrides) if overrides else trace
 
     def put(self, trace: Trace, *, sample: str = "") -> bool:
         """Write the trace's entry; False when the cache cannot take it (it says why once)."""
@@ -251,14 +275,19 @@ def file_sample(path: Path) -> str:
 
 def _sealed_trace(trace: Trace, sample: str) -> list[bytes] | None:
     """The entry's chunks; None (with a warning) when a field would not come back as it is."""
+    import pandas as pd
+    import pyarrow as pa
+
     header = {"format": FORMAT_VERSION, "digest": trace.digest, "analysis": analysis_fingerprint(), "sample": sample}
     fields: dict[str, Any] = {}
     parts: dict[str, bytes] = {}
+    rows: dict[str, int] = {}
     try:
         for field in dataclasses.fields(trace):
             value = getattr(trace, field.name)
             if isinstance(value, pd.DataFrame):
                 parts[field.name] = frame_bytes(value)
+                rows[field.name] = len(value)
             else:
                 fields[field.name] = value
         if orjson.loads(orjson.dumps(fields)) != fields:
@@ -266,11 +295,17 @@ def _sealed_trace(trace: Trace, sample: str) -> list[bytes] | None:
     except (TypeError, ValueError, pa.ArrowException) as exc:
         log.warning("trace %s not cached: %s", trace.digest[:12], exc)
         return None
-    return seal({**header, "fields": fields}, parts)
+    return seal({**header, "fields": fields, "rows": rows}, parts)
 
 
-def _trace_from(header: dict[str, Any], parts: dict[str, memoryview]) -> Trace:
-    values = dict(header["fields"])
+def _trace_from(header: dict[str, Any], parts: dict[str, memoryview], overrides: dict[str, str]) -> Trace:
+    """The entry's Trace; its tables are converted when first used (a verified entry's tables read back)."""
+    from .trace import FrameLoader, Trace
+
+    values = {**header["fields"], **overrides}
     for name, data in parts.items():
-        values[name] = frame_from(data)
+        rows = header["rows"][name]
+        if not isinstance(rows, int):
+            raise TypeError(f"row count of {name} is not a number")
+        values[name] = FrameLoader(rows, functools.partial(frame_from, data))
     return Trace(**values)

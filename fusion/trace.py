@@ -9,16 +9,17 @@ while the file is read, resolved into the launching-op columns (fusion/ops.py), 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import numpy as np
 import pandas as pd
 
 from .classify import KERNEL_TYPES, classify_names, type_from_op
-from .columns import MISSING_ID, decode_args, id_column, numbers
+from .columns import MISSING_ID, IdArgs, args_field, id_column, intern_codes, numbers
 from .cpu_events import RANGE_CATEGORIES, RUNTIME_CATEGORIES, CpuCollector, RangeKind
 from .errors import TraceError
 from .events import Event, read_events
@@ -38,11 +39,50 @@ _BUCKET = {
     **{category: 2 + kind for category, kind in RANGE_CATEGORIES.items()},
 }
 """Which list a piece's events are sorted into, by category (ranges: 2 + their RangeKind); others are dropped."""
+_BUCKETS = 2 + len(RangeKind)
+_DROPPED = -1
 _ID_FIELDS = ("correlation", "stream", "device")
+_FRAME_FIELDS = ("kernels", "names")
 MAX_KERNEL_NAMES = 200_000
 RUNTIME_SCAN_EVENTS = 300_000
 """Events searched for hip*/cuda* runtime calls; the start of a trace tells the platform."""
 """More distinct names than this is not a GPU profile (real ones have thousands): refused before classifying."""
+
+
+@dataclass(frozen=True)
+class FrameLoader:
+    """A table not built yet: its row count, and how to build it (the table cache reads it on demand)."""
+
+    rows: int
+    build: Callable[[], pd.DataFrame]
+
+
+def _frame_slot(name: str) -> str:
+    return f"_{name}_frame"
+
+
+class _Frame:
+    """A DataFrame field of Trace that may be given a FrameLoader: the frame is built on first access and kept.
+
+    A re-open whose comparison is cached never needs the kernel table, so it never converts it."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = _frame_slot(name)
+
+    def __get__(self, trace: Trace | None, owner: type | None = None) -> pd.DataFrame:
+        if trace is None:
+            raise AttributeError(self.slot)  # no default value: the dataclass field is required
+        value = trace.__dict__[self.slot]
+        if isinstance(value, FrameLoader):
+            value = trace.__dict__[self.slot] = value.build()
+        return value
+
+    def __set__(self, trace: Trace, value: pd.DataFrame | FrameLoader) -> None:
+        trace.__dict__[self.slot] = value
+
+    def rows(self, trace: Trace) -> int:
+        value = trace.__dict__[self.slot]
+        return value.rows if isinstance(value, FrameLoader) else len(value)
 
 
 @dataclass
@@ -56,14 +96,22 @@ class Trace:
     gpu: str
     gpu_recorded: bool
     device_properties: list[dict[str, Any]]
-    kernels: pd.DataFrame
-    names: pd.DataFrame
+    kernels: pd.DataFrame = _Frame()  # type: ignore[assignment]
+    names: pd.DataFrame = _Frame()  # type: ignore[assignment]
     digest: str
     warnings: list[str] = field(default_factory=list)
 
     @property
     def kernel_count(self) -> int:
-        return len(self.kernels)
+        return Trace.__dict__["kernels"].rows(self)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """For pickling: every table built (a FrameLoader holds a reader, which does not pickle)."""
+        return {**self.__dict__, **{_frame_slot(name): getattr(self, name) for name in _FRAME_FIELDS}}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """From __getstate__, or from a Trace pickled before its tables could be lazy (plain attributes)."""
+        self.__dict__.update({_frame_slot(k) if k in _FRAME_FIELDS else k: v for k, v in state.items()})
 
     @property
     def kernel_time_us(self) -> float:
@@ -83,12 +131,7 @@ class _Collector:
     events: int = 0
 
     def add_piece(self, events: list[Event], source: str) -> None:
-        buckets: list[list[Event]] = [[] for _ in range(2 + len(RangeKind))]
-        for event in events:
-            if type(event.cat) is str:
-                bucket = _BUCKET.get(event.cat)
-                if bucket is not None:
-                    buckets[bucket].append(event)
+        buckets = _buckets(events)
         kernels, runtime = buckets[_KERNEL], buckets[_RUNTIME]
         if self.events < RUNTIME_SCAN_EVENTS:
             self.runtime_prefixes.update(e.name[:3] for e in runtime if isinstance(e.name, str))
@@ -105,15 +148,17 @@ class _Collector:
         names = [e.name for e in kernels]
         ts = numbers([e.ts for e in kernels])
         dur = numbers([e.dur for e in kernels])
-        named = np.fromiter((type(n) is str for n in names), dtype=bool, count=len(names))
+        if set(map(type, names)) == {str}:
+            named = np.ones(len(names), dtype=bool)
+        else:
+            named = np.fromiter((type(n) is str for n in names), dtype=bool, count=len(names))
         keep = self._keep(named, ts, dur)
         rows = np.flatnonzero(keep)
         if len(rows) < len(kernels):
             kernels = [kernels[i] for i in rows]
             names = [names[i] for i in rows]
-        code_of = self.code_of
-        codes = np.array([code_of.setdefault(n, len(code_of)) for n in names], dtype=np.int32)
-        if len(code_of) > MAX_KERNEL_NAMES:
+        codes = intern_codes(names, self.code_of)
+        if len(self.code_of) > MAX_KERNEL_NAMES:
             problem = f"more than {MAX_KERNEL_NAMES:,} distinct kernel names; a GPU profile has thousands; refused"
             raise TraceError(source, problem)
         ids = self._ids([e.args for e in kernels])
@@ -134,22 +179,24 @@ class _Collector:
                 self.skipped[why] += int(rows.sum())
         return named & has_ts & has_dur & (dur >= 0)
 
-    def _ids(self, raws: list[msgspec.Raw]) -> list[np.ndarray]:
+    def _ids(self, args: list[IdArgs | None]) -> list[np.ndarray]:
         """correlation, stream and device columns; MISSING_ID where an event lacks a usable value."""
-        args = decode_args(raws)
-        absent = sum(a is None for a in args)
+        absent = args.count(None)
         if absent:
             self.missing["args"] += absent
         columns = []
         for what in _ID_FIELDS:
-            column, unusable = id_column([getattr(a, what) if a is not None else None for a in args])
+            column, unusable = id_column(args_field(args, what))
             if unusable - absent:
                 self.missing[what] += unusable - absent
             columns.append(column)
         return columns
 
     def table(self) -> pd.DataFrame:
-        columns = [np.concatenate(parts) for parts in zip(*self.parts)] if self.parts else _empty_columns()
+        """The kernel table; the parts are handed over (dropped here), so they are not kept beside it."""
+        parts, self.parts = self.parts, []
+        columns = [np.concatenate(part) for part in zip(*parts)] if parts else _empty_columns()
+        del parts
         codes, ts, dur, correlation, stream, device = columns
         return pd.DataFrame(
             {
@@ -161,6 +208,25 @@ class _Collector:
                 "device": device,
             }
         )
+
+
+def _buckets(events: list[Event]) -> list[list[Event]]:
+    """The piece's events sorted into _BUCKET's lists, in file order; events of other categories dropped.
+
+    The category of each event is looked up in one pass at C speed; numpy then finds each list's rows."""
+    cats = [e.cat for e in events]
+    try:
+        codes = np.fromiter(map(_BUCKET.get, cats, repeat(_DROPPED)), dtype=np.int8, count=len(cats))
+    except TypeError:  # a category that is a list or an object: not one of ours
+        codes = np.array([_BUCKET.get(c, _DROPPED) if type(c) is str else _DROPPED for c in cats], dtype=np.int8)
+    counts = np.bincount(codes[codes != _DROPPED], minlength=_BUCKETS)
+    order = np.argsort(codes, kind="stable")
+    start = int((codes == _DROPPED).sum())
+    buckets = []
+    for count in counts.tolist():
+        buckets.append(list(map(events.__getitem__, order[start : start + count].tolist())))
+        start += count
+    return buckets
 
 
 def _empty_columns() -> list[np.ndarray]:
@@ -182,9 +248,7 @@ def load(
     """
     raw = open_input(source, name=name, progress=progress, max_bytes=max_bytes)
     stream = read_events(raw)
-    collector = _Collector()
-    for piece in stream.pieces:
-        collector.add_piece(piece, raw.source)
+    collector = _collect(stream.pieces, raw.source)
     top = stream.top_level
     props = _device_properties(top)
     platform, evidence = detect_platform(top, props, collector.runtime_prefixes)
@@ -210,6 +274,14 @@ def load(
         digest=raw.sha256,
         warnings=stream.warnings + warnings + _quality_warnings(collector),
     )
+
+
+def _collect(pieces: Iterator[list[Event]], source: str) -> _Collector:
+    """The columns of every piece; no piece outlives its turn (the last one included)."""
+    collector = _Collector()
+    for piece in pieces:
+        collector.add_piece(piece, source)
+    return collector
 
 
 def _device_properties(top: dict[str, Any]) -> list[dict[str, Any]]:
@@ -261,7 +333,7 @@ def _kernel_table(collector: _Collector, source: str) -> tuple[pd.DataFrame, lis
     warnings = []
     if table.empty:
         warnings.append(f"{source}: no kernel events (cat 'kernel'); a CPU-only trace or not a GPU profile")
-    dup = table.duplicated()
+    dup = _duplicated(table)
     if dup.any():
         warnings.append(f"{int(dup.sum())} duplicate kernel events (same name, ts, dur and ids) were dropped")
         table = table[~dup]
@@ -269,6 +341,15 @@ def _kernel_table(collector: _Collector, source: str) -> tuple[pd.DataFrame, lis
     table = table.iloc[order].reset_index(drop=True)
     table["name"] = table["name"].cat.remove_unused_categories()
     return table, warnings
+
+
+def _duplicated(table: pd.DataFrame) -> np.ndarray:
+    """table.duplicated(), checked only among rows whose ts is not unique: a full duplicate repeats its ts."""
+    dup = np.zeros(len(table), dtype=bool)
+    candidates = np.flatnonzero(table["ts"].duplicated(keep=False).to_numpy())
+    if len(candidates):
+        dup[candidates] = table.iloc[candidates].duplicated().to_numpy()
+    return dup
 
 
 def _name_table(kernels: pd.DataFrame, platform: str) -> pd.DataFrame:
@@ -290,18 +371,19 @@ def _kernel_types(kernels: pd.DataFrame, name_table: pd.DataFrame) -> tuple[pd.C
     name_types = name_table["type"].reindex(columns[0].categories.astype(str)).fillna("Other").to_numpy()
     sizes = [max(len(c.categories), 1) for c in columns]
     key = (columns[0].codes.to_numpy(np.int64) * sizes[1] + columns[1].codes) * sizes[2] + columns[2].codes
-    distinct, inverse = np.unique(key, return_inverse=True)
+    inverse, distinct = pd.factorize(key)
     name_code, rest = np.divmod(distinct, sizes[1] * sizes[2])
     op_code, top_code = np.divmod(rest, sizes[2])
     ops, tops = columns[1].categories, columns[2].categories
     typed = [type_from_op(name_types[n], ops[o], tops[t]) for n, o, t in zip(name_code, op_code, top_code)]
-    types = np.array([t for t, _ in typed], dtype=object)
-    routes = np.array([r for _, r in typed], dtype=object)
-    index = inverse.reshape(-1)
-    return (
-        pd.Categorical(types[index], categories=list(KERNEL_TYPES)),
-        pd.Categorical(routes[index], categories=list(TYPE_ROUTES)),
-    )
+    return _by_code([t for t, _ in typed], inverse, KERNEL_TYPES), _by_code([r for _, r in typed], inverse, TYPE_ROUTES)
+
+
+def _by_code(values: list[str], inverse: np.ndarray, categories: tuple[str, ...]) -> pd.Categorical:
+    """values[inverse] as a categorical over `categories` (missing where a value is not one of them)."""
+    code_of = {category: code for code, category in enumerate(categories)}
+    codes = np.array([code_of.get(v, -1) for v in values], dtype=np.int64)
+    return pd.Categorical.from_codes(codes[inverse], categories=list(categories))
 
 
 def _quality_warnings(collector: _Collector) -> list[str]:

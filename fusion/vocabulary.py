@@ -47,3 +47,9 @@ VENDORS: tuple[str, ...] = ("AMD", "NVIDIA")
 
 INDUCTOR_KINDS: tuple[str, ...] = ("poi", "red", "per", "tem", "for")
 """triton_<kind>_fused_...: pointwise, reduction, persistent reduction, template, foreach."""
+
+PREFILL, DECODE, MIXED = "prefill", "decode", "mixed"
+FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer"
+ALL = "all"
+PHASES = (PREFILL, DECODE, MIXED, FORWARD, BACKWARD, OPTIMIZER, ALL)
+"""A kernel's phase (fusion/phases.py assigns them); here so the command line knows them without pandas."""

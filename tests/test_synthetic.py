@@ -96,6 +96,21 @@ def test_correlation_structure(tmp_path: Path, scenario: str) -> None:
         assert set(sizes1) == set(sizes2) == {1}
 
 
+def test_group_cuts_and_piecewise_steps_give_many_distinct_groups(tmp_path: Path) -> None:
+    """Issue 14's pair: graph launches cut into pieces of 50-149 kernels in several patterns per side,
+    every 3rd step piecewise (eager attention), the kernels per type unchanged by the cuts."""
+    spec = PairSpec(layers=16, steps=6, prefill=True, group_cuts=True, piecewise_every=3, prep_share=0.5)
+    files = write_pair(tmp_path, spec, gzip=False)
+    for trace, path in ((1, files.trace1), (2, files.trace2)):
+        data = _load(path)
+        sizes = _group_sizes(data)
+        large = [s for s in sizes if s >= 50]
+        assert all(s < 150 for s in large) and len(set(large)) > 4
+        assert sizes.count(1) >= 2 * 16, "prefill and piecewise attention run eagerly"
+        plain = dataclasses.replace(spec, group_cuts=False, piecewise_every=0)
+        assert len(_kernels(data)) == sum(kernel_counts(plain, trace).values())
+
+
 def test_steps2_and_prefill2_change_group_counts(tmp_path: Path) -> None:
     spec = PairSpec(layers=4, steps=3, steps2=5, prefill=True, prefill2=False)
     files = write_pair(tmp_path, spec)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 
 import orjson
 import pandas as pd
@@ -238,3 +239,83 @@ def test_a_traceevents_key_nested_before_the_real_one() -> None:
 def test_a_text_mode_file_is_refused_with_a_message() -> None:
     with pytest.raises(TraceError, match="text mode"):
         load(io.StringIO("{}"))
+
+
+ODD_EVENTS = [
+    {"cat": "kernel", "name": "k", "ts": 1, "dur": 2, "pid": 0, "tid": 7, "args": {"correlation": 5, "stream": 7,
+                                                                                  "device": 0, "grid": [1, 2, 3]}},
+    {"cat": "kernel", "name": "k", "ts": 1.5, "dur": 2},
+    {"cat": "kernel", "name": 3, "ts": "x", "dur": None, "args": None},
+    {"cat": "cpu_op", "name": "aten::mm", "ts": 1e301, "pid": [1], "tid": {"a": 1}, "args": {"correlation": True}},
+    {"cat": ["kernel"], "name": "k", "args": {"correlation": 2**70, "stream": "7", "device": -1.5, "nested": {"x": []}}},
+    {"ph": "M", "args": {}},
+]
+
+
+@pytest.mark.parametrize("odd_args", [None, [1, 2], "text", 3])
+def test_events_decode_the_same_in_one_pass_and_with_raw_args(odd_args: object) -> None:
+    """The one-pass decode (args' ids decoded with the event) gives what decoding args separately gives;
+    a piece with args that are not objects falls back, and those args carry no ids."""
+    events = ODD_EVENTS + ([{"cat": "kernel", "name": "k", "ts": 1, "dur": 1, "args": odd_args}] if odd_args else [])
+    data = json.dumps(events).encode()
+    decoded = events_module._decode_events("x", data, 1, 0)
+    raw = events_module._decode_raw_events("x", data, 1, 0)
+    assert [(e.cat, e.name, e.ts, e.dur, e.pid, e.tid) for e in decoded] == [
+        (e.cat, e.name, e.ts, e.dur, e.pid, e.tid) for e in raw]
+    ids = [None if a is None else (a.correlation, a.stream, a.device) for a in (e.args for e in decoded)]
+    assert ids[:5] == [(5, 7, 0), None, None, (True, None, None), (2**70, "7", -1.5)]
+    assert ids[5:] == [(None, None, None)] + ([None] if odd_args else [])
+
+
+def test_kernel_table_unchanged_when_a_piece_falls_back_to_raw_args(tmp_path) -> None:
+    """A kernel whose args are not an object changes no other kernel's row, and has no ids itself."""
+    events = [kernel_event(f"k{i % 3}", float(i), 1.0, i, stream=7, device=0) for i in range(200)]
+    plain = load(write_trace(tmp_path / "plain.json", events)).kernels
+    odd = {"cat": "kernel", "name": "odd", "ts": 500.0, "dur": 1.0, "args": ["not", "an", "object"]}
+    mixed = load(write_trace(tmp_path / "mixed.json", [*events, odd])).kernels
+    assert mixed.iloc[-1][["name", "correlation", "stream", "device"]].tolist() == ["odd", -1, -1, -1]
+    left = mixed.iloc[:-1].reset_index(drop=True)
+    left["name"] = left["name"].cat.remove_unused_categories()
+    pd.testing.assert_frame_equal(left[["name", "ts", "dur", "correlation", "stream", "device"]],
+                                  plain[["name", "ts", "dur", "correlation", "stream", "device"]])
+
+
+def test_thread_codes_are_the_same_with_and_without_the_integer_fast_path() -> None:
+    """intern_pairs numbers (pid, tid) pairs as intern_codes numbers the tuples, across pieces."""
+    from fusion.columns import intern_codes, intern_pairs
+
+    pieces = [([5, 5, 3, 5], [1, 2, 1, 1]), ([3, 9, 5], [1, 9, 2]), ([5, True], [1.0, 1])]
+    fast, slow = {}, {}
+    for pids, tids in pieces:
+        assert intern_pairs(pids, tids, fast).tolist() == intern_codes(list(zip(pids, tids)), slow).tolist()
+    assert fast == slow
+
+
+def test_small_unique_is_numpy_unique() -> None:
+    import numpy as np
+
+    from fusion.ops import small_unique
+
+    for values in (np.array([4, -1, 4, 0, 9, -1], dtype=np.int64), np.array([2, 2], dtype=np.int32), np.zeros(0, np.int64)):
+        distinct, inverse = small_unique(values)
+        expected, expected_inverse = np.unique(values, return_inverse=True)
+        assert distinct.tolist() == expected.tolist() and distinct.dtype == expected.dtype
+        assert inverse.tolist() == expected_inverse.reshape(-1).tolist()
+
+
+def test_duplicates_found_among_equal_ts_are_pandas_duplicated() -> None:
+    """_duplicated checks only rows sharing a ts, and marks exactly what DataFrame.duplicated marks."""
+    import numpy as np
+
+    from fusion.trace import _duplicated
+
+    rng = np.random.default_rng(0)
+    table = pd.DataFrame({
+        "name": pd.Categorical.from_codes(rng.integers(0, 3, 400), categories=["a", "b", "c"]),
+        "ts": rng.choice([0.0, -0.0, 1.5, 2.0, 3.25, *range(10, 300)], 400),
+        "dur": rng.choice([1.0, 2.0], 400),
+        "correlation": rng.integers(-1, 3, 400),
+    })
+    expected = table.duplicated().to_numpy()
+    assert expected.any() and not expected.all()
+    assert _duplicated(table).tolist() == expected.tolist()
