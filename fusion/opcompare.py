@@ -134,7 +134,7 @@ def op_calls(trace: Trace, side: int) -> OpCalls:
     kernels = trace.kernels
     if set(OP_COLUMNS) <= set(kernels.columns):
         call = kernels["op_call"].to_numpy(np.int64)
-        rows = np.flatnonzero((call >= 0) & (kernels["launch"].to_numpy() == EAGER_LAUNCH))
+        rows = np.flatnonzero((call >= 0) & (kernels["launch"] == EAGER_LAUNCH).to_numpy())
     else:
         call, rows = np.zeros(len(kernels), dtype=np.int64), np.zeros(0, dtype=np.int64)
     rows = rows[np.argsort(call[rows], kind="stable")]
@@ -403,7 +403,7 @@ def _unaligned_notes(calls: tuple[OpCalls, OpCalls], aligned: np.ndarray) -> lis
 def _outside_ops_note(calls: OpCalls) -> str:
     """How many eagerly launched kernels no op call encloses ('' when none): they are not compared by op."""
     kernels = calls.trace.kernels
-    outside = (kernels["launch"].to_numpy() == EAGER_LAUNCH) & (kernels["op_call"].to_numpy() < 0)
+    outside = (kernels["launch"] == EAGER_LAUNCH).to_numpy() & (kernels["op_call"].to_numpy() < 0)
     if not outside.any():
         return ""
     time_ms = float(kernels["dur"].to_numpy()[outside].sum()) / 1000
