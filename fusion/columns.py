@@ -1,4 +1,5 @@
-"""Event fields to numpy columns: numbers, ids and the args fields the loader reads.
+"""Event fields to numpy columns: numbers, ids and the args fields the loader reads; and trimming a
+categorical column's categories.
 
 Shared by the kernel table (trace.py) and the CPU-side events (cpu_events.py), so both treat odd
 values (bools, strings, huge numbers, missing args) the same way.
@@ -11,6 +12,7 @@ from typing import Any, Optional
 
 import msgspec
 import numpy as np
+import pandas as pd
 
 MISSING_ID = -1
 """Stored in an id column when the event does not carry that field."""
@@ -117,3 +119,15 @@ def _decode_one_args(raw: msgspec.Raw) -> IdArgs | None:
         return _args_decoder.decode(raw) if len(raw) else None
     except (msgspec.DecodeError, RecursionError):
         return None
+
+
+def used_categories(column: pd.Series) -> pd.Categorical:
+    """A categorical column without its unused categories (order kept), in linear time: pandas'
+    remove_unused_categories sorts the codes."""
+    values = column.cat
+    codes = values.codes.to_numpy()
+    present = codes >= 0
+    used = np.bincount(codes[present], minlength=len(values.categories)) > 0
+    renumbered = np.cumsum(used) - 1
+    new_codes = np.where(present, renumbered[np.where(present, codes, 0)], -1)
+    return pd.Categorical.from_codes(new_codes, categories=values.categories[used])

@@ -20,6 +20,7 @@ import pandas as pd
 from .align import UNKNOWN_TYPE, stream_windows, unit_codes
 from .classify import KERNEL_TYPES
 from .detect import (
+    Evidence,
     Segment,
     Side,
     Thresholds,
@@ -36,7 +37,19 @@ from .opcompare import OpComparison, compare_ops
 from .ops import launched_only
 from .phase_compare import phase_summary
 from .phases import ALL, phase_view
-from .result import COUNT, GROUPS_AFFECTED, KERNEL_TYPE, TIME_US, Comparison, EvidenceRef, FusionMapping, side_column
+from .result import (
+    COUNT,
+    GROUPS_AFFECTED,
+    KERNEL_TYPE,
+    TIME_US,
+    Comparability,
+    Comparison,
+    EvidenceRef,
+    FusionMapping,
+    OneSidedNote,
+    Opportunity,
+    side_column,
+)
 from .trace import Trace, load
 
 Progress = Callable[[str, float], None]
@@ -103,14 +116,49 @@ def compare(trace1: Trace, trace2: Trace, *, min_group_size: int = 50, progress:
     return result
 
 
-def _compare_phase(trace1: Trace, trace2: Trace, *, min_group_size: int, **params: Any) -> Comparison:
-    """One phase's views compared with the parameters of the whole comparison (no nested phase split)."""
+def _compare_phase(trace1: Trace, trace2: Trace, *, min_group_size: int, **params: Any) -> Findings:
+    """One phase's views compared with the parameters of the whole comparison: its findings only (no tables,
+    no nested phase split)."""
     thresholds = {k: v for k, v in params.items() if k not in ("keep_unlaunched", "phase")}
-    return _compare_kernels(trace1, trace2, min_group_size, None, Thresholds(**thresholds))
+    return _findings(_walk(trace1, trace2, min_group_size, None, Thresholds(**thresholds)), with_op_table=False)
+
+
+@dataclass
+class _Walked:
+    """What a comparison computes before its findings: both sides, the matched groups, the pairs and the
+    evidence of walking their alignments."""
+
+    sides: tuple[Side, Side]
+    groups: tuple[Groups, Groups]
+    matching: Matching
+    index: PairIndex
+    evidence: Evidence
+    types: list[str]
+    limits: Thresholds
+
+
+@dataclass
+class Findings:
+    """A comparison's findings and what decides them: all that a per-phase comparison keeps."""
+
+    mappings: list[FusionMapping]
+    one_sided: list[OneSidedNote]
+    op_notes: list[str]
+    opportunities: list[Opportunity]
+    comparability: Comparability
+    op_level: OpComparison
 
 
 def _compare_kernels(trace1: Trace, trace2: Trace, min_group_size: int, progress: Progress | None,
                      limits: Thresholds) -> Comparison:
+    walked = _walk(trace1, trace2, min_group_size, progress, limits)
+    result = _assemble(walked, _findings(walked, with_op_table=True), min_group_size)
+    if progress:
+        progress("detect", 1.0)
+    return result
+
+
+def _walk(trace1: Trace, trace2: Trace, min_group_size: int, progress: Progress | None, limits: Thresholds) -> _Walked:
     report = progress or (lambda stage, fraction: None)
     types = _types(trace1, trace2)
     sides = (Side.of(1, trace1, type_codes(trace1.kernels, types)), Side.of(2, trace2, type_codes(trace2.kernels, types)))
@@ -125,9 +173,24 @@ def _compare_kernels(trace1: Trace, trace2: Trace, min_group_size: int, progress
     index = PairIndex(groups, matching.pairs, windows, stream)
     evidence = collect_evidence(_segments(index, sides, types), sides, types, limits)
     report("detect", 0.7)
-    result = _assemble(sides, groups, matching, index, evidence, types, limits, min_group_size)
-    report("detect", 1.0)
-    return result
+    return _Walked(sides, groups, matching, index, evidence, types, limits)
+
+
+def _findings(walked: _Walked, with_op_table: bool) -> Findings:
+    """Mappings (op-level first), one-sided notes, opportunities and comparability; the op table only if asked."""
+    sides, groups, matching, types, limits = walked.sides, walked.groups, walked.matching, walked.types, walked.limits
+    counts1 = groups[0].type_counts[matching.pairs[:, 0]]
+    counts2 = groups[1].type_counts[matching.pairs[:, 1]]
+    mappings, notes = fusion_mappings(walked.evidence, sides, limits)
+    mappings += group_imbalance(walked.evidence, counts1, counts2, partial(_group_ref, walked.index), types, mappings,
+                                sides, limits)
+    op_level = compare_ops(sides[0].trace, sides[1].trace, limits, with_table=with_op_table)
+    mappings, op_notes = _with_op_findings(mappings, op_level)
+    check = comparability(sides, types, (len(groups[0]), len(groups[1])), len(matching.pairs),
+                          _attention_per_pair(counts1, counts2, types), limits)
+    opportunities = fusion_opportunities(type_stats(sides, types), _group_counts(groups, matching, types),
+                                         len(matching.pairs), limits, whole_trace=not check.checks["per_step"])
+    return Findings(mappings, notes, op_notes, opportunities, check, op_level)
 
 
 def analyze_fusion_differences(trace1: Trace | str | Path | bytes, trace2: Trace | str | Path | bytes,
@@ -196,44 +259,34 @@ def _pair_rows(index: PairIndex, pids: np.ndarray, side: int) -> np.ndarray:
     return groups.kernel_rows[starts[:, None] + np.arange(length)]
 
 
-def _assemble(sides: tuple[Side, Side], groups: tuple[Groups, Groups], matching: Matching, index: PairIndex,
-              evidence: Any, types: list[str], limits: Thresholds, min_group_size: int) -> Comparison:
+def _assemble(walked: _Walked, found: Findings, min_group_size: int) -> Comparison:
+    sides, groups, matching, index, types = walked.sides, walked.groups, walked.matching, walked.index, walked.types
     trace1, trace2 = sides[0].trace, sides[1].trace
     stats = type_stats(sides, types)
     present = list(stats.index)
-    counts1 = groups[0].type_counts[matching.pairs[:, 0]]
-    counts2 = groups[1].type_counts[matching.pairs[:, 1]]
-    pairs = _pairs_table(index, sides, types)
-    mappings, notes = fusion_mappings(evidence, sides, limits)
-    mappings += group_imbalance(evidence, counts1, counts2, partial(_group_ref, index), types, mappings, sides, limits)
-    op_level = compare_ops(trace1, trace2, limits)
-    mappings, op_notes = _with_op_findings(mappings, op_level)
-    check = comparability(sides, types, (len(groups[0]), len(groups[1])), len(matching.pairs),
-                          _attention_per_pair(counts1, counts2, types), limits)
-    opportunities = fusion_opportunities(stats, _group_counts(groups, matching, types), len(matching.pairs), limits,
-                                         whole_trace=not check.checks["per_step"])
-    warnings = [f"{t.label}: {w}" for t in (trace1, trace2) for w in t.warnings] + check.warnings
-    warnings += _budget_warnings(groups, limits)
+    warnings = [f"{t.label}: {w}" for t in (trace1, trace2) for w in t.warnings] + found.comparability.warnings
+    warnings += _budget_warnings(groups, walked.limits)
     return Comparison(
         trace1=trace1,
         trace2=trace2,
-        params={"min_group_size": min_group_size, **asdict(limits)},
+        params={"min_group_size": min_group_size, **asdict(walked.limits)},
         type_stats=stats,
         groups1=_with_kind(groups[0].table, matching.kinds1, min_group_size),
         groups2=_with_kind(groups[1].table, matching.kinds2, min_group_size),
         group_types1=_type_frame(groups[0], types, present),
         group_types2=_type_frame(groups[1], types, present),
-        pairs=pairs,
+        pairs=_pairs_table(index, sides, types),
         unmatched1=[int(c) for c in groups[0].correlations[matching.unmatched1]],
         unmatched2=[int(c) for c in groups[1].correlations[matching.unmatched2]],
-        opportunities=opportunities,
-        mappings=mappings,
-        one_sided=notes,
-        comparability=check,
+        opportunities=found.opportunities,
+        mappings=found.mappings,
+        one_sided=found.one_sided,
+        comparability=found.comparability,
         warnings=warnings,
-        metadata=_metadata(sides, groups, matching, index, check, min_group_size) | _op_metadata(op_level),
-        op_table=op_level.op_table,
-        op_notes=op_notes,
+        metadata=_metadata(sides, groups, matching, index, found.comparability, min_group_size)
+        | _op_metadata(found.op_level),
+        op_table=found.op_level.op_table,
+        op_notes=found.op_notes,
         pair_kernels=index,
     )
 

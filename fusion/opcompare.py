@@ -167,11 +167,11 @@ def _per_category(kernels: pd.DataFrame, column: str, rows: np.ndarray | slice,
     return rewritten[values.cat.codes.to_numpy()[rows]]
 
 
-def compare_ops(trace1: Trace, trace2: Trace, thresholds: Thresholds | None = None) -> OpComparison:
-    """Align the two traces' op calls and report op-level kernel-count differences and the op table."""
+def compare_ops(trace1: Trace, trace2: Trace, thresholds: Thresholds | None = None, *, with_table: bool = True) -> OpComparison:
+    """Align the two traces' op calls and report op-level kernel-count differences and (with `with_table`) the op table."""
     limits = thresholds or Thresholds()
     calls = (op_calls(trace1, 1), op_calls(trace2, 2))
-    table = op_table(calls)
+    table = op_table(calls) if with_table else pd.DataFrame(columns=list(OP_TABLE_COLUMNS))
     if not len(calls[0]) or not len(calls[1]):
         missing = [c.trace.label for c in calls if not len(c)]
         return OpComparison([], table, 0, (len(calls[0]), len(calls[1])),

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from .columns import used_categories
 from .cpu_events import CpuEvents, RangeKind, Ranges
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ def launched_only(trace: Trace) -> Trace:
     if note is None:
         return trace
     kernels = trace.kernels[(trace.kernels["launch"] != "none").to_numpy()].reset_index(drop=True)
-    kernels["name"] = kernels["name"].cat.remove_unused_categories()
+    kernels["name"] = used_categories(kernels["name"])
     stats = kernels.groupby("name", observed=True)["dur"].agg(count="size", time_us="sum")
     stats.index = stats.index.astype(str)
     names = trace.names.drop(columns=["count", "time_us"]).loc[stats.index].join(stats)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from .errors import TraceError
@@ -15,8 +16,11 @@ from .phases import ALL, MIXED, NO_STEP, PHASES, phase_notes, phase_table, phase
 from .result import COUNT, KERNEL_TYPE, Comparison, plain, side_column
 from .trace import Trace
 
-Compare = Callable[..., Comparison]
-"""compare.compare: called as compare(trace1, trace2, **comparison.params)."""
+if TYPE_CHECKING:
+    from .compare import Findings
+
+Compare = Callable[..., "Findings"]
+"""The findings of one phase's comparison: called as compare(trace1, trace2, **comparison.params)."""
 PER_STEP = "per_step"
 """A side's count of a type divided by its steps in the phase (side_column(PER_STEP, side))."""
 
@@ -61,8 +65,7 @@ def _side(table: pd.DataFrame, phase: str) -> dict[str, Any]:
 def _type_stats(traces: tuple[Trace, Trace], phase: str, steps: list[int]) -> list[dict[str, Any]]:
     """Per kernel type: count on each side and per step (None without steps), and the per-step ratio."""
     counts = pd.DataFrame({
-        side_column(COUNT, s): _phase_kernels(trace, phase).groupby("type", observed=True).size()
-        for s, trace in enumerate(traces, start=1)
+        side_column(COUNT, s): _type_counts(trace.kernels, phase) for s, trace in enumerate(traces, start=1)
     }).fillna(0).astype(int)
     rows = []
     for kernel_type, row in counts.iterrows():
@@ -73,8 +76,15 @@ def _type_stats(traces: tuple[Trace, Trace], phase: str, steps: list[int]) -> li
     return rows
 
 
-def _phase_kernels(trace: Trace, phase: str) -> pd.DataFrame:
-    return trace.kernels[(trace.kernels["phase"] == phase).to_numpy()]
+def _type_counts(kernels: pd.DataFrame, phase: str) -> pd.Series:
+    """Kernels per type (observed types, in category order) of one phase, counted on the category codes."""
+    types = kernels["type"].cat
+    codes = types.codes.to_numpy()
+    codes = codes[(kernels["phase"] == phase).to_numpy() & (codes >= 0)]
+    counts = np.bincount(codes, minlength=len(types.categories))
+    present = counts > 0
+    index = pd.CategoricalIndex(types.categories[present], categories=types.categories, name="type")
+    return pd.Series(counts[present], index=index)
 
 
 def pair_notes(traces: tuple[Trace, Trace], tables: list[pd.DataFrame]) -> list[str]:

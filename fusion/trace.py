@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .classify import KERNEL_TYPES, classify_names, type_from_op
-from .columns import MISSING_ID, IdArgs, args_field, id_column, intern_codes, numbers
+from .columns import MISSING_ID, IdArgs, args_field, id_column, intern_codes, numbers, used_categories
 from .cpu_events import RANGE_CATEGORIES, RUNTIME_CATEGORIES, CpuCollector, RangeKind
 from .errors import TraceError
 from .events import Event, read_events
@@ -339,7 +339,7 @@ def _kernel_table(collector: _Collector, source: str) -> tuple[pd.DataFrame, lis
         table = table[~dup]
     order = np.argsort(table["ts"].to_numpy(), kind="stable")
     table = table.iloc[order].reset_index(drop=True)
-    table["name"] = table["name"].cat.remove_unused_categories()
+    table["name"] = used_categories(table["name"])
     return table, warnings
 
 

@@ -13,6 +13,7 @@ from builders import kernel_event, shared_trace, shared_trace_names, trace_json,
 
 from fusion import events as events_module
 from fusion import reader
+from fusion.columns import used_categories
 from fusion.errors import TraceError
 from fusion.trace import KERNEL_COLUMNS, load
 
@@ -319,3 +320,10 @@ def test_duplicates_found_among_equal_ts_are_pandas_duplicated() -> None:
     expected = table.duplicated().to_numpy()
     assert expected.any() and not expected.all()
     assert _duplicated(table).tolist() == expected.tolist()
+
+
+def test_used_categories_drops_unused_names_keeping_order_and_missing_values():
+    column = pd.Series(pd.Categorical(["c", None, "a", "c"], categories=["c", "b", "a", "d"]))
+    trimmed = used_categories(column)
+    assert list(trimmed.categories) == ["c", "a"]
+    assert trimmed.codes.tolist() == [0, -1, 1, 0]
