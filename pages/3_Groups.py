@@ -198,10 +198,13 @@ def show_pair(view: View, comparison: Comparison, pair_id: int) -> None:
         },
     )
     st.subheader("Timeline")
-    axis = st.radio("Time axis", [KERNELS_ONLY, WALL_CLOCK], index=0 if pair["kind"] == "stream" else 1, horizontal=True, key="time_axis")
-    kernels_only = axis == KERNELS_ONLY
-    figure = data.derived(comparison, ("timeline", *shown, kernels_only), lambda c: timeline(rows, c, kernels_only))
-    ui.plot(figure, f"pair_{pair_id}_timeline")
+    if st.toggle(f"Draw the {len(rows):,} aligned rows' kernels on a time axis", key="show_timeline",
+                 help="One bar per kernel. Drawn on request: redrawing it for every pair costs the browser time."):
+        axis = st.radio("Time axis", [KERNELS_ONLY, WALL_CLOCK], index=0 if pair["kind"] == "stream" else 1,
+                        horizontal=True, key="time_axis")
+        kernels_only = axis == KERNELS_ONLY
+        figure = data.derived(comparison, ("timeline", *shown, kernels_only), lambda c: timeline(rows, c, kernels_only))
+        ui.plot(figure, f"pair_{pair_id}_timeline")
     st.subheader("Composition")
     st.dataframe(tables.composition(alignment))
 

@@ -323,7 +323,11 @@ def test_eager_pair_drill_down_from_a_type_to_aligned_names(eager_pair) -> None:
     both = aligned[(aligned["kernel name, trace 1"] != "") & (aligned["kernel name, trace 2"] != "")]
     names1, names2 = set(expected.trace1.names.index), set(expected.trace2.names.index)
     assert len(both) and set(both["kernel name, trace 1"]) <= names1 and set(both["kernel name, trace 2"]) <= names2
+    charts = len(at.get("plotly_chart"))
+    assert not [r for r in at.radio if r.key == "time_axis"], "the timeline is drawn on request"
+    at.toggle(key="show_timeline").set_value(True).run()
     assert at.radio(key="time_axis").value.startswith("kernels only")
+    assert len(at.get("plotly_chart")) == charts + 1
 
 
 def test_type_filter_and_pair_pick_reset_by_the_view_rules(expected) -> None:
