@@ -8,6 +8,8 @@ compiled code holds no copy of align.py's constants. On equal scores a diagonal 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numba
 import numpy as np
 
@@ -16,7 +18,16 @@ GAP = -1
 """A gap in a path (align.GAP)."""
 
 
-@numba.njit(cache=True, nogil=True)
+def _compiled(function: Callable) -> Callable:
+    """numba.njit of `function`, its machine code cached on disk; compiled in each process instead when
+    numba finds no writable cache location (a read-only install without a writable home)."""
+    try:
+        return numba.njit(cache=True, nogil=True)(function)
+    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
+        return numba.njit(nogil=True)(function)
+
+
+@_compiled
 def fill(a: np.ndarray, b: np.ndarray, scores: np.ndarray, unknown: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The traceback directions of every cell, the last row's and the last column's scores.
 
@@ -57,7 +68,7 @@ def fill(a: np.ndarray, b: np.ndarray, scores: np.ndarray, unknown: int) -> tupl
     return direction, row, last_col
 
 
-@numba.njit(cache=True, nogil=True)
+@_compiled
 def traceback(direction: np.ndarray, i: int, j: int) -> np.ndarray:
     """The (L, 2) path from cell (0, 0) to cell (i, j): positions into a and b, GAP for a gap."""
     out = np.empty((i + j, 2), dtype=np.int64)

@@ -1,3 +1,7 @@
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 from hypothesis import given, settings
@@ -24,6 +28,8 @@ from fusion.align import (
     unit_codes,
 )
 from kernels import make_trace
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_one_sided_run_beside_its_match():
@@ -154,3 +160,17 @@ def test_alignment_is_a_complete_path_with_the_optimal_score(a, b):
     for side, codes in ((0, a), (1, b)):
         assert path[:, side][path[:, side] >= 0].tolist() == list(range(len(codes)))
     assert _path_score(path, a, b) == _optimal_score(a, b)
+
+
+def test_alignment_works_where_numba_finds_no_writable_cache(tmp_path):
+    """A read-only install without a writable home: numba has no cache location; the DP compiles per process."""
+    script = """
+import numpy as np
+from numba.core import caching
+caching.CacheImpl._locator_classes = []  # as if no folder numba could use were writable
+from fusion.align import align_codes
+print(align_codes(np.array([1, 2, 3]), np.array([1, 3])).tolist())
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[[0, 0], [1, -1], [2, 1]]"
