@@ -26,9 +26,11 @@ STREAM_CHUNK = 512
 """Kernels per side aligned at once when walking a long eager stream."""
 STREAM_KEEP = 0.75
 """Fraction of a chunk's alignment kept before the next chunk starts (chunk ends are unreliable)."""
-FOLDED = 1 << 12
+CODE_DTYPE = np.int32
+"""Alignment codes: a type (or op) number in the low bits, FOLDED and UNKNOWN far above any vocabulary."""
+FOLDED = 1 << 28
 """Code bit of a helper kernel folded into the kernel of its operation (GEMM + split-K reduce)."""
-UNKNOWN = 1 << 13
+UNKNOWN = 1 << 29
 """Code bit of a kernel of the unknown type: it may align with a kernel of any type."""
 UNKNOWN_TYPE = "Other"
 """The classification's type for names no rule knows."""
@@ -43,7 +45,7 @@ def unit_codes(codes: np.ndarray, helper: np.ndarray, unknown_code: int = -1) ->
     only with a folded helper, so "GEMM + splitKreduce" vs "GEMM" aligns the two GEMMs and leaves the
     reduce one-sided. Kernels of `unknown_code` (the unknown type's code) carry UNKNOWN.
     """
-    codes = np.asarray(codes, dtype=np.int16)
+    codes = np.asarray(codes, dtype=CODE_DTYPE)
     helper = np.asarray(helper, dtype=bool)
     if not len(codes):
         return codes
@@ -52,7 +54,7 @@ def unit_codes(codes: np.ndarray, helper: np.ndarray, unknown_code: int = -1) ->
     has_main = np.bincount(run, weights=~helper)[run] > 0
     folded = helper & (has_main | ~starts)
     flags = np.where(folded, FOLDED, 0) | np.where(codes == unknown_code, UNKNOWN, 0)
-    return (codes | flags).astype(np.int16)
+    return (codes | flags).astype(CODE_DTYPE)
 
 
 def type_code(codes: np.ndarray) -> np.ndarray:
@@ -66,8 +68,7 @@ def align_codes(a: np.ndarray, b: np.ndarray, free_end: bool = False) -> np.ndar
     With `free_end`, trailing kernels of either sequence may stay unaligned at no cost (the rest of
     a stream continues in the next chunk); they are then left out of the result.
     """
-    a = np.ascontiguousarray(a, dtype=np.int16)
-    b = np.ascontiguousarray(b, dtype=np.int16)
+    a, b = np.ascontiguousarray(a, dtype=CODE_DTYPE), np.ascontiguousarray(b, dtype=CODE_DTYPE)
     return _cached(a.tobytes(), b.tobytes(), free_end)
 
 
@@ -81,7 +82,7 @@ def ops(path: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 @lru_cache(maxsize=4096)
 def _cached(a_bytes: bytes, b_bytes: bytes, free_end: bool) -> np.ndarray:
-    path = _needleman_wunsch(np.frombuffer(a_bytes, dtype=np.int16), np.frombuffer(b_bytes, dtype=np.int16), free_end)
+    path = _needleman_wunsch(np.frombuffer(a_bytes, dtype=CODE_DTYPE), np.frombuffer(b_bytes, dtype=CODE_DTYPE), free_end)
     path.flags.writeable = False
     return path
 
@@ -176,8 +177,8 @@ def alignment_table(kernels1: pd.DataFrame, kernels2: pd.DataFrame, rows1: np.nd
     a = kernels1["type"].to_numpy()[rows1]
     b = kernels2["type"].to_numpy()[rows2]
     unknown = code.get(UNKNOWN_TYPE, -1)
-    a_codes = unit_codes(np.array([code[t] for t in a], dtype=np.int16), helpers1[rows1], unknown)
-    b_codes = unit_codes(np.array([code[t] for t in b], dtype=np.int16), helpers2[rows2], unknown)
+    a_codes = unit_codes(np.array([code[t] for t in a], dtype=CODE_DTYPE), helpers1[rows1], unknown)
+    b_codes = unit_codes(np.array([code[t] for t in b], dtype=CODE_DTYPE), helpers2[rows2], unknown)
     path = align_codes(a_codes, b_codes)
     table = {"op": OP_NAMES[ops(path, a_codes, b_codes)]}
     for side, kernels, rows in ((1, kernels1, rows1), (2, kernels2, rows2)):

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from fusion import dp
 from fusion.align import (
+    CODE_DTYPE,
     FOLDED,
     GAP,
     GAP_SCORE,
@@ -156,7 +157,7 @@ _codes = st.lists(st.sampled_from([0, 1, 2, 3, 1 | FOLDED, 4 | UNKNOWN]), max_si
 @given(_codes, _codes)
 def test_alignment_is_a_complete_path_with_the_optimal_score(a, b):
     """Across DP row blocks too: every kernel appears once, in order, and the score is the optimum."""
-    path = align_codes(np.array(a, dtype=np.int16), np.array(b, dtype=np.int16))
+    path = align_codes(np.array(a, dtype=CODE_DTYPE), np.array(b, dtype=CODE_DTYPE))
     for side, codes in ((0, a), (1, b)):
         assert path[:, side][path[:, side] >= 0].tolist() == list(range(len(codes)))
     assert _path_score(path, a, b) == _optimal_score(a, b)
@@ -174,3 +175,9 @@ print(align_codes(np.array([1, 2, 3]), np.array([1, 3])).tolist())
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[[0, 0], [1, -1], [2, 1]]"
+
+
+def test_distinct_large_codes_never_align_as_the_same():
+    """Op alignment codes are vocabulary numbers; beyond 16 bits they must neither wrap nor carry flags."""
+    a, b = np.array([0, 70_000, 5]), np.array([65_536, 70_000, 5])
+    assert ops(align_codes(a, b), a, b).tolist().count(MATCH) == 2
