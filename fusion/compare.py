@@ -135,6 +135,8 @@ class _Walked:
     evidence: Evidence
     types: list[str]
     limits: Thresholds
+    stats: pd.DataFrame
+    """detect.type_stats: per type, counts and times on both sides."""
 
 
 @dataclass
@@ -173,7 +175,7 @@ def _walk(trace1: Trace, trace2: Trace, min_group_size: int, progress: Progress 
     index = PairIndex(groups, matching.pairs, windows, stream)
     evidence = collect_evidence(_segments(index, sides, types), sides, types, limits)
     report("detect", 0.7)
-    return _Walked(sides, groups, matching, index, evidence, types, limits)
+    return _Walked(sides, groups, matching, index, evidence, types, limits, type_stats(sides, types))
 
 
 def _findings(walked: _Walked, with_op_table: bool) -> Findings:
@@ -188,7 +190,7 @@ def _findings(walked: _Walked, with_op_table: bool) -> Findings:
     mappings, op_notes = _with_op_findings(mappings, op_level)
     check = comparability(sides, types, (len(groups[0]), len(groups[1])), len(matching.pairs),
                           _attention_per_pair(counts1, counts2, types), limits)
-    opportunities = fusion_opportunities(type_stats(sides, types), _group_counts(groups, matching, types),
+    opportunities = fusion_opportunities(walked.stats, _group_counts(groups, matching, types),
                                          len(matching.pairs), limits, whole_trace=not check.checks["per_step"])
     return Findings(mappings, notes, op_notes, opportunities, check, op_level)
 
@@ -262,7 +264,7 @@ def _pair_rows(index: PairIndex, pids: np.ndarray, side: int) -> np.ndarray:
 def _assemble(walked: _Walked, found: Findings, min_group_size: int) -> Comparison:
     sides, groups, matching, index, types = walked.sides, walked.groups, walked.matching, walked.index, walked.types
     trace1, trace2 = sides[0].trace, sides[1].trace
-    stats = type_stats(sides, types)
+    stats = walked.stats
     present = list(stats.index)
     warnings = [f"{t.label}: {w}" for t in (trace1, trace2) for w in t.warnings] + found.comparability.warnings
     warnings += _budget_warnings(groups, walked.limits)
