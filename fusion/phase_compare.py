@@ -5,7 +5,7 @@ step counts, mixed batches, assumed phases)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -13,7 +13,7 @@ import pandas as pd
 
 from .errors import TraceError
 from .phases import ALL, MIXED, NO_STEP, PHASES, phase_notes, phase_table, phase_view, step_count
-from .result import COUNT, KERNEL_TYPE, Comparison, plain, side_column
+from .result import COUNT, KERNEL_TYPE, NO_PAIR, Comparison, EvidenceRef, FusionMapping, plain, side_column
 from .trace import Trace
 
 if TYPE_CHECKING:
@@ -45,11 +45,31 @@ def _section(phase: str, traces: tuple[Trace, Trace], tables: list[pd.DataFrame]
     section: dict[str, Any] = {f"trace{s}": _side(table, phase) for s, table in enumerate(tables, start=1)}
     section["type_stats"] = _type_stats(traces, phase, steps)
     if compare is not None and phase != ALL and all(phase in t.index for t in tables):
-        result = compare(phase_view(traces[0], phase), phase_view(traces[1], phase), **params)
-        section["fusion_mappings"] = [asdict(m) for m in result.mappings]
+        views = (phase_view(traces[0], phase, tables[0]), phase_view(traces[1], phase, tables[1]))
+        result = compare(*views, **params)
+        origins = [_origin_rows(t, phase) for t in traces]
+        section["fusion_mappings"] = [asdict(_in_trace_rows(m, origins)) for m in result.mappings]
         section["fusion_opportunities"] = [asdict(o) for o in result.opportunities]
         section["comparability"] = {"level": result.comparability.level, "warnings": result.comparability.warnings}
     return section
+
+
+def _origin_rows(trace: Trace, phase: str) -> np.ndarray:
+    """Per kernel of the phase's view (phase_view), its row in the trace."""
+    return np.flatnonzero((trace.kernels["phase"] == phase).to_numpy())
+
+
+def _in_trace_rows(mapping: FusionMapping, origins: list[np.ndarray]) -> FusionMapping:
+    """A phase comparison's finding with its evidence cited in rows of the whole traces: windows mapped from
+    the phase's view, pair_id NO_PAIR (the phase's own pairs are not kept)."""
+    refs = [EvidenceRef(NO_PAIR, ref.correlation1, ref.correlation2, _window(ref.window1, origins[0]),
+                        _window(ref.window2, origins[1])) for ref in mapping.evidence_refs]
+    return replace(mapping, evidence_refs=refs)
+
+
+def _window(window: tuple[int, int], origin: np.ndarray) -> tuple[int, int]:
+    start, stop = window
+    return (int(origin[start]), int(origin[stop - 1]) + 1) if stop > start >= 0 else window
 
 
 def _side(table: pd.DataFrame, phase: str) -> dict[str, Any]:
@@ -89,7 +109,8 @@ def _type_counts(kernels: pd.DataFrame, phase: str) -> pd.Series:
 
 def pair_notes(traces: tuple[Trace, Trace], tables: list[pd.DataFrame]) -> list[str]:
     """Each trace's own phase notes, then phases found on one side only and step counts that differ."""
-    notes = [f"trace {s}: {note}" for s, trace in enumerate(traces, start=1) for note in phase_notes(trace.kernels)]
+    notes = [f"trace {s}: {note}" for s, (trace, table) in enumerate(zip(traces, tables), start=1)
+             for note in phase_notes(trace.kernels, table)]
     for phase in PHASES:
         if phase in (ALL, MIXED):
             continue

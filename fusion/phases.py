@@ -260,9 +260,10 @@ def _distinct_pairs(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     return pd.unique(first * width + second) // width
 
 
-def phase_notes(kernels: pd.DataFrame) -> list[str]:
-    """What a reader must know about one trace's phases: no signal at all, mixed batches, assumptions."""
-    table = phase_table(kernels)
+def phase_notes(kernels: pd.DataFrame, table: pd.DataFrame | None = None) -> list[str]:
+    """What a reader must know about one trace's phases: no signal at all, mixed batches, assumptions.
+    `table` is the kernels' phase_table when the caller has it."""
+    table = phase_table(kernels) if table is None else table
     notes = []
     if list(table.index) == [ALL]:
         notes.append("no phase signal (serving step annotations, engine or training frames, graph replays): "
@@ -279,8 +280,9 @@ def phase_notes(kernels: pd.DataFrame) -> list[str]:
     return notes
 
 
-def phase_view(trace: Trace, phase: str) -> Trace:
-    """The trace restricted to one phase's kernels (renumbered), with a note; 'all' is the trace itself."""
+def phase_view(trace: Trace, phase: str, table: pd.DataFrame | None = None) -> Trace:
+    """The trace restricted to one phase's kernels (renumbered), with a note; 'all' is the trace itself.
+    `table` is the trace's phase_table when the caller has it."""
     if phase not in PHASES:
         raise ValueError(f"unknown phase {phase!r}; one of {', '.join(PHASES)}")
     if phase == ALL:
@@ -291,7 +293,8 @@ def phase_view(trace: Trace, phase: str) -> Trace:
         return trace
     part = kernels[keep].reset_index(drop=True)
     part["name"] = used_categories(part["name"])
-    steps = int(phase_table(part)["steps"].sum())
+    table = phase_table(trace.kernels) if table is None else table
+    steps = int(table.loc[phase, "steps"]) if phase in table.index else 0
     note = (f"phase {phase} only: {len(part):,} of {len(kernels):,} kernels in {step_count(steps, phase)};"
             " kernel indices refer to this view")
     return replace(trace, kernels=part, names=_name_stats(trace.names, part), warnings=[*trace.warnings, note])
@@ -312,7 +315,7 @@ def describe(kernels: pd.DataFrame) -> dict[str, Any]:
         "per_phase": {str(p): {"steps": int(r["steps"]), "kernels": int(r["kernels"]),
                                "time_us": round(float(r["time_us"]), 3), "sources": r["sources"]}
                       for p, r in table.iterrows()},
-        "notes": phase_notes(kernels),
+        "notes": phase_notes(kernels, table),
     }
 
 

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 KERNEL_TYPE = "kernel_type"
 COUNT = "count"
 TIME_US = "time_us"
+TIME_DECIMALS = 3
+"""Summed kernel times in findings are rounded to the nanosecond (trace durations are microseconds with three
+decimals), so they carry no float noise from the order of summation."""
 COUNT_RATIO = "count_ratio"
 """trace1 count / trace2 count; NaN when a side has none."""
 TIME_RATIO = "time_ratio"
@@ -42,11 +45,16 @@ class PairKernels(Protocol):
     def kernel_indices(self, pair_id: int) -> tuple[np.ndarray, np.ndarray]: ...
 
 
+NO_PAIR = -1
+"""EvidenceRef.pair_id of evidence that is no row of Comparison.pairs: op calls, a per-phase comparison's pairs."""
+
+
 @dataclass(frozen=True)
 class EvidenceRef:
     """Where a finding can be seen: a pair and the [start, stop) kernel row ranges on each side.
 
-    `pair_id` indexes Comparison.pairs; correlation1/2 are -1 for stream-window pairs (eager kernels).
+    `pair_id` indexes Comparison.pairs (NO_PAIR: evidence that is no pair of it); correlation1/2 are -1 for
+    stream-window pairs (eager kernels).
     """
 
     pair_id: int

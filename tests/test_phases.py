@@ -8,7 +8,7 @@ import pytest
 
 from builders import kernel_event, kineto_trace, shared_trace, write_trace
 from fusion.__main__ import main
-from fusion.compare import analyze_fusion_differences
+from fusion.compare import analyze_fusion_differences, compare
 from fusion.phases import (
     ALL, BACKWARD, DECODE, FORWARD, MIXED, OPTIMIZER, PHASES, PREFILL, SOURCE_GRAPH, SOURCE_NONE,
     SOURCE_TRAINING_FORWARD, assign_phases, describe, phase_notes, phase_table, phase_view,
@@ -17,6 +17,7 @@ from fusion.cpu_events import Ranges
 from fusion.synthetic_phases import (
     ServingSpec, serving_truth, training_trace, training_truth, write, write_serving_pair,
 )
+from fusion.result import NO_PAIR
 from fusion.trace import load
 
 MAIN, AUTOGRAD = 11, 12
@@ -249,6 +250,25 @@ def test_comparing_all_phases_gives_each_phase_its_own_findings_and_notes(servin
     attention = next(r for r in per_phase[DECODE]["type_stats"] if r["kernel_type"] == "Attention")
     assert attention["trace1_count"] == 3 * attention["trace2_count"] and attention["per_step_ratio"] == 1.0
     assert "trace 1 has 6 decode steps, trace 2 has 2" in " ".join(result["phases"]["notes"])
+
+
+def test_a_phase_findings_evidence_cites_rows_of_the_whole_traces(serving_pair):
+    """The phase's own pairs are not kept: its refs name no pair, and their windows are rows of the compared
+    traces (not of the phase's view) that hold kernels of that phase with the names the finding cites."""
+    _, _, traces = serving_pair
+    whole = compare(*traces)
+    for phase in (PREFILL, DECODE):
+        mappings = whole.phases["per_phase"][phase]["fusion_mappings"]
+        assert mappings
+        for mapping in mappings:
+            cited = {*mapping["fused_kernel_names"], *mapping["unfused_kernel_names"]}
+            for ref in mapping["evidence_refs"]:
+                assert ref["pair_id"] == NO_PAIR
+                for side, trace in ((1, whole.trace1), (2, whole.trace2)):
+                    start, stop = ref[f"window{side}"]
+                    ends = trace.kernels.iloc[[start, stop - 1]]
+                    assert set(ends["phase"]) == {phase}
+                    assert set(ends["name"].astype(str)) <= cited
 
 
 def test_more_steps_of_the_same_workload_are_compared_per_step_not_called_another_workload(tmp_path):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from ..result import FusionMapping, OneSidedNote
+from ..result import TIME_DECIMALS, FusionMapping, OneSidedNote
 from .evidence import Evidence, Pattern, Side
 from .thresholds import Thresholds
 
@@ -103,7 +103,7 @@ def _mapping(pattern: Pattern, shown: tuple[int, int], sides: tuple[Side, Side],
         evidence=text(pattern, shown, fused, unfused),
         evidence_refs=list(pattern.refs),
         pairs_with_pattern=len(pattern.pair_ids),
-        time_saved_us=pattern.extra_time_us,
+        time_saved_us=round(pattern.extra_time_us, TIME_DECIMALS),
         fused_kernel_names=top_names(fused, pattern.fused_names, limits.max_names),
         unfused_kernel_names=unfused_names(pattern, unfused, limits.max_names),
         fused_components=[] if pattern.split else list(fused.fused_components[top_fused]),
