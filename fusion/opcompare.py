@@ -13,7 +13,7 @@ call and are left to the kernel-type comparison.
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,12 +26,12 @@ from .classify import canonical_op
 from .detect.mappings import PLATFORM_NAMES
 from .detect.thresholds import Thresholds
 from .ops import MODULE_SEPARATOR, OP_COLUMNS
-from .result import TIME_RATIO, TIME_US, EvidenceRef, FusionMapping, side_column
+from .result import NO_PAIR, TIME_DECIMALS, TIME_RATIO, TIME_US, EvidenceRef, FusionMapping, side_column
 from .trace import Trace
 
 OP_KERNELS_DETECTOR = "op_kernels"
 OP_CALLS_SOURCE = "op_calls"
-OP_EVIDENCE_PAIR = -1
+OP_EVIDENCE_PAIR = NO_PAIR
 """EvidenceRef.pair_id of op-call evidence: it is no Comparison pair; the windows cite the two calls' kernels
 and correlation1/2 are the correlation ids of each call's first kernel."""
 EAGER_LAUNCH = "kernel"
@@ -58,10 +58,6 @@ SIDE_COLUMNS = (CALLS, KERNELS_PER_CALL, KERNEL_NAMES, TIME_US, TIME_PER_CALL_US
 TOP_OP_NAMES = 3
 _INSTANCE = re.compile(rf"_\d+(?={re.escape(MODULE_SEPARATOR)}|$)")
 """The instance number the profiler appends to a module name (Linear_3)."""
-
-
-ALL = slice(None)
-"""Every kernel row."""
 
 
 OP_TABLE_COLUMNS = (OP, OP_NAMES, MODULE, *(side_column(c, s) for s in (1, 2) for c in SIDE_COLUMNS),
@@ -100,7 +96,7 @@ def _inside(mask: np.ndarray, window: tuple[int, int]) -> bool:
 class OpCalls:
     """One trace's top-level op calls in start order; call i launched kernel rows rows[offsets[i]:offsets[i+1]].
 
-    names, types, dur and correlation are the trace's kernel columns (indexed by kernel row), read once.
+    names, types, dur and correlation are the trace's kernel columns (indexed by kernel row).
     """
 
     side: int
@@ -113,8 +109,8 @@ class OpCalls:
     threads: np.ndarray
     rows: np.ndarray
     offsets: np.ndarray
-    names: np.ndarray
-    types: np.ndarray
+    names: ByRow
+    types: ByRow
     dur: np.ndarray
     correlation: np.ndarray
 
@@ -143,7 +139,7 @@ def op_calls(trace: Trace, side: int) -> OpCalls:
     return OpCalls(side, trace, _per_category(kernels, "op_top", heads, canonical_op),
                    _per_category(kernels, "op_top", heads, str), _modules(kernels, heads),
                    _column(kernels, "thread", heads), rows, np.r_[first, len(rows)].astype(np.int64),
-                   _per_category(kernels, "name", ALL, str), _per_category(kernels, "type", ALL, str),
+                   _by_row(kernels, "name"), _by_row(kernels, "type"),
                    kernels["dur"].to_numpy(np.float64), kernels["correlation"].to_numpy(np.int64))
 
 
@@ -156,15 +152,32 @@ def _modules(kernels: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     return _per_category(kernels, "module", rows, lambda path: _INSTANCE.sub("", path))
 
 
-def _per_category(kernels: pd.DataFrame, column: str, rows: np.ndarray | slice,
-                  rewrite: Callable[[str], str]) -> np.ndarray:
+def _per_category(kernels: pd.DataFrame, column: str, rows: np.ndarray, rewrite: Callable[[str], str]) -> np.ndarray:
     """`rewrite` of a categorical column's value at `rows`, as an object array of shared strings (8 bytes a row);
     each distinct value is rewritten once."""
     if column not in kernels.columns:
-        return np.full(len(kernels), "", dtype=object)[rows]
+        return np.full(len(rows), "", dtype=object)
     values = kernels[column].astype("category")
     rewritten = np.array([rewrite(str(v)) for v in values.cat.categories] + [""], dtype=object)
     return rewritten[values.cat.codes.to_numpy()[rows]]
+
+
+@dataclass(frozen=True)
+class ByRow:
+    """A categorical kernel column read by kernel row (`column[rows]`, `column[row]`): only the rows asked for
+    become strings."""
+
+    values: np.ndarray
+    """Object array: one string per category, then '' (code -1)."""
+    codes: np.ndarray
+
+    def __getitem__(self, rows: np.ndarray | int) -> np.ndarray | str:
+        return self.values[self.codes[rows]]
+
+
+def _by_row(kernels: pd.DataFrame, column: str) -> ByRow:
+    values = kernels[column].astype("category").cat
+    return ByRow(np.array([str(v) for v in values.categories] + [""], dtype=object), values.codes.to_numpy())
 
 
 def compare_ops(trace1: Trace, trace2: Trace, thresholds: Thresholds | None = None, *, with_table: bool = True) -> OpComparison:
@@ -286,7 +299,7 @@ def _finding(diff: _Difference, share: float, calls: tuple[OpCalls, OpCalls], li
         evidence=_evidence_text(op, diff, calls, cited, components, helpers),
         evidence_refs=[_ref(calls, pair) for pair in cited],
         pairs_with_pattern=len(diff.pairs),
-        time_saved_us=float(calls[unfused - 1].dur[unfused_rows[:, extra]].sum()),
+        time_saved_us=round(float(calls[unfused - 1].dur[unfused_rows[:, extra]].sum()), TIME_DECIMALS),
         fused_kernel_names=names[fused],
         unfused_kernel_names=names[unfused],
         fused_components=components,
@@ -466,14 +479,20 @@ def _side_table(calls: OpCalls) -> pd.DataFrame:
                          "dur": calls.dur[calls.rows]})
     keys = [OP, MODULE]
     grouped = rows.groupby(keys)
-    table = pd.DataFrame({CALLS: grouped["call"].nunique(), "kernels": grouped.size(), TIME_US: grouped["dur"].sum(),
-                          OP_NAMES: grouped[OP_NAMES].agg(lambda v: sorted(set(v)))})
+    table = pd.DataFrame({CALLS: grouped["call"].nunique(), "kernels": grouped.size(), TIME_US: grouped["dur"].sum()})
     if table.empty:
-        table = pd.DataFrame(columns=[CALLS, "kernels", TIME_US, OP_NAMES],
+        table = pd.DataFrame(columns=[CALLS, "kernels", TIME_US],
                              index=pd.MultiIndex.from_arrays([[], []], names=keys))
+    raw_ops = defaultdict(set)
+    for op, module, raw in zip(calls.ops.tolist(), calls.modules.tolist(), calls.raw_ops.tolist()):
+        raw_ops[(op, module)].add(raw)
+    table[OP_NAMES] = [sorted(raw_ops[key]) for key in table.index]
     by_name = rows.groupby([*keys, "name"])["dur"].sum().sort_values(ascending=False, kind="stable")
-    top = by_name.groupby(level=keys, sort=False).head(TOP_OP_NAMES).reset_index()
-    table[KERNEL_NAMES] = top.groupby(keys)["name"].agg(list).reindex(table.index)
+    top = by_name.groupby(level=keys, sort=False).head(TOP_OP_NAMES).index.tolist()
+    names = defaultdict(list)
+    for op, module, name in top:
+        names[(op, module)].append(name)
+    table[KERNEL_NAMES] = [names[key] for key in table.index]
     table[KERNELS_PER_CALL] = table["kernels"] / table[CALLS]
     table[TIME_PER_CALL_US] = table[TIME_US] / table[CALLS]
     return table[[OP_NAMES, *SIDE_COLUMNS]]
