@@ -2,7 +2,11 @@
 
 import math
 
+import numpy as np
+
+from fusion.align import FOLDED
 from fusion.compare import compare
+from fusion.detect.evidence import _main_positions
 from kernels import layer, make_trace, steps
 
 
@@ -220,3 +224,58 @@ def test_a_rare_split_is_a_note_with_its_reason():
     assert c.mappings == []
     assert [(n.side, n.kernel_type, n.count) for n in c.one_sided] == [(2, "GEMM", 2)]
     assert "too rarely" in c.one_sided[0].reason
+
+
+def epilogue_pair(fused_names):
+    """An extra Elementwise kernel between two GEMMs on trace 1; on trace 2 the GEMMs named in `fused_names`
+    say they also perform Elementwise."""
+    side1 = [("gemm_a", "GEMM"), ("add_kernel", "Elementwise"), ("gemm_b", "GEMM"), ("norm", "RMSNorm")] * 20
+    side2 = [("gemm_a_epi", "GEMM"), ("gemm_b_epi", "GEMM"), ("norm", "RMSNorm")] * 20
+    return compare(make_trace(steps(side1, 4)),
+                   make_trace(steps(side2, 4), fused={n: ("Elementwise",) for n in fused_names}))
+
+
+def test_a_run_between_two_covering_kernels_is_credited_to_the_one_before():
+    c = epilogue_pair(["gemm_a_epi", "gemm_b_epi"])
+    assert mapping_keys(c) == {("sequence", 2, "GEMM", ("GEMM", "Elementwise"))}
+    assert c.mappings[0].fused_kernel_names == ["gemm_a_epi"]
+    assert c.mappings[0].unfused_kernel_names == ["gemm_a", "add_kernel"]
+
+
+def test_a_run_is_credited_to_the_kernel_after_it_when_only_that_one_covers_it():
+    c = epilogue_pair(["gemm_b_epi"])
+    assert mapping_keys(c) == {("sequence", 2, "GEMM", ("Elementwise", "GEMM"))}
+    assert c.mappings[0].fused_kernel_names == ["gemm_b_epi"]
+
+
+def test_a_long_run_of_one_sided_kernels_is_a_stretch_not_a_fusion():
+    """More than max_fused_run kernels in a row with no counterpart: notes, even next to a covering kernel."""
+    body = [("gemm", "GEMM"), ("norm", "RMSNorm")] * 30
+    extra = [("add_kernel", "Elementwise")] * 9
+    c = compare(make_trace(steps(body[:10] + extra + body[10:], 4)),
+                make_trace(steps(body, 4), fused={"gemm": ("Elementwise",)}), max_fused_run=8)
+    assert c.mappings == []
+    assert [(n.side, n.kernel_type, n.count) for n in c.one_sided] == [(1, "Elementwise", 36)]
+    assert "long stretch" in c.one_sided[0].reason
+    longer = compare(make_trace(steps(body[:10] + extra + body[10:], 4)),
+                     make_trace(steps(body, 4), fused={"gemm": ("Elementwise",)}), max_fused_run=9)
+    assert not any("long stretch" in n.reason for n in longer.one_sided)
+
+
+def test_each_folded_helper_belongs_to_the_nearest_kernel_of_its_type_before_it_else_after_it():
+    """_main_positions on columns agrees with walking from each folded helper to the nearest unfolded kernel."""
+    def walked(codes):
+        kinds, folded = codes & (FOLDED - 1), (codes & FOLDED) != 0
+        out = []
+        for p in range(len(codes)):
+            before = next((q for q in range(p - 1, -1, -1) if not folded[q]), -1) if folded[p] else -1
+            after = next((q for q in range(p + 1, len(codes)) if not folded[q]), -1) if folded[p] else -1
+            out.append(before if before >= 0 and kinds[before] == kinds[p]
+                       else after if after >= 0 and kinds[after] == kinds[p] else -1)
+        return out
+
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        length = int(rng.integers(0, 12))
+        codes = rng.integers(0, 3, length) | np.where(rng.random(length) < 0.5, FOLDED, 0)
+        assert _main_positions(codes).tolist() == walked(codes)

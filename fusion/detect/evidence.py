@@ -7,13 +7,18 @@ plus its fused components include every operation type of the run and of K's cou
 with a SiLU-and-mul epilogue covers GEMM + act_and_mul). Otherwise the run is a one-sided note with its
 reason. All occurrences of one (fused side, fused type, unfused sequence) form a Pattern; whether it is a
 finding is decided in mappings.py over the occurrences that could show it.
+
+The runs of a segment are decided on numpy columns (_Runs); occurrences of the same kernels are counted once,
+weighted by how often they occur (_add), so the Python work follows the distinct occurrences.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 
@@ -57,10 +62,6 @@ class Side:
         return cls(number, trace, codes, helper[names] if len(names) else np.zeros(0, dtype=bool), names, name_list,
                    [str(t) for t in table["type"]], [tuple(c) for c in table["fused_components"]],
                    [tuple(c) for c in table["components"]], roles, trace.kernels["dur"].to_numpy(np.float64))
-
-    def performs(self, name: int, kernel_type: str) -> frozenset[str]:
-        """Operation types a kernel of this name and type performs: its type plus its fused components."""
-        return frozenset((kernel_type, *self.fused_components[name]))
 
 
 @dataclass
@@ -148,6 +149,27 @@ class Evidence:
     note_refs: dict[tuple, list[EvidenceRef]] = field(default_factory=lambda: defaultdict(list))
 
 
+@dataclass(frozen=True)
+class _TypeSets:
+    """Sets of operation types as bit masks (bit i: types[i]), for deciding coverage on columns."""
+
+    bits: np.ndarray
+    """Per type code: its bit (int64, or Python ints past 62 types)."""
+    components: tuple[np.ndarray, np.ndarray]
+    """Per side and name code: the bits of the name's fused components."""
+    non_fusable: np.ndarray
+    """Per type code: NON_FUSABLE_TYPES holds it."""
+
+    @classmethod
+    def of(cls, sides: tuple[Side, Side], types: list[str]) -> _TypeSets:
+        index = {t: i for i, t in enumerate(types)}
+        dtype = np.int64 if len(types) < 63 else object
+        bits = np.array([1 << i for i in range(len(types))], dtype=dtype)
+        components = tuple(np.array([sum(1 << index[c] for c in set(comps) if c in index) for comps in side.fused_components],
+                                    dtype=dtype) for side in sides)
+        return cls(bits, components, np.array([t in NON_FUSABLE_TYPES for t in types], dtype=bool))
+
+
 @dataclass
 class _Walk:
     """One segment's alignment and what the walk needs to read it."""
@@ -155,6 +177,7 @@ class _Walk:
     segment: Segment
     sides: tuple[Side, Side]
     types: list[str]
+    type_sets: _TypeSets
     limits: Thresholds
     path: np.ndarray
     op: np.ndarray
@@ -167,7 +190,23 @@ class _Walk:
         return self._type_names[side - 1][position]
 
     def name(self, side: int, position: int) -> int:
-        return self._name_codes[side - 1][position]
+        return self._name_list[side - 1][position]
+
+    def type_names(self, side: int) -> list[str]:
+        """Per position of one side: its kernel's type (kernel_type of every position)."""
+        return self._type_names[side - 1]
+
+    def names(self, side: int) -> list[int]:
+        """Per position of one side: its kernel's name code (name of every position)."""
+        return self._name_list[side - 1]
+
+    def helpers(self, side: int) -> list[bool]:
+        """Per position of one side: its kernel is a helper of its operation (Side.helper)."""
+        return self._helpers[side - 1]
+
+    @cached_property
+    def _helpers(self) -> tuple[list[bool], list[bool]]:
+        return tuple(self.sides[s - 1].helper[self.segment.rows(s)[0]].tolist() for s in (1, 2))
 
     def folded(self, side: int, position: int) -> bool:
         return self._folded[side - 1][position]
@@ -181,32 +220,86 @@ class _Walk:
         return self.path[:, 0].tolist(), self.path[:, 1].tolist()
 
     @cached_property
-    def _type_names(self) -> tuple[list[str], list[str]]:
-        return tuple([self.types[c] for c in type_code(self.segment.codes(s)).tolist()] for s in (1, 2))
+    def type_codes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per side and position: the kernel's type code (index into `types`)."""
+        return type_code(self.segment.codes1), type_code(self.segment.codes2)
 
     @cached_property
-    def _name_codes(self) -> tuple[list[int], list[int]]:
-        return tuple(self.sides[s - 1].names[self.segment.rows(s)[0]].tolist() for s in (1, 2))
+    def _type_names(self) -> tuple[list[str], list[str]]:
+        return tuple([self.types[c] for c in codes.tolist()] for codes in self.type_codes)
+
+    @cached_property
+    def name_codes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per side and position: the kernel's name code (Side.names)."""
+        return tuple(self.sides[s - 1].names[self.segment.rows(s)[0]] for s in (1, 2))
+
+    @cached_property
+    def _name_list(self) -> tuple[list[int], list[int]]:
+        return self.name_codes[0].tolist(), self.name_codes[1].tolist()
 
     @cached_property
     def _folded(self) -> tuple[list[bool], list[bool]]:
         return tuple(((self.segment.codes(s) & FOLDED) != 0).tolist() for s in (1, 2))
 
-    def row_of(self, side: int) -> np.ndarray:
-        """Alignment row of each position of one side."""
-        column = self.path[:, side - 1]
-        rows = np.full(len(self.segment.codes(side)), -1, dtype=np.int64)
-        rows[column[column >= 0]] = np.flatnonzero(column >= 0)
-        return rows
+    def main_kernel(self, side: int, position: int) -> int | None:
+        """The position of the operation kernel a folded helper belongs to: the unfolded kernel of its type
+        before it, else the one after it; None if it is not folded or that kernel is outside the pair."""
+        main = self._mains[side - 1][position]
+        return None if main < 0 else main
+
+    @cached_property
+    def _main_positions(self) -> tuple[np.ndarray, np.ndarray]:
+        return _main_positions(self.segment.codes1), _main_positions(self.segment.codes2)
+
+    @cached_property
+    def _mains(self) -> tuple[list[int], list[int]]:
+        return self._main_positions[0].tolist(), self._main_positions[1].tolist()
+
+    @cached_property
+    def split_mains(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per side and position: main_kernel's answer when that kernel is aligned (the position is a helper
+        split off an operation both sides run), else -1."""
+        out = []
+        for s in (1, 2):
+            mains = self._main_positions[s - 1]
+            known = mains >= 0
+            aligned = np.zeros(len(mains), dtype=bool)
+            aligned[known] = self.op[self.row_of[s - 1][mains[known]]] <= SUBSTITUTE
+            out.append(np.where(aligned, mains, -1))
+        return tuple(out)
+
+    def non_fusable(self, side: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Per (side, position): the kernel's type is one of NON_FUSABLE_TYPES."""
+        return self.type_sets.non_fusable[_per_side(self.type_codes, side, positions)]
+
+    def time(self, side: int, positions: list[int]) -> float:
+        """Kernel time of one side's `positions` summed over the segment's pairs."""
+        times = self._position_times[side - 1]
+        return sum(times[p] for p in positions)
+
+    @cached_property
+    def _position_times(self) -> tuple[list[float], list[float]]:
+        return tuple(self.sides[s - 1].dur[self.segment.rows(s)].sum(axis=0).tolist() for s in (1, 2))
+
+    @cached_property
+    def row_of(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per side: the alignment row of each position."""
+        out = []
+        for s in (1, 2):
+            column = self.path[:, s - 1]
+            rows = np.full(len(self.segment.codes(s)), -1, dtype=np.int64)
+            rows[column[column >= 0]] = np.flatnonzero(column >= 0)
+            out.append(rows)
+        return tuple(out)
 
 
 def collect_evidence(segments: list[Segment], sides: tuple[Side, Side], types: list[str], limits: Thresholds) -> Evidence:
     """Align every distinct segment once and attribute its one-sided kernels (weighted by pair count)."""
-    evidence = Evidence()
+    evidence, type_sets = Evidence(), _TypeSets.of(sides, types)
     for segment in segments:
         path = align_codes(segment.codes1, segment.codes2)
         op = ops(path, segment.codes1, segment.codes2)
-        walk = _Walk(segment, sides, types, limits, path, op, np.flatnonzero(op <= SUBSTITUTE))
+        walk = _Walk(segment, sides, types, type_sets, limits, path, op, np.flatnonzero(op <= SUBSTITUTE))
         _count_anchors(walk, evidence)
         _walk_runs(walk, evidence)
     return evidence
@@ -227,99 +320,153 @@ def _count_anchors(walk: _Walk, evidence: Evidence) -> None:
             evidence.helper_totals[(side.number, name)] += count * weight
 
 
-def _one_sided_runs(op: np.ndarray) -> list[tuple[int, int]]:
-    """[start, stop) of maximal runs of ONLY1 or of ONLY2 rows."""
-    one_sided = op > SUBSTITUTE
-    change = np.flatnonzero(np.diff(np.r_[-1, op, -1]) != 0)
-    return [(int(a), int(b)) for a, b in zip(change[:-1], change[1:]) if one_sided[a]]
-
-
 def _walk_runs(walk: _Walk, evidence: Evidence) -> None:
-    occurrences: dict[tuple[int, int], list[int]] = defaultdict(list)
-    splits: dict[tuple[int, int], list[int]] = defaultdict(list)
-    row_of = {1: walk.row_of(1), 2: walk.row_of(2)}
-    row_list = {1: row_of[1].tolist(), 2: row_of[2].tolist()}
-    op = walk.op.tolist()
-    for start, stop in _one_sided_runs(walk.op):
-        unfused = 1 if op[start] == ONLY1 else 2
-        rest = []
-        for p in walk.path[start:stop, unfused - 1].tolist():
-            main = _main_kernel(walk, unfused, p)
-            if main is not None and op[row_list[unfused][main]] <= SUBSTITUTE:
-                splits[(main, unfused)].append(p)
-            else:
-                rest.append(p)
-        anchor, credited = _credit_run(walk, evidence, unfused, start, rest)
-        if anchor is not None:
-            occurrences[(anchor, unfused)].extend(credited)
-    for (anchor, unfused), positions in occurrences.items():
-        _add_fusion(walk, evidence, anchor, unfused, positions)
-    for (main, side), helpers in splits.items():
-        _add_split(walk, evidence, int(row_of[side][main]), side, helpers)
+    """Each run of one-sided kernels: a helper folded into an aligned kernel of its operation is a split, a
+    non-compute kernel is a note, the rest is credited to its covering neighbour or noted with the reason.
+    Then the occurrences are added, fusions first."""
+    runs = _Runs.of(walk)
+    fusions: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for i in runs.to_walk:
+        unfused, rest = runs.unfused[i], runs.rest(i)
+        non_compute = [p for p, skip in rest if skip]
+        if non_compute:
+            _note(walk, evidence, unfused, non_compute, NON_COMPUTE_REASON)
+        compute = [p for p, skip in rest if not skip]
+        if not compute:
+            continue
+        if runs.anchor[i] < 0:
+            _note(walk, evidence, unfused, compute, runs.reason[i])
+        else:
+            fusions[(runs.anchor[i], unfused)].extend(compute)
+    _add(walk, evidence, [_fusion(walk, row, unfused, positions) for (row, unfused), positions in fusions.items()],
+         _add_fusion)
+    _add(walk, evidence, [_split(walk, row, side, helpers) for (row, side), helpers in runs.splits().items()],
+         _add_split)
 
 
-def _main_kernel(walk: _Walk, side: int, position: int) -> int | None:
-    """The position of the operation kernel a folded helper belongs to: the unfolded kernel of its type
-    before it, else the one after it; None if it is not folded or that kernel is outside the pair."""
-    if not walk.folded(side, position):
-        return None
-    length, kernel_type = len(walk.segment.codes(side)), walk.kernel_type(side, position)
-    before = position
-    while before >= 0 and walk.folded(side, before):
-        before -= 1
-    if before >= 0 and walk.kernel_type(side, before) == kernel_type:
-        return before
-    after = position
-    while after < length and walk.folded(side, after):
-        after += 1
-    return after if after < length and walk.kernel_type(side, after) == kernel_type else None
+@dataclass
+class _Runs:
+    """A segment's maximal runs of one-sided kernels (ONLY1 or ONLY2 rows), decided on columns: which of their
+    kernels are split helpers, which are non-compute, and the alignment row of the kernel covering the rest."""
+
+    unfused: list[int]
+    """Per run: the side its kernels are on."""
+    bounds: list[int]
+    """Run i is one-sided rows bounds[i]:bounds[i + 1] of `positions`, `kinds`, ..."""
+    positions: list[int]
+    """Per one-sided row, in alignment order: its kernel's position on its side."""
+    kinds: list[int]
+    """Per one-sided row: SPLIT (a helper whose operation's kernel is aligned), NON_COMPUTE or COMPUTE."""
+    mains: list[int]
+    """Per one-sided row: the alignment row of its operation's kernel (split helpers only)."""
+    anchor: list[int]
+    """Per run: the alignment row of the kernel credited with its compute kernels, -1 for none."""
+    reason: list[str]
+    """Per run without an anchor: why its compute kernels are notes."""
+    to_walk: list[int]
+    """The runs with a kernel that is no split helper, in order."""
+
+    def rest(self, run: int) -> list[tuple[int, bool]]:
+        """(position, non-compute) of the run's kernels that are no split helper, in order."""
+        a, b = self.bounds[run], self.bounds[run + 1]
+        return [(p, k == NON_COMPUTE) for p, k in zip(self.positions[a:b], self.kinds[a:b]) if k != SPLIT]
+
+    def splits(self) -> dict[tuple[int, int], list[int]]:
+        """(alignment row of the operation's kernel, side) -> its split helpers' positions, in walk order."""
+        out: dict[tuple[int, int], list[int]] = defaultdict(list)
+        for run, side in enumerate(self.unfused):
+            for i in range(self.bounds[run], self.bounds[run + 1]):
+                if self.kinds[i] == SPLIT:
+                    out[(self.mains[i], side)].append(self.positions[i])
+        return out
+
+    @classmethod
+    def of(cls, walk: _Walk) -> _Runs:
+        op, path = walk.op, walk.path
+        rows = np.flatnonzero(op > SUBSTITUTE)
+        side = np.where(op[rows] == ONLY1, 1, 2)
+        positions = path[rows, side - 1]
+        mains = _per_side(walk.split_mains, side, positions)
+        kinds = np.where(mains >= 0, SPLIT, np.where(walk.non_fusable(side, positions), NON_COMPUTE, COMPUTE))
+        new = np.r_[True, (rows[1:] != rows[:-1] + 1) | (side[1:] != side[:-1])] if len(rows) else np.zeros(0, bool)
+        starts = np.flatnonzero(new)
+        run_of = np.cumsum(new) - 1
+        compute = kinds == COMPUTE
+        count = np.bincount(run_of[compute], minlength=len(starts))
+        anchor, reason = _anchors(walk, rows[starts], side[starts], count, run_of[compute], side[compute],
+                                  positions[compute])
+        has_rest = np.bincount(run_of[kinds != SPLIT], minlength=len(starts)) > 0
+        main_rows = np.where(mains >= 0, _per_side(walk.row_of, side, np.maximum(mains, 0)), -1)
+        return cls(side[starts].tolist(), np.r_[starts, len(rows)].tolist(), positions.tolist(), kinds.tolist(),
+                   main_rows.tolist(), anchor.tolist(), reason, np.flatnonzero(has_rest).tolist())
 
 
-def _credit_run(walk: _Walk, evidence: Evidence, unfused: int, start: int,
-                positions: list[int]) -> tuple[int | None, list[int]]:
-    """(alignment row of the covering kernel, the run's compute kernels credited to it); (None, []) when
-    the run became notes."""
-    non_compute = [p for p in positions if walk.kernel_type(unfused, p) in NON_FUSABLE_TYPES]
-    if non_compute:
-        _note(walk, evidence, unfused, non_compute, NON_COMPUTE_REASON)
-    positions = [p for p in positions if p not in non_compute]
-    if not positions:
-        return None, []
-    reason = _why_not_credited(positions, walk.aligned, walk.limits)
-    anchor = None if reason else _covering_neighbour(walk, unfused, start, positions)
-    if anchor is None:
-        _note(walk, evidence, unfused, positions, reason or NOT_COVERED_REASON)
-        return None, []
-    return anchor, positions
+SPLIT, NON_COMPUTE, COMPUTE = 0, 1, 2
+"""_Runs.kinds: what a one-sided kernel is."""
 
 
-def _why_not_credited(positions: list[int], aligned: np.ndarray, limits: Thresholds) -> str:
-    if len(positions) > limits.max_fused_run:
-        return STRETCH_REASON
-    return "" if len(aligned) else NO_NEIGHBOUR_REASON
+def _per_side(values: tuple[np.ndarray, np.ndarray], side: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """values[side - 1][position] for each (side, position)."""
+    out = np.zeros(len(positions), dtype=values[0].dtype)
+    for s in (1, 2):
+        at = side == s
+        out[at] = values[s - 1][positions[at]]
+    return out
 
 
-def _covering_neighbour(walk: _Walk, unfused: int, start: int, positions: list[int]) -> int | None:
-    """The aligned row before or after the run whose kernel on the other side covers it, best score first."""
-    aligned = walk.aligned
-    k = int(np.searchsorted(aligned, start))
-    candidates = ([(int(aligned[k - 1]), walk.limits.epilogue_bonus)] if k > 0 else [])
-    candidates += [(int(aligned[k]), 0.0)] if k < len(aligned) else []
-    run_types = {walk.kernel_type(unfused, p) for p in positions}
-    scored = [(score + bonus, row) for row, bonus in candidates if (score := _cover_score(walk, row, unfused, run_types)) > 0]
-    return max(scored)[1] if scored else None
+def _anchors(walk: _Walk, starts: np.ndarray, unfused: np.ndarray, count: np.ndarray, run_of: np.ndarray,
+             side: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Per run (first alignment row `starts`, `count` compute kernels at `positions` of `run_of`): the aligned
+    row before or after it whose kernel on the other side covers them, best score first (-1: none), and the
+    reason when none does. The one before wins a tie (epilogue_bonus)."""
+    limits, aligned = walk.limits, walk.aligned
+    anchor = np.full(len(starts), -1, dtype=np.int64)
+    reason = [STRETCH_REASON if n > limits.max_fused_run else NOT_COVERED_REASON if len(aligned) else NO_NEIGHBOUR_REASON
+              for n in count.tolist()]
+    candidate = (count > 0) & (count <= limits.max_fused_run)
+    if not len(aligned) or not candidate.any():
+        return anchor, reason
+    bits = walk.type_sets.bits
+    run_types = np.zeros(len(starts), dtype=bits.dtype)
+    np.bitwise_or.at(run_types, run_of, bits[_per_side(walk.type_codes, side, positions)])
+    k = np.searchsorted(aligned, starts)
+    before, after = aligned[np.maximum(k - 1, 0)], aligned[np.minimum(k, len(aligned) - 1)]
+    before_score = _cover_scores(walk, before, unfused, run_types)
+    after_score = _cover_scores(walk, after, unfused, run_types)
+    before_score = np.where((k > 0) & (before_score > 0), before_score + limits.epilogue_bonus, -np.inf)
+    after_score = np.where((k < len(aligned)) & (after_score > 0), after_score, -np.inf)
+    use_after = candidate & (after_score > -np.inf) & (after_score >= before_score)
+    use_before = candidate & ~use_after & (before_score > -np.inf)
+    anchor[use_after], anchor[use_before] = after[use_after], before[use_before]
+    return anchor, reason
 
 
-def _cover_score(walk: _Walk, row: int, unfused: int, run_types: set[str]) -> float:
-    """Score ladder: 0 unless the fused kernel at `row` performs every type of the run and its counterpart."""
+def _cover_scores(walk: _Walk, rows: np.ndarray, unfused: np.ndarray, run_types: np.ndarray) -> np.ndarray:
+    """Per run, the score ladder of the kernel at aligned row `rows` on the side other than `unfused`: 0 unless
+    its type plus its fused components include every type of the run (run_types) and of its counterpart;
+    Thresholds.cover_by_type_score when all are its own type, else cover_by_components_score."""
     fused = 3 - unfused
-    fused_pos, counterpart = walk.position(fused, row), walk.position(unfused, row)
-    name = walk.name(fused, fused_pos)
-    own = walk.kernel_type(fused, fused_pos)
-    needed = run_types | {walk.kernel_type(unfused, counterpart)}
-    if needed == {own}:
-        return walk.limits.cover_by_type_score
-    return walk.limits.cover_by_components_score if needed <= walk.sides[fused - 1].performs(name, own) else 0.0
+    fused_pos, counterpart = walk.path[rows, fused - 1], walk.path[rows, unfused - 1]
+    bits = walk.type_sets.bits
+    own = bits[_per_side(walk.type_codes, fused, fused_pos)]
+    performs = own | _per_side(walk.type_sets.components, fused, _per_side(walk.name_codes, fused, fused_pos))
+    needed = run_types | bits[_per_side(walk.type_codes, unfused, counterpart)]
+    limits = walk.limits
+    return np.where(needed == own, limits.cover_by_type_score,
+                    np.where((needed & ~performs) == 0, limits.cover_by_components_score, 0.0)).astype(np.float64)
+
+
+def _main_positions(codes: np.ndarray) -> np.ndarray:
+    """Per position of alignment codes: the nearest unfolded position before a folded one if it has the same
+    type, else the nearest after it if it does; -1 for unfolded positions and folded ones with neither."""
+    folded = (codes & FOLDED) != 0
+    kinds = type_code(codes)
+    index = np.arange(len(codes))
+    before = np.maximum.accumulate(np.where(folded, -1, index)) if len(codes) else index
+    after = np.minimum.accumulate(np.where(folded, len(codes), index)[::-1])[::-1] if len(codes) else index
+    before_ok = (before >= 0) & (kinds[np.maximum(before, 0)] == kinds)
+    after_ok = (after < len(codes)) & (kinds[np.minimum(after, len(codes) - 1)] == kinds)
+    return np.where(~folded, -1, np.where(before_ok, before, np.where(after_ok, after, -1)))
 
 
 def _note(walk: _Walk, evidence: Evidence, side: int, positions: list[int], reason: str) -> None:
@@ -332,77 +479,102 @@ def _note(walk: _Walk, evidence: Evidence, side: int, positions: list[int], reas
 
 
 def _pattern(walk: _Walk, evidence: Evidence, key: tuple, fused: int, fused_type: str, sequence: tuple[str, ...],
-             split: bool) -> Pattern:
+             split: bool, weight: int) -> Pattern:
     pattern = evidence.patterns.get(key)
     if pattern is None:
         pattern = evidence.patterns[key] = Pattern(fused, fused_type, sequence, split)
-    pattern.occurrences += walk.segment.weight
+    pattern.occurrences += weight
     if key not in walk.patterns_seen:
         walk.patterns_seen.add(key)
         pattern.pair_ids.update(walk.segment.pair_ids.tolist())
-    pattern.kinds[walk.segment.kind] += walk.segment.weight
+    pattern.kinds[walk.segment.kind] += weight
     return pattern
 
 
-def _add_fusion(walk: _Walk, evidence: Evidence, row: int, unfused: int, positions: list[int]) -> None:
-    """One occurrence (per pair of the segment) of the run `positions` covered by the kernel at `row`."""
+class _Occurrence(NamedTuple):
+    """One fusion or split occurrence of a segment: `facts` (all its counters read, the same for every
+    occurrence of the same kernels), its extra time over the segment's pairs, and the positions it cites."""
+
+    facts: tuple
+    time_us: float
+    positions: dict[int, list[int]]
+
+
+def _add(walk: _Walk, evidence: Evidence, occurrences: list[_Occurrence],
+         count: Callable[[_Walk, Evidence, tuple, int], Pattern]) -> None:
+    """Count each distinct `facts` once, weighted by its occurrences (in order of first occurrence, so every
+    counter sees its keys in walk order); then each occurrence's time and evidence refs, in walk order."""
+    repeats = Counter(o.facts for o in occurrences)
+    patterns = {facts: count(walk, evidence, facts, walk.segment.weight * n) for facts, n in repeats.items()}
+    for occurrence in occurrences:
+        pattern = patterns[occurrence.facts]
+        pattern.extra_time_us += occurrence.time_us
+        _add_refs(walk, pattern, occurrence.positions)
+
+
+def _fusion(walk: _Walk, row: int, unfused: int, positions: list[int]) -> _Occurrence:
+    """The run `positions` covered by the kernel at alignment `row` (once per pair of the segment)."""
     fused = 3 - unfused
     fused_pos, counterpart = walk.position(fused, row), walk.position(unfused, row)
     unfused_positions = sorted(positions + [counterpart])
-    sequence = tuple(walk.kernel_type(unfused, p) for p in unfused_positions)
-    fused_type = walk.kernel_type(fused, fused_pos)
-    pattern = _pattern(walk, evidence, (fused, fused_type, sequence), fused, fused_type, sequence, False)
-    weight = walk.segment.weight
-    fused_name, counterpart_name = walk.name(fused, fused_pos), walk.name(unfused, counterpart)
+    types, names = walk.type_names(unfused), walk.names(unfused)
+    facts = (unfused, walk.kernel_type(fused, fused_pos), walk.name(fused, fused_pos), names[counterpart],
+             tuple([(types[p], names[p]) for p in unfused_positions]), tuple([(types[p], names[p]) for p in positions]))
+    return _Occurrence(facts, walk.time(unfused, positions), {fused: [fused_pos], unfused: unfused_positions})
+
+
+def _add_fusion(walk: _Walk, evidence: Evidence, facts: tuple, weight: int) -> Pattern:
+    unfused, fused_type, fused_name, counterpart_name, kernels, extra = facts
+    fused = 3 - unfused
+    sequence = tuple(kernel_type for kernel_type, _ in kernels)
+    pattern = _pattern(walk, evidence, (fused, fused_type, sequence), fused, fused_type, sequence, False, weight)
     pattern.fused_names[fused_name] += weight
     pattern.anchors[(fused_name, counterpart_name)] += weight
-    for p in unfused_positions:
-        pattern.unfused_names[walk.kernel_type(unfused, p)][walk.name(unfused, p)] += weight
-    pattern.extra_time_us += _time(walk, unfused, positions)
-    for p in positions:
-        extra_type = walk.kernel_type(unfused, p)
-        evidence.attributions[(unfused, extra_type)][fused_name] += weight
-        evidence.attributed_names[(unfused, extra_type)][walk.name(unfused, p)] += weight
+    for kernel_type, name in kernels:
+        pattern.unfused_names[kernel_type][name] += weight
+    for kernel_type, name in extra:
+        evidence.attributions[(unfused, kernel_type)][fused_name] += weight
+        evidence.attributed_names[(unfused, kernel_type)][name] += weight
         if walk.segment.kind == "group":
-            pattern.group_extra[extra_type] += weight
-    _add_refs(walk, pattern, {fused: [fused_pos], unfused: unfused_positions})
+            pattern.group_extra[kernel_type] += weight
+    return pattern
 
 
-def _add_split(walk: _Walk, evidence: Evidence, row: int, side: int, helpers: list[int]) -> None:
+def _split(walk: _Walk, row: int, side: int, helpers: list[int]) -> _Occurrence:
     """One operation run as its kernel plus one-sided helpers on `side`, as one kernel on the other."""
     other = 3 - side
     main, counterpart = walk.position(side, row), walk.position(other, row)
-    op_type = walk.kernel_type(side, main)
     unit = _unit(walk, side, main)
-    fused_kernels = len(_unit(walk, other, counterpart))
-    key = ("split", other, op_type, len(unit), fused_kernels)
-    pattern = _pattern(walk, evidence, key, other, op_type, (op_type,) * len(unit), True)
+    names, helper = walk.names(side), walk.helpers(side)
+    facts = (side, walk.kernel_type(side, main), len(_unit(walk, other, counterpart)), walk.name(other, counterpart),
+             tuple([names[p] for p in unit]), tuple([helper[p] for p in unit]), len(helpers))
+    return _Occurrence(facts, walk.time(side, helpers), {other: [counterpart], side: [main] + helpers})
+
+
+def _add_split(walk: _Walk, evidence: Evidence, facts: tuple, weight: int) -> Pattern:
+    side, op_type, fused_kernels, fused_name, unit_names, helper, helpers = facts
+    other = 3 - side
+    key = ("split", other, op_type, len(unit_names), fused_kernels)
+    pattern = _pattern(walk, evidence, key, other, op_type, (op_type,) * len(unit_names), True, weight)
     pattern.fused_kernels = fused_kernels
-    weight = walk.segment.weight
-    pattern.fused_names[walk.name(other, counterpart)] += weight
-    rows = walk.segment.rows(side)[0]
-    for p in unit:
-        pattern.unfused_names[op_type][walk.name(side, p)] += weight
-        if walk.sides[side - 1].helper[rows[p]]:
-            pattern.helper_names[walk.name(side, p)] += weight
-    pattern.extra_time_us += _time(walk, side, helpers)
+    pattern.fused_names[fused_name] += weight
+    for name, is_helper in zip(unit_names, helper):
+        pattern.unfused_names[op_type][name] += weight
+        if is_helper:
+            pattern.helper_names[name] += weight
     if walk.segment.kind == "group":
-        pattern.group_extra[op_type] += weight * len(helpers)
-    _add_refs(walk, pattern, {other: [counterpart], side: [main] + helpers})
+        pattern.group_extra[op_type] += weight * helpers
+    return pattern
 
 
 def _unit(walk: _Walk, side: int, main: int) -> list[int]:
     """Positions of one operation's kernels: its kernel and the helpers folded into it, in order."""
     first, last = main, main + 1
-    while first > 0 and walk.folded(side, first - 1) and _main_kernel(walk, side, first - 1) == main:
+    while first > 0 and walk.folded(side, first - 1) and walk.main_kernel(side, first - 1) == main:
         first -= 1
     while last < len(walk.segment.codes(side)) and walk.folded(side, last):
         last += 1
     return list(range(first, last))
-
-
-def _time(walk: _Walk, side: int, positions: list[int]) -> float:
-    return float(walk.sides[side - 1].dur[walk.segment.rows(side)[:, positions]].sum())
 
 
 def _add_refs(walk: _Walk, pattern: Pattern, positions: dict[int, list[int]]) -> None:
