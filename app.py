@@ -165,7 +165,8 @@ def steps_and_phases(analysis: data.Analysis) -> None:
     if not phased and not notes:
         return
     with st.expander("Steps and phases", expanded=phased):
-        if phased:
+        if phased and st.toggle("Draw each trace's steps on a time axis, coloured by phase", key="show_steps",
+                                help="Drawn on request: the chart library is loaded when a chart is first drawn."):
             labels = (analysis.comparison.trace1.label, analysis.comparison.trace2.label)
             ui.plot(charts.step_timeline(labels, spans), "steps")
         if notes:
@@ -226,7 +227,8 @@ def differences(view: View, comparison: Comparison) -> None:
         findings(view, comparison)
     with right:
         st.subheader("Kernel count ratio per type")
-        ui.plot(charts.ratio_chart(comparison.type_stats, COUNT_RATIO, "trace 1 / trace 2 kernels"), "count_ratio")
+        st.image(charts.ratio_svg(comparison.type_stats, COUNT_RATIO, "trace 1 / trace 2 kernels"))
+        ui.link("overview", "Counts and times per type →", view)
 
 
 def explore(view: View) -> None:

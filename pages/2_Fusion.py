@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 import ui.widgets as ui
@@ -17,21 +16,13 @@ EVIDENCE_LINKS = 5
 OP_ROWS = 10
 
 
-def impact_chart(opportunities: list[Opportunity]) -> go.Figure:
-    ranked = opportunities[::-1]
-    fig = go.Figure(
-        go.Bar(
-            x=[o.time_impact_ms for o in ranked],
-            y=[text.plotly(o.kernel_type) for o in ranked],
-            orientation="h",
-            marker_color=[charts.type_color(o.kernel_type) for o in ranked],
-            customdata=[[o.fused_trace, o.trace1_total, o.trace2_total] for o in ranked],
-            hovertemplate="%{y}: %{x:,.3f} ms difference<br>fused by trace %{customdata[0]}"
-            "<br>kernels: %{customdata[1]:,} vs %{customdata[2]:,}<extra></extra>",
-        )
-    )
-    fig.update_layout(xaxis_title="|trace 1 time − trace 2 time| (ms)", height=120 + 28 * len(ranked))
-    return fig
+def impact_chart(opportunities: list[Opportunity]) -> str:
+    """The opportunities' time impact as bars, largest first, each with its kernel counts written out."""
+    notes = [f"{o.time_impact_ms:,.3f} ms · kernels {o.trace1_total:,} vs {o.trace2_total:,} · fused by trace {o.fused_trace}"
+             for o in opportunities]
+    return charts.bars_svg([o.kernel_type for o in opportunities], [o.time_impact_ms for o in opportunities],
+                           [charts.type_color(o.kernel_type) for o in opportunities], notes,
+                           "|trace 1 time − trace 2 time| (ms)")
 
 
 def evidence_label(ref: EvidenceRef) -> str:
@@ -113,7 +104,7 @@ with ui.page("Fusion") as shown:
     opportunities = sorted(comparison.opportunities, key=lambda o: o.time_impact_ms, reverse=True)
     st.subheader("Fusion opportunities by time impact")
     if opportunities:
-        ui.plot(impact_chart(opportunities), "fusion_opportunities")
+        st.image(impact_chart(opportunities))
         st.dataframe(
             tables.opportunity_table(comparison, opportunities),
             hide_index=True,

@@ -20,12 +20,11 @@ ALL_TYPES = "All kernel types"
 MAX_PAIR_ROWS = 2000
 PAGE_SIZE = 500
 EVIDENCE_CONTEXT = 5
-OP_COLORS = {"match": "#E0E0E0", "substitute": "#F5A623", "only1": charts.SIDE_COLORS[1], "only2": charts.SIDE_COLORS[2]}
 KERNELS_ONLY, WALL_CLOCK = "kernels only (idle gaps removed)", "wall clock"
 LEGEND = "".join(
-    f'<span style="display:inline-block;width:0.9em;height:0.9em;background:{OP_COLORS[op]};border:1px solid #999;'
+    f'<span style="display:inline-block;width:0.9em;height:0.9em;background:{charts.OP_COLORS[op]};border:1px solid #999;'
     f'margin:0 0.3em 0 1em;vertical-align:middle"></span>{tables.OP_LABELS[op]}'
-    for op in OP_COLORS
+    for op in charts.OP_COLORS
 )
 
 
@@ -111,40 +110,6 @@ def visible_rows(alignment: pd.DataFrame, marked: np.ndarray) -> slice:
     return slice(start, start + PAGE_SIZE)
 
 
-def heat_strip(rows: pd.DataFrame) -> go.Figure:
-    """Three lanes in one heatmap: trace 1's kernel types, the alignment op, trace 2's; blanks are gaps."""
-    colours = [charts.TYPE_COLORS[t] for t in KERNEL_TYPES] + list(OP_COLORS.values())
-    code = {t: i for i, t in enumerate(KERNEL_TYPES)}
-    op_code = {o: len(KERNEL_TYPES) + i for i, o in enumerate(OP_COLORS)}
-    scale = [[v, colour] for i, colour in enumerate(colours) for v in (i / len(colours), (i + 1) / len(colours))]
-    lane = [[code.get(t) if isinstance(t, str) else None for t in rows[f"type{side}"]] for side in (1, 2)]
-    z = [lane[0], [op_code[o] for o in rows["op"]], lane[1]]
-    hover = [
-        [hover_text(r, 1) for r in rows.itertuples()],
-        [f"row {i}: {tables.OP_LABELS[o]}" for i, o in zip(rows.index, rows["op"])],
-        [hover_text(r, 2) for r in rows.itertuples()],
-    ]
-    fig = go.Figure(
-        go.Heatmap(
-            x=rows.index.to_numpy(), y=["trace 1", "alignment", "trace 2"], z=z, zmin=-0.5, zmax=len(colours) - 0.5,
-            colorscale=scale, showscale=False, text=hover, hovertemplate="%{text}<extra></extra>",
-        )
-    )
-    fig.update_yaxes(autorange="reversed")
-    fig.update_layout(height=200, margin=dict(b=30), xaxis_title="aligned position")
-    return fig
-
-
-def hover_text(row: object, side: int) -> str:
-    name = getattr(row, f"name{side}")
-    if not isinstance(name, str):
-        return f"row {row.Index}: no kernel on trace {side} ({tables.OP_LABELS[row.op]})"
-    return (
-        f"row {row.Index} · trace {side} kernel {getattr(row, f'index{side}')}<br>{text.plotly(getattr(row, f'type{side}'))} · "
-        f"{getattr(row, f'dur{side}'):,.2f} µs<br>{text.plotly(name[:120])}"
-    )
-
-
 def timeline(rows: pd.DataFrame, comparison: Comparison, kernels_only: bool) -> go.Figure:
     """Both sides on a time axis relative to the pair's first kernel; one bar per kernel, coloured by type.
 
@@ -186,9 +151,9 @@ def show_pair(view: View, comparison: Comparison, pair_id: int) -> None:
     rows = alignment.iloc[window]
     st.subheader("Aligned kernels")
     shown = (pair_id, window.start, window.stop)
-    ui.plot(data.derived(comparison, ("heat strip", *shown), lambda _: heat_strip(rows)), f"pair_{pair_id}_alignment")
-    st.html(f'<div style="font-size:0.85em">Middle lane: {LEGEND}. Top and bottom lanes: each kernel\'s type '
-            "(hover for its name); blank: no kernel on that side.</div>")
+    st.image(data.derived(comparison, ("alignment strip", *shown), lambda _: charts.alignment_svg(rows)), width="stretch")
+    st.html(f'<div style="font-size:0.85em">Middle lane: {LEGEND}. Top and bottom lanes: each kernel\'s type; '
+            "blank: no kernel on that side. The axis numbers the rows of the table below, which names each kernel.</div>")
     st.dataframe(
         tables.aligned_table(rows, marked[window]),
         height=420,

@@ -6,6 +6,7 @@ upload path (digest once per file_id, store, URL) is exercised here; test_e2e.py
 
 from __future__ import annotations
 
+import base64
 import gzip
 import hashlib
 import re
@@ -63,6 +64,14 @@ def run(script: str, **params: str) -> AppTest:
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+def ratio_picture(at: AppTest) -> str:
+    """The SVG text of the home page's ratio picture (st.image of an SVG: a base64 data URL)."""
+    (picture,) = at.get("image")
+    url = picture.proto.imgs[0].url
+    assert url.startswith("data:image/svg+xml;base64,")
+    return base64.b64decode(url.split(",", 1)[1]).decode()
 
 
 def metrics(at: AppTest) -> dict[str, list[str]]:
@@ -302,7 +311,11 @@ def test_eager_pair_home_says_what_was_compared_and_shows_one_sided_kernels(eage
     for note in expected.one_sided:
         assert f"trace {note.side}: {note.count:,} × ` {note.kernel_type} `" in text
     assert not any("No fusion difference" in c.value for c in at.caption)
-    assert len(at.get("plotly_chart")) == 1
+    picture = ratio_picture(at)
+    for kernel_type, row in expected.type_stats.iterrows():
+        assert f">{kernel_type}</text>" in picture
+        assert f">{row['count_ratio']:.2f}×</text>" in picture or f">only in trace {int(row['only_in'])}</text>" in picture
+    assert not at.get("plotly_chart"), "the home page loads no chart library"
 
 
 def test_eager_pair_drill_down_from_a_type_to_aligned_names(eager_pair) -> None:
@@ -441,7 +454,9 @@ def test_the_phase_selector_compares_one_phase_and_the_link_keeps_it(serving_pai
     at = run("app.py", p1=serving_pair[0], p2=serving_pair[1])
     pick = at.sidebar.selectbox(key="phase_pick")
     assert pick.options == ["prefill (4 vs 1 steps)", "decode (3 vs 3 steps)", "all phases (7 vs 4 steps)"]
-    assert pick.value == "all" and len(at.get("plotly_chart")) == 2, "the step timeline beside the ratio chart"
+    assert pick.value == "all" and not at.get("plotly_chart"), "the step timeline is drawn on request"
+    at.toggle(key="show_steps").set_value(True).run()
+    assert len(at.get("plotly_chart")) == 1
     pick.set_value("decode").run()
     assert at.query_params["phase"] == "decode"
     decode = compare(load(serving_pair[0]), load(serving_pair[1]), phase="decode")

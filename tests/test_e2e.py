@@ -144,6 +144,13 @@ def _chart(page: object) -> object:
     return chart
 
 
+def _picture(page: object) -> object:
+    """The first SVG picture the page drew itself (ui.charts' *_svg, shown with st.image)."""
+    picture = page.locator("[data-testid='stImage'] img[src^='data:image/svg+xml']").first
+    expect(picture).to_be_visible(timeout=TIMEOUT_MS)
+    return picture
+
+
 def _metric_values(page: object) -> list[str]:
     return page.get_by_test_id("stMetricValue").all_inner_texts()
 
@@ -178,12 +185,12 @@ def test_upload_drill_down_and_share(server: str, browser: object, shots: Path) 
 
     page.get_by_role("link", name="Fusion", exact=True).click()
     _settled(page)
-    _chart(page)
+    _picture(page)
     _shot(page, shots, "fusion")
     page.get_by_role("link", name="Open evidence").first.click()
     _settled(page)
     expect(page.get_by_text("Aligned kernels")).to_be_visible()
-    _chart(page)
+    _picture(page)
     assert "pair=" in page.url
     _shot(page, shots, "groups")
     shared, seen = page.url, _metric_values(page)
@@ -197,7 +204,7 @@ def test_upload_drill_down_and_share(server: str, browser: object, shots: Path) 
     fresh.goto(shared)
     _settled(fresh)
     expect(fresh.get_by_text("Aligned kernels")).to_be_visible()
-    _chart(fresh)
+    _picture(fresh)
     expect(fresh.get_by_test_id("stMetricValue")).to_have_text(seen)
 
 
@@ -246,22 +253,6 @@ def test_trace_text_never_becomes_a_link_an_image_or_markup(server: str, browser
         _settled(page)
         expect(page.get_by_text("evil.example", exact=False).first).to_be_attached()
         assert page.evaluate(FIND_INJECTED) == [], path
-    page.goto(f"{server}/Groups?pair=0&{query}")
-    _settled(page)
-    shown = _hover_along(page, page.locator(".js-plotly-plot").first)
-    assert any("evil.example" in text for text in shown), "no hover label showed a hostile kernel name"
-
-
-def _hover_along(page: object, chart: object, points: int = 80) -> list[str]:
-    """Hover along the first lane of a chart; fail on markup in any hover label; the labels' texts."""
-    box = chart.bounding_box()
-    texts = []
-    for i in range(points):
-        page.mouse.move(box["x"] + box["width"] * (0.1 + 0.85 * i / points), box["y"] + box["height"] * 0.3)
-        page.wait_for_timeout(30)
-        texts.append(page.evaluate("(document.querySelector('.hoverlayer') || {}).textContent || ''"))
-        assert page.evaluate(FIND_INJECTED) == [], texts[-1]
-    return texts
 
 
 @pytest.fixture(scope="module")

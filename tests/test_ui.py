@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -102,6 +103,51 @@ def test_ratio_axis_grows_for_large_ratios_and_pins_one_sided_types_on_their_own
     assert ticks == [-3, -2, -1, 0, 1, 2, 3] and ticks == [-t for t in reversed(ticks)]
     assert fig.layout.yaxis.ticktext[0] == "only trace 2" and fig.layout.yaxis.ticktext[-1] == "only trace 1"
     assert list(fig.data[0].y[1:]) == [3, -3]
+
+
+def test_the_ratio_picture_has_the_same_axis_and_writes_each_value_out() -> None:
+    picture = charts.ratio_svg(_stats([0.962, 3.0, math.nan], [0, 0, 1]), "count_ratio", "trace 1 / trace 2")
+    ticks = re.findall(r'font-size="10">([^<]*)</text>', picture)
+    assert ticks == ["only trace 2", "1/4", "1/2", "1×", "2×", "4×", "only trace 1"]
+    rows = re.findall(r'text-anchor="end">([^<]*)</text>', picture)
+    assert rows == ["T2", "T1", "T0"], "one-sided first, then the largest difference"
+    assert ">0.96×</text>" in picture and ">3.00×</text>" in picture and ">only in trace 1</text>" in picture
+    centre = float(re.search(r'<line x1="([\d.]+)"', picture)[1])
+    dots = [float(x) for x in re.findall(r'<circle cx="([\d.]+)"', picture)]
+    assert abs(dots[1] - centre) < 5 < dots[0] - centre  # 0.962 near 1×, 3× well to the right
+
+
+def _aligned_rows(names1: list[object], names2: list[object], ops: list[str]) -> pd.DataFrame:
+    rows = pd.DataFrame({"name1": names1, "name2": names2, "op": ops})
+    for side, names in ((1, names1), (2, names2)):
+        rows[f"type{side}"] = ["GEMM" if isinstance(n, str) else None for n in names]
+        rows[f"dur{side}"] = [2.5 if isinstance(n, str) else math.nan for n in names]
+        rows[f"index{side}"] = [i if isinstance(n, str) else -1 for i, n in enumerate(names)]
+    return rows
+
+
+def test_the_alignment_strip_has_one_cell_per_kernel_and_op() -> None:
+    rows = _aligned_rows(["gemm_a", "gemm_b", None], ["nvjet_a", None, "nvjet_c"], ["match", "only1", "only2"])
+    strip = charts.alignment_svg(rows)
+    fills = re.findall(r'<rect [^>]*fill="([^"]+)"', strip)
+    gemm, op = charts.type_color("GEMM"), charts.OP_COLORS
+    assert fills == [gemm, op["match"], gemm, gemm, op["only1"], op["only2"], gemm], "no cell where a side has no kernel"
+    assert re.findall(r'font-size="11">(\d+)</text>', strip) == ["0", "1", "2"]
+
+
+def test_svg_pictures_escape_trace_text() -> None:
+    hostile = "<a href='https://evil.example'>x</a> & <b>b</b>"
+    bars = charts.bars_svg([hostile], [1.0], ["#000"], [hostile], hostile)
+    ratios = charts.ratio_svg(pd.DataFrame({"count_ratio": [1.0], "only_in": [0]}, index=[hostile]), "count_ratio", hostile)
+    for picture in (bars, ratios):
+        assert "<a" not in picture and "<b>" not in picture and "&lt;a href=&#x27;https://evil.example&#x27;&gt;" in picture
+
+
+def test_bars_keep_their_order_and_scale_to_the_largest() -> None:
+    bars = charts.bars_svg(["GEMM", "Sort"], [4.0, 1.0], ["#111", "#222"], ["4 ms", "1 ms"], "ms")
+    assert re.findall(r'text-anchor="end">([^<]*)</text>', bars) == ["GEMM", "Sort"]
+    widths = [float(w) for w in re.findall(r'<rect [^>]*width="([\d.]+)"', bars)]
+    assert widths == [charts.BAR_PLOT, charts.BAR_PLOT / 4]
 
 
 def test_chart_text_from_traces_is_escaped() -> None:

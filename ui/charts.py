@@ -6,6 +6,7 @@ Every piece of trace text a figure shows (labels, kernel names) goes through `te
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -33,6 +34,8 @@ TYPE_COLORS: dict[str, str] = {
 """One colour per kernel type, the same on every page."""
 SIDE_COLORS = {1: "#C8102E", 2: "#5A9E00"}
 """Trace 1 and trace 2 keep their own colours (by side, not by vendor)."""
+OP_COLORS = {"match": "#E0E0E0", "substitute": "#F5A623", "only1": SIDE_COLORS[1], "only2": SIDE_COLORS[2]}
+"""The alignment lane: one colour per alignment op (fusion.align.OP_NAMES)."""
 MIN_RATIO_SPAN = 1
 """A ratio axis reaches at least 2^1 = 2× and ½× around 1×, so a 4 % difference is drawn as small."""
 TOOLBAR_MARGIN = 40
@@ -57,41 +60,116 @@ def ratio_axis(log2_ratios: np.ndarray, one_sided: bool) -> tuple[int, int | Non
     return span, (span + 1 if one_sided else None)
 
 
+@dataclass(frozen=True)
+class RatioPoints:
+    """Where a ratio chart puts each type: log2 of trace 1 / trace 2 on a symmetric axis (ticks -span..span),
+    one-sided types on an extra tick at +edge (only in trace 1) or -edge (only in trace 2)."""
+
+    types: list[str]
+    ratios: np.ndarray
+    only: np.ndarray
+    """Per type: 1 or 2 when only that trace has it, else 0."""
+    shown: np.ndarray
+    span: int
+    edge: int | None
+
+    @classmethod
+    def of(cls, stats: pd.DataFrame, column: str) -> RatioPoints:
+        ratios = stats[column].astype(float).to_numpy()
+        only = stats[ONLY_IN].astype(int).to_numpy()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log2 = np.where((only == 0) & (ratios > 0), np.log2(ratios), np.nan)
+        span, edge = ratio_axis(log2, bool((only != 0).any()))
+        shown = np.where(only == 1, edge or 0, np.where(only == 2, -(edge or 0), log2))
+        return cls([str(t) for t in stats.index], ratios, only, shown, span, edge)
+
+    def ticks(self) -> tuple[list[int], list[str]]:
+        ticks = list(range(-self.span, self.span + 1))
+        labels = [text.ratio_tick(2.0**k) for k in ticks]
+        if self.edge:
+            return [-self.edge, *ticks, self.edge], ["only trace 2", *labels, "only trace 1"]
+        return ticks, labels
+
+    @property
+    def limit(self) -> float:
+        """The axis runs from -limit to +limit."""
+        return (self.edge or self.span) + 0.4
+
+    def notes(self) -> list[str]:
+        return ["only in trace 1" if o == 1 else "only in trace 2" if o == 2 else "" for o in self.only.tolist()]
+
+
 def ratio_chart(stats: pd.DataFrame, column: str, title: str) -> go.Figure:
     """Trace 1 / trace 2 per type on a symmetric log axis; one-sided types sit on an extra, labelled tick."""
-    ratios = stats[column].astype(float).to_numpy()
-    only = stats[ONLY_IN].astype(int).to_numpy()
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log2 = np.where((only == 0) & (ratios > 0), np.log2(ratios), np.nan)
-    span, edge = ratio_axis(log2, bool((only != 0).any()))
-    shown = np.where(only == 1, edge or 0, np.where(only == 2, -(edge or 0), log2))
-    notes = np.where(only == 1, "only in trace 1", np.where(only == 2, "only in trace 2", ""))
-    types = [text.plotly(t) for t in stats.index]
+    points = RatioPoints.of(stats, column)
     fig = go.Figure()
     fig.add_hline(y=0, line_dash="dot", line_color="#888")
     fig.add_scatter(
-        x=types,
-        y=shown,
+        x=[text.plotly(t) for t in points.types],
+        y=points.shown,
         mode="markers",
         marker=dict(
             size=14,
-            color=[type_color(t) for t in stats.index],
-            symbol=np.where(only == 1, "triangle-up", np.where(only == 2, "triangle-down", "circle")),
+            color=[type_color(t) for t in points.types],
+            symbol=np.where(points.only == 1, "triangle-up", np.where(points.only == 2, "triangle-down", "circle")),
             line=dict(width=1, color="#333"),
         ),
-        customdata=np.stack([[text.ratio(r) for r in ratios], notes], axis=1),
+        customdata=np.stack([[text.ratio(r) for r in points.ratios], points.notes()], axis=1),
         hovertemplate="%{x}<br>trace 1 / trace 2: %{customdata[0]} %{customdata[1]}<extra></extra>",
         showlegend=False,
         cliponaxis=False,
     )
-    ticks = list(range(-span, span + 1))
-    labels = [text.ratio_tick(2.0**k) for k in ticks]
-    if edge:
-        ticks, labels = [-edge, *ticks, edge], ["only trace 2", *labels, "only trace 1"]
-    top = edge or span
-    fig.update_yaxes(title=title, tickvals=ticks, ticktext=labels, range=[-top - 0.4, top + 0.4], zeroline=False)
+    ticks, labels = points.ticks()
+    fig.update_yaxes(title=title, tickvals=ticks, ticktext=labels, range=[-points.limit, points.limit], zeroline=False)
     fig.update_layout(margin=dict(t=TOOLBAR_MARGIN, r=20), height=340)
     return fig
+
+
+def _svg(width: int, height: int, body: list[str]) -> str:
+    """An SVG picture of `width` x `height` px (it scales: the pages show it with st.image, as an image, so it
+    can hold no link or script)."""
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+            f'font-family="sans-serif" font-size="12">{"".join(body)}</svg>')
+
+
+RATIO_ROW, RATIO_NAMES, RATIO_PLOT, RATIO_VALUES, RATIO_TOP = 22, 120, 300, 110, 46
+"""Ratio picture layout (SVG units): row height, type-name column, plot width, value column, axis band at the top."""
+
+
+def ratio_svg(stats: pd.DataFrame, column: str, title: str) -> str:
+    """The ratio chart as an SVG picture, one row per type (largest difference first) with its value written out:
+    what the home page shows at a glance without loading a chart library (the Overview page has the chart)."""
+    points = RatioPoints.of(stats, column)
+    order = np.argsort(-np.nan_to_num(np.abs(points.shown), nan=-1.0), kind="stable")
+    width = RATIO_NAMES + RATIO_PLOT + RATIO_VALUES
+    height = RATIO_TOP + RATIO_ROW * len(order) + 8
+
+    def x(value: float) -> float:
+        return round(RATIO_NAMES + (value + points.limit) / (2 * points.limit) * RATIO_PLOT, 1)
+
+    parts = [f'<text x="{x(0)}" y="12" text-anchor="middle" fill="#555">{text.svg(title)}</text>',
+             f'<line x1="{x(0)}" y1="{RATIO_TOP - 6}" x2="{x(0)}" y2="{height - 4}" stroke="#888" stroke-dasharray="3,3"/>']
+    for tick, label in zip(*points.ticks()):
+        parts.append(f'<text x="{x(tick)}" y="{RATIO_TOP - 12}" text-anchor="middle" fill="#555" font-size="10">'
+                     f'{text.svg(label)}</text>')
+    for row, i in enumerate(order.tolist()):
+        y = RATIO_TOP + RATIO_ROW * row + RATIO_ROW / 2
+        parts.append(f'<text x="{RATIO_NAMES - 8}" y="{y + 4}" text-anchor="end">{text.svg(points.types[i])}</text>')
+        parts.append(f'<line x1="{RATIO_NAMES}" y1="{y}" x2="{RATIO_NAMES + RATIO_PLOT}" y2="{y}" stroke="#eee"/>')
+        value = points.notes()[i] or text.ratio(points.ratios[i])
+        if np.isfinite(points.shown[i]):
+            parts.append(_marker(x(float(points.shown[i])), y, int(points.only[i]), type_color(points.types[i])))
+        parts.append(f'<text x="{RATIO_NAMES + RATIO_PLOT + 8}" y="{y + 4}">{text.svg(value)}</text>')
+    return _svg(width, height, parts)
+
+
+def _marker(x: float, y: float, only: int, color: str) -> str:
+    """A circle, or a triangle pointing to the trace that alone has the type (up: trace 1, down: trace 2)."""
+    if only:
+        tip = -7 if only == 1 else 7
+        return (f'<polygon points="{x},{y + tip} {x - 7},{y - tip} {x + 7},{y - tip}" fill="{color}" '
+                'stroke="#333" stroke-width="1"/>')
+    return f'<circle cx="{x}" cy="{y}" r="6" fill="{color}" stroke="#333" stroke-width="1"/>'
 
 
 def side_by_side(labels: tuple[str, str], stats: pd.DataFrame, what: str, scale: float, unit: str) -> go.Figure:
@@ -109,6 +187,56 @@ def side_by_side(labels: tuple[str, str], stats: pd.DataFrame, what: str, scale:
     fig.update_layout(barmode="group", yaxis_title=unit, legend=dict(orientation="h", y=1.02, yanchor="bottom"),
                       margin=dict(t=TOOLBAR_MARGIN + 30))
     return fig
+
+
+STRIP_WIDTH, STRIP_LABELS, STRIP_LANE, STRIP_AXIS = 1200, 80, 26, 24
+"""Alignment strip layout (SVG units): width, lane-label column, lane height, axis band below the lanes."""
+
+
+def alignment_svg(rows: pd.DataFrame) -> str:
+    """Aligned kernels as three lanes of cells, one cell per aligned position: trace 1's kernel types, the
+    alignment op (OP_COLORS), trace 2's kernel types; blank where a side has no kernel. The axis numbers the
+    positions as the aligned-kernels table does."""
+    cell = (STRIP_WIDTH - STRIP_LABELS) / max(len(rows), 1)
+    body = [f'<text x="{STRIP_LABELS - 6}" y="{lane * STRIP_LANE + 17}" text-anchor="end">{label}</text>'
+            for lane, label in enumerate(("trace 1", "alignment", "trace 2"))]
+    colours = zip([type_color(t) if isinstance(t, str) else None for t in rows["type1"]],
+                  [OP_COLORS[op] for op in rows["op"]],
+                  [type_color(t) if isinstance(t, str) else None for t in rows["type2"]])
+    for i, lanes in enumerate(colours):
+        x = round(STRIP_LABELS + i * cell, 2)
+        body += [f'<rect x="{x}" y="{lane * STRIP_LANE + 2}" width="{round(cell, 2)}" height="{STRIP_LANE - 4}" fill="{colour}"'
+                 ' shape-rendering="crispEdges"/>' for lane, colour in enumerate(lanes) if colour]
+    step = _tick_step(len(rows))
+    for i, position in enumerate(rows.index.tolist()):
+        if position % step == 0:
+            x = round(STRIP_LABELS + (i + 0.5) * cell, 1)
+            body.append(f'<text x="{x}" y="{3 * STRIP_LANE + 16}" text-anchor="middle" fill="#555" font-size="11">{position}</text>')
+    return _svg(STRIP_WIDTH, 3 * STRIP_LANE + STRIP_AXIS, body)
+
+
+def _tick_step(positions: int) -> int:
+    """A round step between axis labels that gives at most about ten of them."""
+    return next(step for step in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 10**9) if positions / step <= 10)
+
+
+BAR_ROW, BAR_NAMES, BAR_PLOT, BAR_VALUES = 24, 120, 420, 260
+"""Bar picture layout (SVG units): row height, label column, longest bar, value column."""
+
+
+def bars_svg(labels: list[str], values: list[float], colours: list[str], notes: list[str], title: str) -> str:
+    """Horizontal bars, one row per label in the order given, each with its value note written out; bars scale
+    to the largest value."""
+    largest = max([v for v in values if v > 0], default=1.0)
+    height = 24 + BAR_ROW * len(labels)
+    body = [f'<text x="{BAR_NAMES}" y="14" fill="#555">{text.svg(title)}</text>']
+    for row, (label, value, colour, note) in enumerate(zip(labels, values, colours, notes)):
+        y = 24 + BAR_ROW * row
+        length = round(max(value, 0.0) / largest * BAR_PLOT, 1)
+        body.append(f'<text x="{BAR_NAMES - 8}" y="{y + 16}" text-anchor="end">{text.svg(label)}</text>')
+        body.append(f'<rect x="{BAR_NAMES}" y="{y + 4}" width="{length}" height="{BAR_ROW - 8}" fill="{colour}"/>')
+        body.append(f'<text x="{BAR_NAMES + length + 6}" y="{y + 16}">{text.svg(note)}</text>')
+    return _svg(BAR_NAMES + BAR_PLOT + BAR_VALUES, height, body)
 
 
 PHASE_COLORS = {

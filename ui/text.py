@@ -5,7 +5,8 @@ Each display sink has its own syntax, so each has one function:
 - `md`: Streamlit markdown (st.markdown, captions, messages): markdown syntax, directives and autolinks;
   `code` shows it as a code span there instead (kernel names);
 - `label`: widget, tab and metric labels, which Streamlit renders as a markdown subset;
-- `plotly`: Plotly's HTML subset in hover text, legend entries, axis categories and annotations.
+- `plotly`: Plotly's HTML subset in hover text, legend entries, axis categories and annotations;
+- `svg`: text and attribute values of the SVG pictures the pages draw themselves.
 Dataframe cells and st.code show text as it is and need nothing.
 """
 
@@ -44,6 +45,11 @@ def label(text: object) -> str:
 def plotly(text: object) -> str:
     """Untrusted text for Plotly, whose text is an HTML subset (<a href>, <b>, <br>): tags become literal."""
     return html.escape(_CONTROL.sub(" ", str(text)), quote=False)
+
+
+def svg(text: object) -> str:
+    """Untrusted text inside an SVG picture (element text or a quoted attribute): XML-escaped, on one line."""
+    return html.escape(_CONTROL.sub(" ", str(text)), quote=True)
 
 
 def ms(us: float | None) -> str:
