@@ -132,7 +132,7 @@ def _svg(width: int, height: int, body: list[str]) -> str:
             f'font-family="sans-serif" font-size="12">{"".join(body)}</svg>')
 
 
-RATIO_ROW, RATIO_NAMES, RATIO_PLOT, RATIO_VALUES, RATIO_TOP = 22, 120, 300, 110, 46
+RATIO_ROW, RATIO_NAMES, RATIO_PLOT, RATIO_VALUES, RATIO_TOP = 22, 110, 230, 100, 58
 """Ratio picture layout (SVG units): row height, type-name column, plot width, value column, axis band at the top."""
 
 
@@ -150,8 +150,9 @@ def ratio_svg(stats: pd.DataFrame, column: str, title: str) -> str:
     parts = [f'<text x="{x(0)}" y="12" text-anchor="middle" fill="#555">{text.svg(title)}</text>',
              f'<line x1="{x(0)}" y1="{RATIO_TOP - 6}" x2="{x(0)}" y2="{height - 4}" stroke="#888" stroke-dasharray="3,3"/>']
     for tick, label in zip(*points.ticks()):
-        parts.append(f'<text x="{x(tick)}" y="{RATIO_TOP - 12}" text-anchor="middle" fill="#555" font-size="10">'
-                     f'{text.svg(label)}</text>')
+        above = points.edge is not None and abs(tick) == points.edge  # the one-sided ticks' long labels
+        parts.append(f'<text x="{x(tick)}" y="{RATIO_TOP - (24 if above else 10)}" text-anchor="middle" fill="#555" '
+                     f'font-size="10">{text.svg(label)}</text>')
     for row, i in enumerate(order.tolist()):
         y = RATIO_TOP + RATIO_ROW * row + RATIO_ROW / 2
         parts.append(f'<text x="{RATIO_NAMES - 8}" y="{y + 4}" text-anchor="end">{text.svg(points.types[i])}</text>')
