@@ -475,8 +475,7 @@ def _side_table(calls: OpCalls) -> pd.DataFrame:
     """One side's OP_NAMES and SIDE_COLUMNS, indexed by (op, module)."""
     call_of_row = np.repeat(np.arange(len(calls)), calls.counts)
     rows = pd.DataFrame({OP: calls.ops[call_of_row], MODULE: calls.modules[call_of_row], "call": call_of_row,
-                         OP_NAMES: calls.raw_ops[call_of_row], "name": calls.names[calls.rows],
-                         "dur": calls.dur[calls.rows]})
+                         "name": calls.names[calls.rows], "dur": calls.dur[calls.rows]})
     keys = [OP, MODULE]
     grouped = rows.groupby(keys)
     table = pd.DataFrame({CALLS: grouped["call"].nunique(), "kernels": grouped.size(), TIME_US: grouped["dur"].sum()})

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import TraceError
-from .phases import ALL, MIXED, NO_STEP, PHASES, phase_notes, phase_table, phase_view, step_count
+from .phases import ALL, MIXED, NO_STEP, PHASES, phase_notes, phase_table, phase_view, step_count, view_rows
 from .result import COUNT, KERNEL_TYPE, NO_PAIR, Comparison, EvidenceRef, FusionMapping, plain, side_column
 from .trace import Trace
 
@@ -47,16 +47,11 @@ def _section(phase: str, traces: tuple[Trace, Trace], tables: list[pd.DataFrame]
     if compare is not None and phase != ALL and all(phase in t.index for t in tables):
         views = (phase_view(traces[0], phase, tables[0]), phase_view(traces[1], phase, tables[1]))
         result = compare(*views, **params)
-        origins = [_origin_rows(t, phase) for t in traces]
+        origins = [view_rows(t.kernels, phase) for t in traces]
         section["fusion_mappings"] = [asdict(_in_trace_rows(m, origins)) for m in result.mappings]
         section["fusion_opportunities"] = [asdict(o) for o in result.opportunities]
         section["comparability"] = {"level": result.comparability.level, "warnings": result.comparability.warnings}
     return section
-
-
-def _origin_rows(trace: Trace, phase: str) -> np.ndarray:
-    """Per kernel of the phase's view (phase_view), its row in the trace."""
-    return np.flatnonzero((trace.kernels["phase"] == phase).to_numpy())
 
 
 def _in_trace_rows(mapping: FusionMapping, origins: list[np.ndarray]) -> FusionMapping:

@@ -288,16 +288,23 @@ def phase_view(trace: Trace, phase: str, table: pd.DataFrame | None = None) -> T
     if phase == ALL:
         return trace
     kernels = trace.kernels
-    keep = (kernels["phase"] == phase).to_numpy()
-    if keep.all():
+    rows = view_rows(kernels, phase)
+    if len(rows) == len(kernels):
         return trace
-    part = kernels[keep].reset_index(drop=True)
+    part = kernels.take(rows).reset_index(drop=True)
     part["name"] = used_categories(part["name"])
     table = phase_table(trace.kernels) if table is None else table
     steps = int(table.loc[phase, "steps"]) if phase in table.index else 0
     note = (f"phase {phase} only: {len(part):,} of {len(kernels):,} kernels in {step_count(steps, phase)};"
             " kernel indices refer to this view")
     return replace(trace, kernels=part, names=_name_stats(trace.names, part), warnings=[*trace.warnings, note])
+
+
+def view_rows(kernels: pd.DataFrame, phase: str) -> np.ndarray:
+    """The row in `kernels` of each kernel of phase_view(trace, phase), in order (every row for 'all')."""
+    if phase == ALL:
+        return np.arange(len(kernels))
+    return np.flatnonzero((kernels["phase"] == phase).to_numpy())
 
 
 def _name_stats(names: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:

@@ -153,11 +153,12 @@ def ratio_svg(stats: pd.DataFrame, column: str, title: str) -> str:
         above = points.edge is not None and abs(tick) == points.edge  # the one-sided ticks' long labels
         parts.append(f'<text x="{x(tick)}" y="{RATIO_TOP - (24 if above else 10)}" text-anchor="middle" fill="#555" '
                      f'font-size="10">{text.svg(label)}</text>')
+    notes = points.notes()
     for row, i in enumerate(order.tolist()):
         y = RATIO_TOP + RATIO_ROW * row + RATIO_ROW / 2
         parts.append(f'<text x="{RATIO_NAMES - 8}" y="{y + 4}" text-anchor="end">{text.svg(points.types[i])}</text>')
         parts.append(f'<line x1="{RATIO_NAMES}" y1="{y}" x2="{RATIO_NAMES + RATIO_PLOT}" y2="{y}" stroke="#eee"/>')
-        value = points.notes()[i] or text.ratio(points.ratios[i])
+        value = notes[i] or text.ratio(points.ratios[i])
         if np.isfinite(points.shown[i]):
             parts.append(_marker(x(float(points.shown[i])), y, int(points.only[i]), type_color(points.types[i])))
         parts.append(f'<text x="{RATIO_NAMES + RATIO_PLOT + 8}" y="{y + 4}">{text.svg(value)}</text>')
