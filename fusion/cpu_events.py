@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .columns import args_field, id_column, intern_codes, intern_pairs, numbers
+from .columns import id_column, id_fields, intern_codes, intern_pairs, numbers
 from .events import Event
 
 RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "runtime", "Runtime"})
@@ -90,7 +90,7 @@ class CpuCollector:
 
     def add_runtime(self, events: list[Event]) -> None:
         events = [e for e in events if type(e.name) is str]
-        correlation, _ = id_column(args_field([e.args for e in events], "correlation"))
+        correlation, _ = id_column(id_fields([e.args for e in events])[0])
         ts = numbers([e.ts for e in events])
         keep = (correlation >= 0) & ~np.isnan(ts)
         if keep.any():

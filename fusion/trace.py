@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .classify import KERNEL_TYPES, classify_names, type_from_op
-from .columns import MISSING_ID, IdArgs, args_field, id_column, intern_codes, numbers, used_categories
+from .columns import MISSING_ID, IdArgs, id_column, id_fields, intern_codes, numbers, used_categories
 from .cpu_events import RANGE_CATEGORIES, RUNTIME_CATEGORIES, CpuCollector, RangeKind
 from .errors import TraceError
 from .events import Event, read_events
@@ -185,8 +185,8 @@ class _Collector:
         if absent:
             self.missing["args"] += absent
         columns = []
-        for what in _ID_FIELDS:
-            column, unusable = id_column(args_field(args, what))
+        for what, values in zip(_ID_FIELDS, id_fields(args)):
+            column, unusable = id_column(values)
             if unusable - absent:
                 self.missing[what] += unusable - absent
             columns.append(column)

@@ -285,7 +285,11 @@ def test_thread_codes_are_the_same_with_and_without_the_integer_fast_path() -> N
     """intern_pairs numbers (pid, tid) pairs as intern_codes numbers the tuples, across pieces."""
     from fusion.columns import intern_codes, intern_pairs
 
-    pieces = [([5, 5, 3, 5], [1, 2, 1, 1]), ([3, 9, 5], [1, 9, 2]), ([5, True], [1.0, 1])]
+    import random
+
+    draw = random.Random(7)
+    many = ([draw.randrange(4) for _ in range(500)], [draw.randrange(2**40) % 7 for _ in range(500)])
+    pieces = [([5, 5, 3, 5], [1, 2, 1, 1]), ([], []), ([3, 9, 5], [1, 9, 2]), many, ([5, True], [1.0, 1])]
     fast, slow = {}, {}
     for pids, tids in pieces:
         assert intern_pairs(pids, tids, fast).tolist() == intern_codes(list(zip(pids, tids)), slow).tolist()
