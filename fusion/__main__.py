@@ -200,7 +200,7 @@ def _compare(args: argparse.Namespace) -> int:
     from .tablecache import TableCache
 
     table_cache = None if args.no_cache else TableCache()
-    trace1, trace2 = load_pair(args.trace1, args.trace2, cache=table_cache)
+    trace1, trace2 = load_pair(args.trace1, args.trace2, cache=table_cache, meanwhile=_prepare_analysis)
     from . import report  # after loading: the loader processes start before the analysis is imported
     from .compare import compare
     from .phase_compare import require_phase
@@ -222,6 +222,15 @@ def _compare(args: argparse.Namespace) -> int:
     if args.format != "text":
         _warn(comparison.warnings)
     return 0
+
+
+def _prepare_analysis() -> None:
+    """Import the analysis and load the alignment's compiled code on the core that the first finished loader
+    frees (not before: the loaders need both cores, and the memory numba takes would add to theirs)."""
+    from . import compare, report  # noqa: F401  (imported for later, while the other trace loads)
+    from .align import prepare
+
+    prepare()
 
 
 def _reopen(args: argparse.Namespace, params: dict) -> bool:

@@ -72,6 +72,12 @@ def align_codes(a: np.ndarray, b: np.ndarray, free_end: bool = False) -> np.ndar
     return _cached(a.tobytes(), b.tobytes(), free_end)
 
 
+def prepare() -> None:
+    """Load the compiled DP now (numba's import and its cached machine code: a few tenths of a second in a
+    new process), for a caller with a core to spare before its first alignment."""
+    align_codes(np.zeros(1, CODE_DTYPE), np.zeros(1, CODE_DTYPE))
+
+
 def ops(path: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The op code (MATCH, SUBSTITUTE, ONLY1, ONLY2) of each alignment row."""
     i, j = path[:, 0], path[:, 1]

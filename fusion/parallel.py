@@ -39,6 +39,9 @@ EXIT_ORPHANED = 3
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
 SideProgress = Callable[[int, int, int], None]
 """Called with (side: 1 for the first source, bytes read, total bytes)."""
+Meanwhile = Callable[[], None]
+"""Work for the parent to do once, when one loader process has finished and the other still runs: a core is free
+then, and the finished child's memory is released (the CLI loads its analysis code there)."""
 
 
 @dataclass(frozen=True)
@@ -59,10 +62,13 @@ def load_pair(
     max_bytes: int | None = None,
     parallel: bool | None = None,
     cache: TableCache | None = None,
+    meanwhile: Meanwhile | None = None,
 ) -> tuple[Trace, Trace]:
     """Both traces, or the first side's TraceError; see load_traces."""
     requests = [Request(source1, labels[0]), Request(source2, labels[1])]
-    results = load_traces(requests, progress=progress, max_bytes=max_bytes, parallel=parallel, cache=cache)
+    results = load_traces(
+        requests, progress=progress, max_bytes=max_bytes, parallel=parallel, cache=cache, meanwhile=meanwhile
+    )
     for result in results:
         if isinstance(result, TraceError):
             raise result
@@ -76,11 +82,13 @@ def load_traces(
     max_bytes: int | None = None,
     parallel: bool | None = None,
     cache: TableCache | None = None,
+    meanwhile: Meanwhile | None = None,
 ) -> list[Trace | TraceError]:
     """Each trace, or the TraceError that says why not, so one bad side never hides the other.
 
     Files loaded before come from `cache`; the rest are parsed, each in its own process when two or
-    more need parsing and together are large enough; newly parsed files enter the cache.
+    more need parsing and together are large enough; newly parsed files enter the cache. `meanwhile` runs
+    once the first of two or more loader processes has finished, if any other still runs.
     """
     max_bytes = settings.max_trace_bytes() if max_bytes is None else max_bytes
     results: list[Trace | TraceError | None] = [_lookup(cache, request) for request in requests]
@@ -89,7 +97,7 @@ def load_traces(
     if parallel is None:
         parallel = _worth_parallel([requests[i].source for i in todo])
     if parallel and len(todo) > 1:
-        loaded = _load_in_children([requests[i] for i in todo], progress, todo, max_bytes)
+        loaded = _load_in_children([requests[i] for i in todo], progress, todo, max_bytes, meanwhile)
     else:
         loaded = [_load_here(requests[i], _side_progress(progress, i + 1), max_bytes) for i in todo]
     for i, result in zip(todo, loaded):
@@ -144,7 +152,11 @@ def _side_progress(progress: SideProgress | None, side: int) -> Callable[[int, i
 
 
 def _load_in_children(
-    requests: list[Request], progress: SideProgress | None, indices: list[int], max_bytes: int
+    requests: list[Request],
+    progress: SideProgress | None,
+    indices: list[int],
+    max_bytes: int,
+    meanwhile: Meanwhile | None = None,
 ) -> list[Trace | TraceError]:
     """Each trace parsed by `python -m fusion.parallel` in its own interpreter.
 
@@ -158,7 +170,7 @@ def _load_in_children(
             for index, request in zip(indices, requests)
         ]
         try:
-            _relay_progress(children, progress)
+            _relay_progress(children, progress, meanwhile)
         finally:
             for _, (child, _) in children:
                 if child.poll() is None:
@@ -218,19 +230,29 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
-def _relay_progress(children: list[tuple[int, tuple[subprocess.Popen, Path]]], progress: SideProgress | None) -> None:
-    """Pass the children's 'done total' lines to `progress` until every child has closed its stderr."""
+def _relay_progress(
+    children: list[tuple[int, tuple[subprocess.Popen, Path]]],
+    progress: SideProgress | None,
+    meanwhile: Meanwhile | None = None,
+) -> None:
+    """Pass the children's 'done total' lines to `progress` until every child has closed its stderr (it exits);
+    `meanwhile` runs when the first child has, if another still runs."""
+    sides = {child: side for side, (child, _) in children}
     with selectors.DefaultSelector() as selector:
         for side, (child, _) in children:
-            selector.register(child.stderr, selectors.EVENT_READ, side)
+            selector.register(child.stderr, selectors.EVENT_READ, child)
         while selector.get_map():
             for key, _ in selector.select():
                 line = key.fileobj.readline()  # type: ignore[union-attr]
                 if not line:
                     selector.unregister(key.fileobj)
+                    if meanwhile is not None and selector.get_map():
+                        key.data.wait()  # gone, and its memory with it, before the parent takes more
+                        meanwhile()
+                        meanwhile = None
                 elif progress is not None and line.startswith(b"progress "):
                     done, total = line.split()[1:3]
-                    progress(key.data, int(done), int(total))
+                    progress(sides[key.data], int(done), int(total))
 
 
 def _child_result(out: Path, request: Request, child: subprocess.Popen) -> Trace | TraceError:

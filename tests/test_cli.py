@@ -8,6 +8,8 @@ import io
 import json
 import os
 import re
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from fusion.__main__ import main, terminal_text
 from fusion.classify import classify
 from fusion.trace import load
 
+ROOT = Path(__file__).resolve().parents[1]
 SUMMARY_KEYS = ["platform", "gpu", "kernels", "kernel_time_us", "types", "type_routes", "launches", "with_op",
                 "unlaunched", "phases", "ops", "unclassified"]
 
@@ -332,3 +335,18 @@ def test_an_unwritable_cache_is_one_warning_naming_it_and_the_same_result(pair, 
         f"warning: the cache directory {settings.cache_dir()} cannot be written (Read-only file system);"
         " carrying on without caching"
     ]
+
+
+def test_preparing_the_analysis_imports_it_and_loads_the_compiled_alignment() -> None:
+    """What the CLI does on the core a finished loader process frees; checked in a new interpreter."""
+    code = (
+        "import sys\n"
+        "from fusion.__main__ import _prepare_analysis\n"
+        "assert 'fusion.compare' not in sys.modules and 'numba' not in sys.modules\n"
+        "_prepare_analysis()\n"
+        "from fusion import dp\n"
+        "assert {'fusion.compare', 'fusion.report'} <= set(sys.modules)\n"
+        "assert dp.fill.signatures and dp.traceback.signatures\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

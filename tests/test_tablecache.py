@@ -91,6 +91,20 @@ def test_parallel_and_sequential_loads_agree(tmp_path) -> None:
     assert seen == {1, 2}
 
 
+def test_meanwhile_runs_once_after_a_loader_process_has_finished() -> None:
+    read: dict[int, tuple[int, int]] = {}
+    finished_when_called: list[set[int]] = []
+
+    def meanwhile() -> None:
+        finished_when_called.append({side for side, (done, total) in read.items() if done == total})
+
+    load_pair(*_sample_pair(), parallel=True, progress=lambda side, *done_total: read.update({side: done_total}),
+              meanwhile=meanwhile)
+    assert len(finished_when_called) == 1 and finished_when_called[0]
+    load_pair(*_sample_pair(), parallel=False, meanwhile=meanwhile)
+    assert len(finished_when_called) == 1  # no loader processes, nothing to fill the wait with
+
+
 def test_a_bad_file_in_a_child_names_that_file(tmp_path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
