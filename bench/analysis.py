@@ -8,7 +8,9 @@ loader is never what is measured. Two pairs are compared:
   full_graph   the generated pair as loaded: a few large graph launches per decode step
   many_groups  the same kernels repeated --copies times, each graph launch cut into pieces of 50 to 149
                kernels (the cut pattern differs per launch and per side): many distinct groups per trace
-For each, the median of --runs compares and the time between the stages compare() reports are printed.
+With --traces A B, the pair of those trace files is compared too (loaded once; later runs read the table
+cache), such as bench.py's many-kernel pair. For each, the median of --runs compares and the time between the
+stages compare() reports are printed.
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ sys.path.insert(0, str(PROJECT))
 
 from fusion import Trace, compare, load  # noqa: E402
 from fusion.align import clear_cache  # noqa: E402
+from fusion.parallel import load_pair  # noqa: E402
 from fusion.synthetic import PairSpec, write_pair  # noqa: E402
+from fusion.tablecache import TableCache  # noqa: E402
 from fusion.trace import MISSING_ID  # noqa: E402
 
 TARGET_S = 0.4
@@ -114,11 +118,15 @@ def main() -> None:
     parser.add_argument("--target-mb", type=float, default=800)
     parser.add_argument("--copies", type=int, default=2, help="repeats of the pair in the many_groups pair")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--traces", nargs=2, type=Path, metavar=("TRACE1", "TRACE2"),
+                        help="also compare this pair of trace files (through the table cache)")
     args = parser.parse_args()
     args.data.mkdir(parents=True, exist_ok=True)
     base = loaded_pair(args.data, args.target_mb)
     pairs = {"full_graph": base,
              "many_groups": tuple(many_groups(t, args.copies, seed) for seed, t in enumerate(base, start=1))}
+    if args.traces:
+        pairs[args.traces[0].parent.name or "files"] = load_pair(*args.traces, cache=TableCache())
     for name, pair in pairs.items():
         total, stages = timed_compare(pair, args.runs)
         groups = [int(pair[i].kernels["correlation"].nunique()) for i in (0, 1)]
