@@ -237,22 +237,21 @@ def _relay_progress(
 ) -> None:
     """Pass the children's 'done total' lines to `progress` until every child has closed its stderr (it exits);
     `meanwhile` runs when the first child has, if another still runs."""
-    sides = {child: side for side, (child, _) in children}
     with selectors.DefaultSelector() as selector:
         for side, (child, _) in children:
-            selector.register(child.stderr, selectors.EVENT_READ, child)
+            selector.register(child.stderr, selectors.EVENT_READ, (side, child))
         while selector.get_map():
             for key, _ in selector.select():
                 line = key.fileobj.readline()  # type: ignore[union-attr]
                 if not line:
                     selector.unregister(key.fileobj)
                     if meanwhile is not None and selector.get_map():
-                        key.data.wait()  # gone, and its memory with it, before the parent takes more
+                        key.data[1].wait()  # gone, and its memory with it, before the parent takes more
                         meanwhile()
                         meanwhile = None
                 elif progress is not None and line.startswith(b"progress "):
                     done, total = line.split()[1:3]
-                    progress(sides[key.data], int(done), int(total))
+                    progress(key.data[0], int(done), int(total))
 
 
 def _child_result(out: Path, request: Request, child: subprocess.Popen) -> Trace | TraceError:
