@@ -8,7 +8,8 @@ project's generator, plain and gzipped. `--pair manykernel` generates issue 14's
 1 M kernels and 1 GB of plain JSON per side, graph launches cut into many distinct groups, an eager
 prefill and every 8th decode step piecewise (eager attention with its CPU ops and launches). Pairs are
 written to --data-dir and reused. Each step runs in fresh subprocesses, side by side in one run:
-  read        reading the bytes of each file in its own process, summed (gzip: inflating them): the floor
+  read        reading the bytes of each file in its own process, summed (gzip: inflating them too, with the
+              loader's zlib-ng, output dropped): the floor
   orjson      orjson.loads of each file in its own process, summed (gzip: inflate, then loads): the baseline
   load        our load of each trace, one after the other in one process
   compare     our full compare: both traces loaded in parallel processes, then the analysis (empty cache)
@@ -49,10 +50,15 @@ WAFER_VERSION = "0.1.34"
 
 SNIPPETS = {
     "read": """
-import gzip, sys
-data = open(sys.argv[1], "rb").read()
-if data[:2] == b"\\x1f\\x8b":
-    data = gzip.decompress(data)
+import sys
+from zlib_ng import zlib_ng
+with open(sys.argv[1], "rb") as handle:
+    head = handle.read(2)
+    inflater = zlib_ng.decompressobj(wbits=31) if head == b"\\x1f\\x8b" else None
+    for block in iter(lambda: handle.read(8 << 20), b""):
+        if inflater is not None:
+            inflater.decompress(head + block)
+            head = b""
 """,
     "orjson": """
 import gzip, sys, orjson
