@@ -155,11 +155,7 @@ def _modules(kernels: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
 def _per_category(kernels: pd.DataFrame, column: str, rows: np.ndarray, rewrite: Callable[[str], str]) -> np.ndarray:
     """`rewrite` of a categorical column's value at `rows`, as an object array of shared strings (8 bytes a row);
     each distinct value is rewritten once."""
-    if column not in kernels.columns:
-        return np.full(len(rows), "", dtype=object)
-    values = kernels[column].astype("category")
-    rewritten = np.array([rewrite(str(v)) for v in values.cat.categories] + [""], dtype=object)
-    return rewritten[values.cat.codes.to_numpy()[rows]]
+    return _by_row(kernels, column, rewrite)[rows]
 
 
 @dataclass(frozen=True)
@@ -175,9 +171,12 @@ class ByRow:
         return self.values[self.codes[rows]]
 
 
-def _by_row(kernels: pd.DataFrame, column: str) -> ByRow:
+def _by_row(kernels: pd.DataFrame, column: str, rewrite: Callable[[str], str] = str) -> ByRow:
+    """The column (its values rewritten, each distinct one once) read by row; '' everywhere when it is absent."""
+    if column not in kernels.columns:
+        return ByRow(np.array([""], dtype=object), np.full(len(kernels), -1, dtype=np.int64))
     values = kernels[column].astype("category").cat
-    return ByRow(np.array([str(v) for v in values.categories] + [""], dtype=object), values.codes.to_numpy())
+    return ByRow(np.array([rewrite(str(v)) for v in values.categories] + [""], dtype=object), values.codes.to_numpy())
 
 
 def compare_ops(trace1: Trace, trace2: Trace, thresholds: Thresholds | None = None, *, with_table: bool = True) -> OpComparison:

@@ -1,6 +1,7 @@
-"""Plotly figures shared by the pages, and the colours of types and sides. No streamlit here.
+"""Plotly figures and SVG pictures shared by the pages, and the colours of types and sides. No streamlit here.
 
-Every piece of trace text a figure shows (labels, kernel names) goes through `text.plotly`.
+Every piece of trace text a figure shows (labels, kernel names) goes through `text.plotly`, and every piece a
+picture shows through `text.svg`.
 """
 
 from __future__ import annotations
