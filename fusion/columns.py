@@ -69,37 +69,14 @@ def id_column(values: list[Any]) -> tuple[np.ndarray, int]:
     return column, bad
 
 
-def intern_codes(keys: list[Any], table: dict[Any, int]) -> np.ndarray:
-    """The code of each key in `table`, new keys numbered in order of appearance (a piece has few distinct keys)."""
-    for key in dict.fromkeys(keys):
-        table.setdefault(key, len(table))
-    return np.fromiter(map(table.__getitem__, keys), dtype=np.int32, count=len(keys))
+def intern_coded(codes: np.ndarray, values: list[Any], table: dict[Any, int]) -> np.ndarray:
+    """The code in `table` of each values[code], new values numbered in order of first appearance.
 
-
-def intern_pairs(first: list[Any], second: list[Any], table: dict[Any, int]) -> np.ndarray:
-    """intern_codes of the (first, second) pairs; without building a tuple per pair when both are int64s.
-
-    Each column is factorised, then the pairs of their codes: pandas numbers values in order of first
-    appearance, so new pairs enter `table` in that order, as intern_codes enters them."""
-    columns = [_int64s(values) for values in (first, second)]
-    if columns[0] is None or columns[1] is None:
-        return intern_codes(list(zip(first, second)), table)
-    (code_a, values_a), (code_b, values_b) = (pd.factorize(column) for column in columns)
-    width = max(len(values_b), 1)
-    inverse, pairs = pd.factorize(code_a * width + code_b)
-    a, b = np.divmod(pairs, width)
-    codes = [table.setdefault(pair, len(table)) for pair in zip(values_a[a].tolist(), values_b[b].tolist())]
-    return np.array(codes, dtype=np.int32)[inverse]
-
-
-def _int64s(values: list[Any]) -> np.ndarray | None:
-    """The values as int64 when every one is a plain int that fits; None otherwise."""
-    if set(map(type, values)) != _INT_TYPE:
-        return None
-    try:
-        return np.array(values, dtype=np.int64)
-    except OverflowError:
-        return None
+    `values` are a piece's distinct values (a name, a thread) and `codes` index them, so each distinct
+    value is looked up once; two codes may hold equal values (a name spelled with and without escapes)."""
+    order, distinct = pd.factorize(codes)
+    table_codes = [table.setdefault(values[code], len(table)) for code in distinct.tolist()]
+    return np.array(table_codes, dtype=np.int32)[order]
 
 
 def id_fields(args: list[IdArgs | None]) -> tuple[list[Any], list[Any], list[Any]]:

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from .columns import id_column, id_fields, intern_codes, intern_pairs, numbers
-from .events import Event
+from .columns import id_column, intern_coded
+from .event_columns import NOT_A_STRING, EventColumns
 
 RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime", "runtime", "Runtime"})
 MODULE_FRAME_PREFIX = "nn.Module: "
@@ -88,59 +88,41 @@ class CpuCollector:
     frame_suffixes: tuple[str, ...] = ()
     """python_function frames whose names end with one of these are kept as FRAME ranges."""
 
-    def add_runtime(self, events: list[Event]) -> None:
-        events = [e for e in events if type(e.name) is str]
-        correlation, _ = id_column(id_fields([e.args for e in events])[0])
-        ts = numbers([e.ts for e in events])
-        keep = (correlation >= 0) & ~np.isnan(ts)
+    def add_runtime(self, events: EventColumns) -> None:
+        """Runtime calls with a string name, a usable correlation id and a numeric ts."""
+        events = events.rows(events.name != NOT_A_STRING)
+        keep = (events.correlation >= 0) & ~np.isnan(events.ts)
         if keep.any():
-            kept = [events[i] for i in np.flatnonzero(keep)]
-            dur = numbers([e.dur for e in kept])
-            names = self._codes([e.name for e in kept])
-            self.launch_parts.append((correlation[keep], ts[keep], dur, self._threads(kept), names))
+            kept = events.rows(keep)
+            names = self._names(kept)
+            self.launch_parts.append((kept.correlation, kept.ts, kept.dur, self._threads(kept), names))
 
-    def add_ranges(self, events: list[Event], kind: RangeKind) -> None:
+    def add_ranges(self, events: EventColumns, kind: RangeKind) -> None:
         """Events of one range category; python_function events count only where they are nn.Module frames
         (MODULE) or end with one of `frame_suffixes` (FRAME)."""
         if kind == RangeKind.MODULE:
-            frames, modules = self._python_frames(events)
-            if frames:
+            frames, events = self._python_frames(events)
+            if len(frames):
                 self.add_ranges(frames, RangeKind.FRAME)
-            events = modules
-            names = [e.name[len(MODULE_FRAME_PREFIX) :] for e in events]
         else:
-            events = [e for e in events if type(e.name) is str]
-            names = [e.name for e in events]
-        ts, dur = numbers([e.ts for e in events]), numbers([e.dur for e in events])
-        keep = ~np.isnan(ts) & (dur >= 0)
+            events = events.rows(events.name != NOT_A_STRING)
+        keep = ~np.isnan(events.ts) & (events.dur >= 0)
         if not keep.any():
             return
-        rows = np.flatnonzero(keep)
-        if len(rows) < len(events):
-            events, names = [events[i] for i in rows], [names[i] for i in rows]
-        start = ts[keep]
-        kinds = np.full(len(rows), kind, dtype=np.int8)
-        self.range_parts.append((kinds, start, start + dur[keep], self._threads(events), self._codes(names)))
+        kept = events.rows(keep)
+        kinds = np.full(len(kept), kind, dtype=np.int8)
+        self.range_parts.append((kinds, kept.ts, kept.ts + kept.dur, self._threads(kept), self._names(kept)))
 
-    def _python_frames(self, events: list[Event]) -> tuple[list[Event], list[Event]]:
-        """The python_function events kept as FRAME (name ends with a frame suffix) and as MODULE (nn.Module).
-
-        Each distinct name is tested once: a piece has millions of frames but few names."""
-        names = [e.name for e in events]
-        try:
-            distinct = dict.fromkeys(names)
-        except TypeError:  # a name that is a list or an object: test each event
-            distinct = None
+    def _python_frames(self, events: EventColumns) -> tuple[EventColumns, EventColumns]:
+        """The python_function events kept as FRAME (name ends with a frame suffix) and as MODULE (nn.Module,
+        named without the prefix). Each distinct name is tested once."""
         suffixes = self.frame_suffixes
-        kept = []
-        for wanted in ((lambda n: bool(suffixes) and n.endswith(suffixes)), (lambda n: n.startswith(MODULE_FRAME_PREFIX))):
-            if distinct is None:
-                kept.append([e for e in events if type(e.name) is str and wanted(e.name)])
-                continue
-            test = {n: type(n) is str and wanted(n) for n in distinct}
-            rows = np.flatnonzero(np.fromiter(map(test.__getitem__, names), dtype=bool, count=len(names)))
-            kept.append(list(map(events.__getitem__, rows.tolist())))
-        return kept[0], kept[1]
+        # one entry per distinct name, and a last one (False) that the code NOT_A_STRING (-1) indexes
+        is_frame = np.array([bool(suffixes) and n.endswith(suffixes) for n in events.names] + [False])
+        is_module = np.array([n.startswith(MODULE_FRAME_PREFIX) for n in events.names] + [False])
+        modules = events.rows(is_module[events.name])
+        modules.names = [n.removeprefix(MODULE_FRAME_PREFIX) for n in events.names]
+        return events.rows(is_frame[events.name]), modules
 
     def events(self) -> CpuEvents:
         """The collected columns; the parts are handed over (dropped here)."""
@@ -149,19 +131,11 @@ class CpuCollector:
         ranges = _concat(range_parts, (np.int8, np.float64, np.float64, np.int32, np.int32))
         return CpuEvents(Launches(*launches), Ranges(*ranges), list(self.name_code), list(self.thread_code))
 
-    def _codes(self, names: list[str]) -> np.ndarray:
-        return intern_codes(names, self.name_code)
+    def _names(self, events: EventColumns) -> np.ndarray:
+        return intern_coded(events.name, events.names, self.name_code)
 
-    def _threads(self, events: list[Event]) -> np.ndarray:
-        """Thread codes; a pid or tid that cannot be a key (a list, an object) counts as None."""
-        try:
-            return intern_pairs([e.pid for e in events], [e.tid for e in events], self.thread_code)
-        except TypeError:
-            return intern_codes([(_hashable(e.pid), _hashable(e.tid)) for e in events], self.thread_code)
-
-
-def _hashable(value: Any) -> Any:
-    return None if isinstance(value, (list, dict)) else value
+    def _threads(self, events: EventColumns) -> np.ndarray:
+        return intern_coded(events.thread, events.threads, self.thread_code)
 
 
 def _concat(parts: list[tuple[np.ndarray, ...]], dtypes: tuple[type, ...]) -> list[np.ndarray]:

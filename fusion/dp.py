@@ -8,26 +8,16 @@ compiled code holds no copy of align.py's constants. On equal scores a diagonal 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-import numba
 import numpy as np
+
+from .compiled import compiled
 
 _DIAG, _UP, _LEFT = 0, 1, 2
 GAP = -1
 """A gap in a path (align.GAP)."""
 
 
-def _compiled(function: Callable) -> Callable:
-    """numba.njit of `function`, its machine code cached on disk; compiled in each process instead when
-    numba finds no writable cache location (a read-only install without a writable home)."""
-    try:
-        return numba.njit(cache=True, nogil=True)(function)
-    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
-        return numba.njit(nogil=True)(function)
-
-
-@_compiled
+@compiled
 def fill(a: np.ndarray, b: np.ndarray, scores: np.ndarray, unknown: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The traceback directions of every cell, the last row's and the last column's scores.
 
@@ -68,7 +58,7 @@ def fill(a: np.ndarray, b: np.ndarray, scores: np.ndarray, unknown: int) -> tupl
     return direction, row, last_col
 
 
-@_compiled
+@compiled
 def traceback(direction: np.ndarray, i: int, j: int) -> np.ndarray:
     """The (L, 2) path from cell (0, 0) to cell (i, j): positions into a and b, GAP for a gap."""
     out = np.empty((i + j, 2), dtype=np.int64)

@@ -2,7 +2,9 @@
 
 A trace is one object whose `traceEvents` array holds millions of events. Decoding it whole
 needs several times the file size in memory, so the array is cut into pieces at its top-level
-element boundaries and each piece is decoded on its own with a typed msgspec schema.
+element boundaries and each piece is decoded on its own into the columns of the events the caller keeps
+(EventColumns): a large piece by the compiled scan of piece_scan.py, a small one, or one the scan
+declines, with a typed msgspec schema, which also names what is wrong with a piece.
 
 Cutting costs a bounded amount of work per byte, whatever the content:
 - a piece is first tried at a likely boundary (the last `}` followed by a comma near its end); the
@@ -26,10 +28,14 @@ import numpy as np
 
 from .columns import IdArgs, decode_args
 from .errors import TraceError
+from .event_columns import EventColumns, of_events
 from .reader import RawInput
 from .scan import CLOSE_ARRAY, CLOSE_OBJECT, COLON, COMMA, OBJECT_MARKS, OPEN_OBJECT, QUOTE, Marks, Scanner
 
 PIECE_SIZE = 16 << 20
+COMPILED_SCAN_MIN_BYTES = 4 << 20
+"""Pieces at least this large are decoded by the compiled scan: loading its machine code (about 0.3 s, once
+per process) pays off on a trace of some tens of MB, not on a small one."""
 MAX_HEADER_BYTES = 256 << 20
 MAX_EVENT_BYTES = 256 << 20
 """The longest stretch of the array without a boundary: bounds the buffer, whatever the input."""
@@ -86,20 +92,49 @@ _any_decoder = msgspec.json.Decoder()
 
 @dataclass
 class EventStream:
-    """Top-level keys (without `traceEvents`) and an iterator over decoded event pieces."""
+    """Top-level keys (without `traceEvents`) and an iterator over the pieces' kept events as columns."""
 
     top_level: dict[str, Any] = field(default_factory=dict)
-    pieces: Iterator[list[Event]] = field(default_factory=lambda: iter(()))
+    pieces: Iterator[EventColumns] = field(default_factory=lambda: iter(()))
     warnings: list[str] = field(default_factory=list)
 
 
-def read_events(raw: RawInput) -> EventStream:
-    """Find `traceEvents` and return the stream of its pieces; top-level keys fill in as it runs."""
+def read_events(raw: RawInput, bucket_of: dict[str, int] | None = None) -> EventStream:
+    """Find `traceEvents` and return the stream of its pieces; top-level keys fill in as it runs.
+
+    `bucket_of` numbers the categories to keep (EventColumns.bucket); events of other categories are dropped."""
     stream = EventStream()
     chunks = iter(raw.chunks)
     pending = _read_header(raw.source, chunks, stream)
-    stream.pieces = _Pieces(raw.source, chunks, pending, stream).run()
+    stream.pieces = _Pieces(raw.source, chunks, pending, stream, _Decoder(raw.source, bucket_of or {})).run()
     return stream
+
+
+@dataclass
+class _Decoder:
+    """Decodes pieces into EventColumns: large ones with the compiled scan, the rest (and what it declines) with msgspec."""
+
+    source: str
+    bucket_of: dict[str, int]
+    table: Any = None
+    """The compiled scan's category table, made on the first large piece (importing numba only then)."""
+
+    def decode(self, data: bytes, offset: int, index: int) -> EventColumns:
+        """The events of `data` (see _decode_events); raises _BadCut or TraceError as it does."""
+        if len(data) >= COMPILED_SCAN_MIN_BYTES:
+            scanned = self._scan(data)
+            if scanned is not None:
+                return scanned
+        return of_events(_decode_events(self.source, data, offset, index), self.bucket_of)
+
+    def _scan(self, data: bytes) -> EventColumns | None:
+        from . import piece_scan  # imports numba: only once a piece is large
+
+        if not piece_scan.USABLE:
+            return None
+        if self.table is None:
+            self.table = piece_scan.category_table(self.bucket_of)
+        return piece_scan.scan_piece(data, self.table)
 
 
 def _first_content(data: bytes | memoryview) -> int:
@@ -372,8 +407,10 @@ class _ArrayScan:
 class _Pieces:
     """Cut the array into pieces and decode them; the last piece also yields the keys after the array."""
 
-    def __init__(self, source: str, chunks: Iterator[bytes], pending: _Pending, stream: EventStream) -> None:
+    def __init__(self, source: str, chunks: Iterator[bytes], pending: _Pending, stream: EventStream,
+                 decoder: _Decoder) -> None:
         self.source = source
+        self.decoder = decoder
         self.chunks = chunks
         self.pending = pending
         self.stream = stream
@@ -384,7 +421,7 @@ class _Pieces:
         self.separated = True
         """False right after a cut: the next element must come after a comma."""
 
-    def run(self) -> Iterator[list[Event]]:
+    def run(self) -> Iterator[EventColumns]:
         self._separate()
         while True:
             while not self.at_eof and self._wants_more():
@@ -393,7 +430,7 @@ class _Pieces:
                 yield from self._finish()
                 return
             events = self._cut()
-            if events:
+            if events is not None:
                 yield events
 
     def _read(self) -> None:
@@ -426,13 +463,13 @@ class _Pieces:
         self.separated = True
         self.pending.first_content()
 
-    def _cut(self) -> list[Event]:
+    def _cut(self) -> EventColumns | None:
         """The events of one piece of about PIECE_SIZE bytes (none when the scan only started)."""
         if self.scan is None:
             events = self._try_likely_boundary()
             if events is None:
                 self._start_scan()
-            return events or []
+            return events
         if self.scan.boundary <= self.pending.start:
             self._probe(self.pending.end)
             limit = MAX_EVENT_BYTES >> 20
@@ -440,7 +477,7 @@ class _Pieces:
             raise TraceError(self.source, problem)
         return self._decode_to(self.scan.boundary)
 
-    def _try_likely_boundary(self) -> list[Event] | None:
+    def _try_likely_boundary(self) -> EventColumns | None:
         """The events up to the last `}` followed by a comma near the end, if the decoder accepts the cut."""
         window, at = self.pending.tail(GUESS_WINDOW)
         found = _LIKELY_END.search(window[::-1])
@@ -458,11 +495,11 @@ class _Pieces:
             self.scan.feed(block, at)
             at += len(block)
 
-    def _decode_to(self, upto: int) -> list[Event]:
+    def _decode_to(self, upto: int) -> EventColumns:
         """Decode the elements before stream position `upto` and drop their bytes."""
         data = self.pending.join(upto, b"[", b"]")
-        events = _decode_events(self.source, data, self.pending.start, self.index)
-        self.index += len(events)
+        events = self.decoder.decode(data, self.pending.start, self.index)
+        self.index += events.events
         self.pending.drop(upto)
         self.separated = False
         self._separate()
@@ -475,7 +512,7 @@ class _Pieces:
         except _BadCut:
             pass
 
-    def _finish(self) -> Iterator[list[Event]]:
+    def _finish(self) -> Iterator[EventColumns]:
         """The last events and the keys after the array, which must be followed by the end of the object."""
         if self.scan is None:
             last = self._try_likely_end()
@@ -492,13 +529,12 @@ class _Pieces:
             self._probe(end)
             raise TraceError(self.source, f"not valid JSON: invalid character (byte {end})")
         data = self.pending.join(end, b"[", b"]")
-        events = _decode_events(self.source, data, self.pending.start, self.index)
+        events = self.decoder.decode(data, self.pending.start, self.index)
         self.pending.drop(end + 1)
         self._take_tail_keys(_tail_keys(self.source, self._rest(), end + 1))
-        if events:
-            yield events
+        yield events
 
-    def _try_likely_end(self) -> list[list[Event]] | None:
+    def _try_likely_end(self) -> list[EventColumns] | None:
         """At the end of the file: the last events if the last `]` near it closes the array; None if not.
 
         The decoder accepts the events before that `]` only if it is the array's own, as for any cut.
@@ -511,11 +547,11 @@ class _Pieces:
         if tail is None:
             return None
         try:
-            events = _decode_events(self.source, self.pending.join(at + close, b"[", b"]"), self.pending.start, self.index)
+            events = self.decoder.decode(self.pending.join(at + close, b"[", b"]"), self.pending.start, self.index)
         except _BadCut:
             return None
         self._take_tail_keys(tail)
-        return [events] if events else []
+        return [events]
 
     def _take_tail_keys(self, tail: dict[str, Any]) -> None:
         if "traceEvents" in tail:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +18,11 @@ import numpy as np
 import pandas as pd
 
 from .classify import KERNEL_TYPES, classify_names, type_from_op
-from .columns import MISSING_ID, IdArgs, id_column, id_fields, intern_codes, numbers, used_categories
+from .columns import MISSING_ID, intern_coded, used_categories
 from .cpu_events import RANGE_CATEGORIES, RUNTIME_CATEGORIES, CpuCollector, RangeKind
 from .errors import TraceError
-from .events import Event, read_events
+from .event_columns import NOT_A_STRING, EventColumns
+from .events import read_events
 from .ops import OP_COLUMNS, launch_columns
 from .phases import ENGINE_FRAME_SUFFIXES, PHASE_COLUMNS, phase_columns
 from .reader import Progress, TraceSource, open_input
@@ -40,7 +40,6 @@ _BUCKET = {
 }
 """Which list a piece's events are sorted into, by category (ranges: 2 + their RangeKind); others are dropped."""
 _BUCKETS = 2 + len(RangeKind)
-_DROPPED = -1
 _ID_FIELDS = ("correlation", "stream", "device")
 _FRAME_FIELDS = ("kernels", "names")
 MAX_KERNEL_NAMES = 200_000
@@ -130,39 +129,36 @@ class _Collector:
     cpu: CpuCollector = field(default_factory=lambda: CpuCollector(frame_suffixes=ENGINE_FRAME_SUFFIXES))
     events: int = 0
 
-    def add_piece(self, events: list[Event], source: str) -> None:
-        buckets = _buckets(events)
+    def add_piece(self, piece: EventColumns, source: str) -> None:
+        buckets = piece.by_bucket(_BUCKETS)
         kernels, runtime = buckets[_KERNEL], buckets[_RUNTIME]
         if self.events < RUNTIME_SCAN_EVENTS:
-            self.runtime_prefixes.update(e.name[:3] for e in runtime if isinstance(e.name, str))
-        self.events += len(events)
-        if kernels:
+            self._count_prefixes(runtime)
+        self.events += piece.events
+        if len(kernels):
             self._add_kernels(kernels, source)
-        if runtime:
+        if len(runtime):
             self.cpu.add_runtime(runtime)
         for kind in RangeKind:
-            if buckets[2 + kind]:
+            if len(buckets[2 + kind]):
                 self.cpu.add_ranges(buckets[2 + kind], kind)
 
-    def _add_kernels(self, kernels: list[Event], source: str) -> None:
-        names = [e.name for e in kernels]
-        ts = numbers([e.ts for e in kernels])
-        dur = numbers([e.dur for e in kernels])
-        if set(map(type, names)) == {str}:
-            named = np.ones(len(names), dtype=bool)
-        else:
-            named = np.fromiter((type(n) is str for n in names), dtype=bool, count=len(names))
-        keep = self._keep(named, ts, dur)
-        rows = np.flatnonzero(keep)
-        if len(rows) < len(kernels):
-            kernels = [kernels[i] for i in rows]
-            names = [names[i] for i in rows]
-        codes = intern_codes(names, self.code_of)
+    def _count_prefixes(self, runtime: EventColumns) -> None:
+        """hip/cud: the first three letters of the runtime calls' names tell the platform."""
+        named = runtime.name[runtime.name != NOT_A_STRING]
+        counts = np.bincount(named, minlength=len(runtime.names))
+        for code in np.flatnonzero(counts).tolist():
+            self.runtime_prefixes[runtime.names[code][:3]] += int(counts[code])
+
+    def _add_kernels(self, kernels: EventColumns, source: str) -> None:
+        keep = self._keep(kernels.name != NOT_A_STRING, kernels.ts, kernels.dur)
+        kernels = kernels.rows(keep)
+        codes = intern_coded(kernels.name, kernels.names, self.code_of)
         if len(self.code_of) > MAX_KERNEL_NAMES:
             problem = f"more than {MAX_KERNEL_NAMES:,} distinct kernel names; a GPU profile has thousands; refused"
             raise TraceError(source, problem)
-        ids = self._ids([e.args for e in kernels])
-        self.parts.append((codes, ts[keep], dur[keep], *ids))
+        self._count_missing_ids(kernels)
+        self.parts.append((codes, kernels.ts, kernels.dur, kernels.correlation, kernels.stream, kernels.device))
 
     def _keep(self, named: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
         """Rows with a name, a numeric ts and a non-negative numeric dur; the others are counted."""
@@ -179,18 +175,15 @@ class _Collector:
                 self.skipped[why] += int(rows.sum())
         return named & has_ts & has_dur & (dur >= 0)
 
-    def _ids(self, args: list[IdArgs | None]) -> list[np.ndarray]:
-        """correlation, stream and device columns; MISSING_ID where an event lacks a usable value."""
-        absent = args.count(None)
+    def _count_missing_ids(self, kernels: EventColumns) -> None:
+        """Kernels without args, and kernels whose args lack a usable correlation, stream or device."""
+        absent = int((~kernels.has_args).sum())
         if absent:
             self.missing["args"] += absent
-        columns = []
-        for what, values in zip(_ID_FIELDS, id_fields(args)):
-            column, unusable = id_column(values)
-            if unusable - absent:
-                self.missing[what] += unusable - absent
-            columns.append(column)
-        return columns
+        for what in _ID_FIELDS:
+            unusable = int(((getattr(kernels, what) == MISSING_ID) & kernels.has_args).sum())
+            if unusable:
+                self.missing[what] += unusable
 
     def table(self) -> pd.DataFrame:
         """The kernel table; the parts are handed over (dropped here), so they are not kept beside it."""
@@ -208,25 +201,6 @@ class _Collector:
                 "device": device,
             }
         )
-
-
-def _buckets(events: list[Event]) -> list[list[Event]]:
-    """The piece's events sorted into _BUCKET's lists, in file order; events of other categories dropped.
-
-    The category of each event is looked up in one pass at C speed; numpy then finds each list's rows."""
-    cats = [e.cat for e in events]
-    try:
-        codes = np.fromiter(map(_BUCKET.get, cats, repeat(_DROPPED)), dtype=np.int8, count=len(cats))
-    except TypeError:  # a category that is a list or an object: not one of ours
-        codes = np.array([_BUCKET.get(c, _DROPPED) if type(c) is str else _DROPPED for c in cats], dtype=np.int8)
-    counts = np.bincount(codes[codes != _DROPPED], minlength=_BUCKETS)
-    order = np.argsort(codes, kind="stable")
-    start = int((codes == _DROPPED).sum())
-    buckets = []
-    for count in counts.tolist():
-        buckets.append(list(map(events.__getitem__, order[start : start + count].tolist())))
-        start += count
-    return buckets
 
 
 def _empty_columns() -> list[np.ndarray]:
@@ -247,7 +221,7 @@ def load(
     (bytes read, total bytes) as the file is read.
     """
     raw = open_input(source, name=name, progress=progress, max_bytes=max_bytes)
-    stream = read_events(raw)
+    stream = read_events(raw, _BUCKET)
     collector = _collect(stream.pieces, raw.source)
     top = stream.top_level
     props = _device_properties(top)
@@ -276,7 +250,7 @@ def load(
     )
 
 
-def _collect(pieces: Iterator[list[Event]], source: str) -> _Collector:
+def _collect(pieces: Iterator[EventColumns], source: str) -> _Collector:
     """The columns of every piece; no piece outlives its turn (the last one included)."""
     collector = _Collector()
     for piece in pieces:

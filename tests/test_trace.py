@@ -6,6 +6,7 @@ import gzip
 import io
 import json
 
+import numpy as np
 import orjson
 import pandas as pd
 import pytest
@@ -129,17 +130,25 @@ def _reference_kernels(data: bytes) -> list[tuple]:
     return sorted(rows, key=lambda row: row[1])
 
 
+SCAN_OR_NOT = pytest.mark.parametrize("scan_from", [0, 1 << 62], ids=["compiled scan", "msgspec"])
+"""Pieces from this size on are decoded by the compiled scan: every piece, or none."""
+
+
+@SCAN_OR_NOT
 @pytest.mark.parametrize("piece_size", [64, 1000, 50_000])
-def test_small_pieces_decode_exactly_like_a_whole_parse(monkeypatch, piece_size: int) -> None:
+def test_small_pieces_decode_exactly_like_a_whole_parse(monkeypatch, piece_size: int, scan_from: int) -> None:
     data = gzip.decompress(shared_trace("tl_vllm_pd_piecewise_exec").read_bytes())
     monkeypatch.setattr(events_module, "PIECE_SIZE", piece_size)
+    monkeypatch.setattr(events_module, "COMPILED_SCAN_MIN_BYTES", scan_from)
     monkeypatch.setattr(reader, "READ_SIZE", 4096)
     table = load(data).kernels
     got = list(zip(table["name"].astype(str), table["ts"], table["dur"], table["correlation"]))
     assert got == _reference_kernels(data)
 
 
-def test_cut_inside_strings_that_look_like_boundaries(monkeypatch) -> None:
+@SCAN_OR_NOT
+def test_cut_inside_strings_that_look_like_boundaries(monkeypatch, scan_from: int) -> None:
+    monkeypatch.setattr(events_module, "COMPILED_SCAN_MIN_BYTES", scan_from)
     tricky = 'fake}, {"cat": "kernel", "name": "x"}] , "traceName": "y"'
     events = [kernel_event(f"{tricky}_{i}", float(i), 1.0, i) for i in range(300)]
     data = trace_json(events, deviceProperties=[{"id": 0, "name": "", "warpSize": 64}])
@@ -281,24 +290,37 @@ def test_kernel_table_unchanged_when_a_piece_falls_back_to_raw_args(tmp_path) ->
                                   plain[["name", "ts", "dur", "correlation", "stream", "device"]])
 
 
-def test_thread_codes_are_the_same_with_and_without_the_integer_fast_path() -> None:
-    """intern_pairs numbers (pid, tid) pairs as intern_codes numbers the tuples, across pieces."""
-    from fusion.columns import intern_codes, intern_pairs
-
+def test_thread_pairs_are_numbered_in_order_of_first_appearance() -> None:
+    """distinct_pairs numbers (pid, tid) pairs as a dict of tuples numbers them; an unset value is None."""
     import random
 
+    from fusion.event_columns import distinct_pairs
+
     draw = random.Random(7)
-    many = ([draw.randrange(4) for _ in range(500)], [draw.randrange(2**40) % 7 for _ in range(500)])
-    pieces = [([5, 5, 3, 5], [1, 2, 1, 1]), ([], []), ([3, 9, 5], [1, 9, 2]), many, ([5, True], [1.0, 1])]
-    fast, slow = {}, {}
-    for pids, tids in pieces:
-        assert intern_pairs(pids, tids, fast).tolist() == intern_codes(list(zip(pids, tids)), slow).tolist()
-    assert fast == slow
+    for size in (0, 1, 7, 500):
+        pid = np.array([draw.choice([0, 5, -3, 2**62]) for _ in range(size)], dtype=np.int64)
+        tid = np.array([draw.randrange(4) for _ in range(size)], dtype=np.int64)
+        pid_set, tid_set = (np.array([draw.random() < 0.8 for _ in range(size)], dtype=bool) for _ in range(2))
+        codes, pairs = distinct_pairs(pid, pid_set, tid, tid_set)
+        expected: dict = {}
+        keys = [(p if ps else None, t if ts else None) for p, ps, t, ts in zip(pid.tolist(), pid_set, tid.tolist(), tid_set)]
+        assert codes.tolist() == [expected.setdefault(key, len(expected)) for key in keys]
+        assert pairs == list(expected)
+
+
+def test_interning_codes_follows_first_appearance_across_pieces() -> None:
+    """intern_coded enters values in the order a dict of the values would, and merges codes of equal values."""
+    from fusion.columns import intern_coded
+
+    table: dict = {}
+    first = intern_coded(np.array([2, 0, 2, 1], dtype=np.int32), ["a", "b", "c"], table)
+    second = intern_coded(np.array([1, 0, 2, 1], dtype=np.int32), ["c", "d", "c"], table)
+    assert intern_coded(np.array([], dtype=np.int32), ["x"], table).tolist() == []
+    assert table == {"c": 0, "a": 1, "b": 2, "d": 3}
+    assert first.tolist() == [0, 1, 0, 2] and second.tolist() == [3, 0, 0, 3]
 
 
 def test_small_unique_is_numpy_unique() -> None:
-    import numpy as np
-
     from fusion.ops import small_unique
 
     for values in (np.array([4, -1, 4, 0, 9, -1], dtype=np.int64), np.array([2, 2], dtype=np.int32), np.zeros(0, np.int64)):
@@ -310,8 +332,6 @@ def test_small_unique_is_numpy_unique() -> None:
 
 def test_duplicates_found_among_equal_ts_are_pandas_duplicated() -> None:
     """_duplicated checks only rows sharing a ts, and marks exactly what DataFrame.duplicated marks."""
-    import numpy as np
-
     from fusion.trace import _duplicated
 
     rng = np.random.default_rng(0)

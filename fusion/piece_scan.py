@@ -1,0 +1,573 @@
+"""A compiled scan of one piece of the traceEvents array: the fields of the kept events as columns.
+
+Decoding a piece with msgspec builds a Python object per event and per field, and then Python walks
+those objects again to make columns; many events (flows, metadata) are dropped after all that.
+This scan reads the bytes once in compiled code (numba) and writes the fields of the events in kept
+categories straight into arrays; names are deduplicated as byte spans, so Python only decodes each
+distinct name once per piece. Its machine code comes from numba's disk cache (compiled once, about 15 s,
+the first time a machine loads a large trace); where numba cannot cache, it is not used (`USABLE`).
+
+It is strict on purpose: it accepts a piece only when the piece is valid JSON that msgspec would decode
+to the same values. Anything outside that envelope (a `\\u` escape, a byte that is not ASCII, an escaped
+key or category, a repeated field, a pid that is not an integer, a number too long to convert exactly
+here, deep nesting, any invalid JSON) makes it decline, and events.py decodes the piece with msgspec,
+which also names any problem. The tests check both paths give the same columns.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import numpy as np
+
+from .compiled import UNCACHED, compiled
+from .event_columns import EventColumns, distinct_pairs
+
+# columns of the integer output, one row per kept event
+(_BUCKET, _NAME, _PID, _PID_KIND, _TID, _TID_KIND, _CORRELATION, _STREAM, _DEVICE, _HAS_ARGS,
+ _SLOW_TS, _SLOW_TS_END, _SLOW_DUR, _SLOW_DUR_END) = range(14)
+"""_SLOW_*: where a ts or dur that the scan could not convert exactly is (0 when converted)."""
+_INT_COLUMNS = 14
+_TS, _DUR = range(2)
+_NO_INT, _INT, _OTHER = range(3)
+"""What a pid or tid holds: nothing (absent or null), an int64, or anything else (declined)."""
+_MISSING = -1
+_MAX_DEPTH = 64
+"""Deeper values are left to msgspec (trace events nest a few levels)."""
+_FIRST_ROWS = 1 << 12
+_FIRST_SLOTS = 1 << 12
+_EXACT_MANTISSA = 1 << 53
+_EXACT_POWERS = np.array([10.0**k for k in range(23)])
+"""A decimal with a mantissa up to 2**53 and a power of ten up to 22 converts exactly in one float operation."""
+_INT64_MAX = (1 << 63) - 1
+_LARGEST_EXPONENT = 300
+"""A float literal whose digits and exponent could reach 10**300 is left to msgspec (it refuses one beyond
+float64 in the fields it decodes, and the scan does not track which those are), wherever it is."""
+
+_SPACE, _TAB, _LF, _CR = 32, 9, 10, 13
+_QUOTE, _BACKSLASH, _COLON, _COMMA, _MINUS, _PLUS, _DOT = 34, 92, 58, 44, 45, 43, 46
+_OPEN_OBJECT, _CLOSE_OBJECT, _OPEN_ARRAY, _CLOSE_ARRAY = 123, 125, 91, 93
+_ZERO, _NINE = 48, 57
+_SIMPLE_ESCAPES = np.zeros(256, dtype=np.bool_)
+_SIMPLE_ESCAPES[list(b'"\\/bfnrt')] = True
+_KEYS = (b"cat", b"name", b"ts", b"dur", b"pid", b"tid", b"args")
+_ARGS_KEYS = (b"correlation", b"stream", b"device")
+_CAT, _NAME_KEY, _TS_KEY, _DUR_KEY, _PID_KEY, _TID_KEY, _ARGS_KEY = range(len(_KEYS))
+
+
+def _key_table(keys: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """The keys' bytes joined, and where each starts (one more entry: the end)."""
+    starts = np.cumsum([0, *(len(k) for k in keys)]).astype(np.int64)
+    return np.frombuffer(b"".join(keys), dtype=np.uint8).copy(), starts
+
+
+_KEY_BYTES, _KEY_STARTS = _key_table(_KEYS)
+_ARGS_KEY_BYTES, _ARGS_KEY_STARTS = _key_table(_ARGS_KEYS)
+
+
+@compiled(allocates=False)
+def _blank(data, i, n):
+    while i < n:
+        c = data[i]
+        if c != _SPACE and c != _LF and c != _CR and c != _TAB:
+            return i
+        i += 1
+    return i
+
+
+@compiled(allocates=False)
+def _string_end(data, i, n):
+    """From the opening quote at i: the position after the closing quote, and whether it holds an escape;
+    -1 where the string is not one the scan accepts."""
+    i += 1
+    escaped = False
+    while i < n:
+        c = data[i]
+        if c == _QUOTE:
+            return i + 1, escaped
+        if c == _BACKSLASH:
+            if i + 1 >= n or not _SIMPLE_ESCAPES[data[i + 1]]:
+                return -1, escaped  # \u (surrogates) and invalid escapes: msgspec decides
+            escaped = True
+            i += 2
+        elif c < 32 or c > 127:
+            return -1, escaped
+        else:
+            i += 1
+    return -1, escaped
+
+
+@compiled(allocates=False)
+def _digits(data, i, n):
+    """Position after a run of digits starting at i, its value (while it fits 19 digits) and its length."""
+    value = np.uint64(0)
+    count = 0
+    while i < n and _ZERO <= data[i] <= _NINE:
+        if count < 19:
+            value = value * np.uint64(10) + np.uint64(data[i] - _ZERO)
+        count += 1
+        i += 1
+    return i, value, count
+
+
+@compiled(allocates=False)
+def _number(data, i, n):
+    """A JSON number at i: (end, negative, mantissa, exponent, significant digits, integer literal);
+    end is -1 where the grammar is not followed. The value is mantissa * 10**exponent when digits <= 19."""
+    negative = False
+    if i < n and data[i] == _MINUS:
+        negative = True
+        i += 1
+    if i >= n or not (_ZERO <= data[i] <= _NINE):
+        return -1, negative, np.uint64(0), 0, 0, True
+    if data[i] == _ZERO:
+        i += 1
+        mantissa, digits = np.uint64(0), 0
+    else:
+        i, mantissa, digits = _digits(data, i, n)
+    exponent = 0
+    literal_int = True
+    if i < n and data[i] == _DOT:
+        literal_int = False
+        i, fraction, count = _digits(data, i + 1, n)
+        if count == 0:
+            return -1, negative, mantissa, 0, digits, False
+        if digits + count <= 19:
+            for _ in range(count):
+                mantissa = mantissa * np.uint64(10)
+            mantissa += fraction
+        digits += count
+        exponent -= count
+    if i < n and (data[i] == 101 or data[i] == 69):  # e, E
+        literal_int = False
+        i += 1
+        sign = 1
+        if i < n and (data[i] == _PLUS or data[i] == _MINUS):
+            sign = -1 if data[i] == _MINUS else 1
+            i += 1
+        i, power, count = _digits(data, i, n)
+        if count == 0:
+            return -1, negative, mantissa, 0, digits, False
+        exponent += sign * (np.int64(power) if count < 6 else 99999)
+    if not literal_int and digits + exponent > _LARGEST_EXPONENT:
+        return -1, negative, mantissa, 0, digits, literal_int  # msgspec refuses a float beyond float64 in a field
+    return i, negative, mantissa, exponent, digits, literal_int
+
+
+@compiled(allocates=False)
+def _float(negative, mantissa, exponent, digits, literal_int):
+    """The exact float64 of a parsed number, and whether it could be computed here (else Python parses it)."""
+    if digits > 19 or mantissa > np.uint64(_EXACT_MANTISSA) or exponent > 22 or exponent < -22:
+        return 0.0, False
+    value = float(mantissa)
+    if exponent >= 0:
+        value = value * _EXACT_POWERS[exponent]
+    else:
+        value = value / _EXACT_POWERS[-exponent]
+    if negative and not (literal_int and mantissa == 0):  # the integer -0 is 0, the float -0.0 keeps its sign
+        value = -value
+    return value, True
+
+
+@compiled(allocates=False)
+def _id(negative, mantissa, digits, literal_int):
+    """An id column's value: a non-negative int64, else MISSING (a float, a negative, a huge integer)."""
+    if not literal_int or digits > 19 or mantissa > np.uint64(_INT64_MAX):
+        return _MISSING
+    if negative and mantissa != 0:
+        return _MISSING
+    return np.int64(mantissa)
+
+
+@compiled(allocates=False)
+def _thread(negative, mantissa, digits, literal_int):
+    """(value, kind) of a pid or tid: an int64, or OTHER."""
+    if not literal_int or digits > 19:
+        return 0, _OTHER
+    if negative:
+        if mantissa > np.uint64(_INT64_MAX) + np.uint64(1):
+            return 0, _OTHER
+        return -np.int64(mantissa - np.uint64(1)) - 1, _INT
+    if mantissa > np.uint64(_INT64_MAX):
+        return 0, _OTHER
+    return np.int64(mantissa), _INT
+
+
+@compiled(allocates=False)
+def _literal(data, i, n):
+    """Position after true, false or null at i; -1 if none is there."""
+    c = data[i]
+    if c == 116 and i + 4 <= n and data[i + 1] == 114 and data[i + 2] == 117 and data[i + 3] == 101:
+        return i + 4
+    if c == 102 and i + 5 <= n and data[i + 1] == 97 and data[i + 2] == 108 and data[i + 3] == 115 and data[i + 4] == 101:
+        return i + 5
+    if c == 110 and i + 4 <= n and data[i + 1] == 117 and data[i + 2] == 108 and data[i + 3] == 108:
+        return i + 4
+    return -1
+
+
+@compiled(allocates=False)
+def _delimited(data, i, n):
+    """A scalar must be followed by a blank, a comma or a closing bracket."""
+    if i >= n:
+        return False
+    c = data[i]
+    return c == _SPACE or c == _LF or c == _CR or c == _TAB or c == _COMMA or c == _CLOSE_OBJECT or c == _CLOSE_ARRAY
+
+
+@compiled(allocates=False)
+def _scalar_end(data, i, n):
+    """Position after the string, number or literal at i; -1 where it is not valid."""
+    c = data[i]
+    if c == _QUOTE:
+        end, _ = _string_end(data, i, n)
+        return end
+    if c == _MINUS or (_ZERO <= c <= _NINE):
+        end = _number(data, i, n)[0]
+    else:
+        end = _literal(data, i, n)
+    if end < 0 or not _delimited(data, end, n):
+        return -1
+    return end
+
+
+@compiled(allocates=False)
+def _key_end(data, i, n):
+    """From the opening quote of a key: the position of its value and of the key's closing quote;
+    -1 where invalid or escaped."""
+    if i >= n or data[i] != _QUOTE:
+        return -1, -1
+    end, escaped = _string_end(data, i, n)
+    if end < 0 or escaped:
+        return -1, -1
+    j = _blank(data, end, n)
+    if j >= n or data[j] != _COLON:
+        return -1, -1
+    return _blank(data, j + 1, n), end - 1
+
+
+@compiled(allocates=False)
+def _skip(data, i, n, stack):
+    """Position after the JSON value at i, checked as msgspec checks it; -1 where invalid or too deep."""
+    depth = 0
+    while True:
+        if i >= n:
+            return -1
+        c = data[i]
+        if c == _OPEN_OBJECT or c == _OPEN_ARRAY:
+            j = _blank(data, i + 1, n)
+            closing = _CLOSE_OBJECT if c == _OPEN_OBJECT else _CLOSE_ARRAY
+            if j < n and data[j] == closing:
+                i = j + 1
+            else:
+                if depth == _MAX_DEPTH:
+                    return -1
+                stack[depth] = c
+                depth += 1
+                i = _key_end(data, j, n)[0] if c == _OPEN_OBJECT else j
+                if i < 0:
+                    return -1
+                continue
+        else:
+            i = _scalar_end(data, i, n)
+            if i < 0:
+                return -1
+        while True:  # a value ended: close containers until another value is expected
+            if depth == 0:
+                return i
+            i = _blank(data, i, n)
+            if i >= n:
+                return -1
+            c = data[i]
+            top = stack[depth - 1]
+            if c == _COMMA:
+                i = _blank(data, i + 1, n)
+                if top == _OPEN_OBJECT:
+                    i = _key_end(data, i, n)[0]
+                    if i < 0:
+                        return -1
+                break
+            if (c == _CLOSE_OBJECT and top == _OPEN_OBJECT) or (c == _CLOSE_ARRAY and top == _OPEN_ARRAY):
+                depth -= 1
+                i += 1
+            else:
+                return -1
+
+
+@compiled(allocates=False)
+def _which_key(data, start, end, key_bytes, key_starts):
+    """Index in the table of the string data[start:end] (without quotes or escapes); -1 for any other."""
+    size = end - start
+    for k in range(len(key_starts) - 1):
+        if key_starts[k + 1] - key_starts[k] != size:
+            continue
+        same = True
+        for j in range(size):
+            if data[start + j] != key_bytes[key_starts[k] + j]:
+                same = False
+                break
+        if same:
+            return k
+    return -1
+
+
+@compiled(allocates=False)
+def _name_hash(data, start, end):
+    value = np.uint64(14695981039346656037)
+    for j in range(start, end):
+        value = (value ^ np.uint64(data[j])) * np.uint64(1099511628211)
+    return value
+
+
+@compiled(allocates=False)
+def _same_bytes(data, a, b, size):
+    for j in range(size):
+        if data[a + j] != data[b + j]:
+            return False
+    return True
+
+
+@compiled
+def _grow(array):
+    bigger = np.empty((array.shape[0] * 2,) + array.shape[1:], dtype=array.dtype)
+    bigger[: array.shape[0]] = array
+    return bigger
+
+
+@compiled
+def _scan(data, cat_bytes, cat_starts, cat_buckets):
+    """The piece `[...]`: (accepted, events, ints, floats, name spans), one row per kept event.
+
+    A row's name is a code into the spans of distinct names: open addressing on a hash, with the bytes
+    compared on a hit, so equal codes mean equal bytes."""
+    n = len(data)
+    stack = np.empty(_MAX_DEPTH, dtype=np.uint8)
+    ints = np.empty((_FIRST_ROWS, _INT_COLUMNS), dtype=np.int64)
+    floats = np.empty((_FIRST_ROWS, 2), dtype=np.float64)
+    spans = np.empty((_FIRST_ROWS, 2), dtype=np.int64)
+    slots = np.full(_FIRST_SLOTS, -1, dtype=np.int64)
+    rows = names = events = 0
+    declined = (False, 0, ints[:0], floats[:0], spans[:0])
+    i = _blank(data, 0, n)
+    if i >= n or data[i] != _OPEN_ARRAY:
+        return declined
+    i = _blank(data, i + 1, n)
+    closed = i < n and data[i] == _CLOSE_ARRAY
+    while not closed:
+        if i >= n:
+            return declined
+        if rows == ints.shape[0]:
+            ints, floats = _grow(ints), _grow(floats)
+        i, bucket, name_start, name_end = _event(data, i, n, stack, cat_bytes, cat_starts, cat_buckets, ints[rows],
+                                                 floats[rows])
+        if i < 0:
+            return declined
+        events += 1
+        if bucket >= 0:
+            ints[rows, _BUCKET] = bucket
+            if name_start >= 0:
+                if names * 2 >= slots.shape[0]:
+                    slots = _rehash(data, spans, names, slots.shape[0] * 2)
+                if names == spans.shape[0]:
+                    spans = _grow(spans)
+                code = _intern(data, name_start, name_end, spans, names, slots)
+                if code == names:
+                    spans[names, 0], spans[names, 1] = name_start, name_end
+                    names += 1
+                ints[rows, _NAME] = code
+            rows += 1
+        i = _blank(data, i, n)
+        if i >= n or (data[i] != _COMMA and data[i] != _CLOSE_ARRAY):
+            return declined
+        closed = data[i] == _CLOSE_ARRAY
+        if not closed:
+            i = _blank(data, i + 1, n)
+    if _blank(data, i + 1, n) != n:
+        return declined
+    return True, events, ints[:rows], floats[:rows], spans[:names]
+
+
+@compiled(allocates=False)
+def _event(data, i, n, stack, cat_bytes, cat_starts, cat_buckets, row, times):
+    """The event object at i: its fields into `row` and `times`; (position after it, bucket, name span).
+
+    The position is -1 where the scan declines; the bucket is -1 for a category nobody asked for."""
+    if data[i] != _OPEN_OBJECT:
+        return -1, -1, -1, -1
+    bucket, name_start, name_end = -1, -1, -1
+    row[:] = 0
+    row[_NAME] = row[_CORRELATION] = row[_STREAM] = row[_DEVICE] = _MISSING
+    times[:] = np.nan
+    seen = 0
+    i = _blank(data, i + 1, n)
+    if i < n and data[i] == _CLOSE_OBJECT:
+        return i + 1, bucket, name_start, name_end
+    while True:
+        key_start = i + 1
+        i, key_stop = _key_end(data, i, n)
+        if i < 0:
+            return -1, -1, -1, -1
+        key = _which_key(data, key_start, key_stop, _KEY_BYTES, _KEY_STARTS)
+        if key >= 0:
+            if seen & (1 << key):
+                return -1, -1, -1, -1  # a repeated field: msgspec keeps the last, the scan leaves it to msgspec
+            seen |= 1 << key
+        c = data[i]
+        number = c == _MINUS or _ZERO <= c <= _NINE
+        if key == _CAT and c == _QUOTE:
+            end, escaped = _string_end(data, i, n)
+            if end < 0 or escaped:
+                return -1, -1, -1, -1
+            code = _which_key(data, i + 1, end - 1, cat_bytes, cat_starts)
+            bucket = cat_buckets[code] if code >= 0 else -1
+        elif key == _NAME_KEY and c == _QUOTE:
+            end, _ = _string_end(data, i, n)
+            name_start, name_end = i + 1, end - 1
+        elif (key == _TS_KEY or key == _DUR_KEY) and number:
+            end, negative, mantissa, exponent, digits, literal_int = _number(data, i, n)
+            value, exact = _float(negative, mantissa, exponent, digits, literal_int)
+            column = _TS if key == _TS_KEY else _DUR
+            if exact:
+                times[column] = value
+            else:  # Python converts it
+                row[_SLOW_TS + 2 * column], row[_SLOW_TS + 2 * column + 1] = i, end
+        elif (key == _PID_KEY or key == _TID_KEY) and number:
+            end, negative, mantissa, _, digits, literal_int = _number(data, i, n)
+            column = _PID if key == _PID_KEY else _TID
+            row[column], row[column + 1] = _thread(negative, mantissa, digits, literal_int)
+        elif key == _ARGS_KEY and c == _OPEN_OBJECT:
+            end = _args(data, i, n, stack, row)
+        else:
+            if key == _PID_KEY or key == _TID_KEY:
+                row[(_PID if key == _PID_KEY else _TID) + 1] = _NO_INT if c == 110 else _OTHER  # null, or other
+            end = _skip(data, i, n, stack)
+        if end < 0 or (number and not _delimited(data, end, n)):
+            return -1, -1, -1, -1
+        i = _blank(data, end, n)
+        if i < n and data[i] == _COMMA:
+            i = _blank(data, i + 1, n)
+        elif i < n and data[i] == _CLOSE_OBJECT:
+            break
+        else:
+            return -1, -1, -1, -1
+    if bucket >= 0 and (row[_PID_KIND] == _OTHER or row[_TID_KIND] == _OTHER):
+        return -1, -1, -1, -1  # a thread that is not an integer: Python's keys for it are msgspec's to make
+    return i + 1, bucket, name_start, name_end
+
+
+@compiled(allocates=False)
+def _args(data, i, n, stack, row):
+    """The args object at i: its id fields into `row`; the position after it, -1 where declined."""
+    row[_HAS_ARGS] = 1
+    i = _blank(data, i + 1, n)
+    if i < n and data[i] == _CLOSE_OBJECT:
+        return i + 1
+    seen = 0
+    while True:
+        key_start = i + 1
+        i, key_stop = _key_end(data, i, n)
+        if i < 0:
+            return -1
+        key = _which_key(data, key_start, key_stop, _ARGS_KEY_BYTES, _ARGS_KEY_STARTS)
+        c = data[i]
+        if key >= 0:
+            if seen & (1 << key):
+                return -1
+            seen |= 1 << key
+        if key >= 0 and (c == _MINUS or _ZERO <= c <= _NINE):
+            end, negative, mantissa, _, digits, literal_int = _number(data, i, n)
+            if end < 0 or not _delimited(data, end, n):
+                return -1
+            row[_CORRELATION + key] = _id(negative, mantissa, digits, literal_int)
+            i = end
+        else:
+            i = _skip(data, i, n, stack)
+            if i < 0:
+                return -1
+        i = _blank(data, i, n)
+        if i >= n:
+            return -1
+        if data[i] == _COMMA:
+            i = _blank(data, i + 1, n)
+            continue
+        if data[i] != _CLOSE_OBJECT:
+            return -1
+        return i + 1
+
+
+@compiled(allocates=False)
+def _intern(data, start, end, spans, names, slots):
+    """The code of the name data[start:end]: an existing one with the same bytes, or `names` (new; its slot is taken)."""
+    mask = slots.shape[0] - 1
+    slot = np.int64(_name_hash(data, start, end) & np.uint64(mask))
+    size = end - start
+    while True:
+        code = slots[slot]
+        if code < 0:
+            slots[slot] = names
+            return names
+        if spans[code, 1] - spans[code, 0] == size and _same_bytes(data, spans[code, 0], start, size):
+            return code
+        slot = (slot + 1) & mask
+
+
+@compiled
+def _rehash(data, spans, names, size):
+    slots = np.full(size, -1, dtype=np.int64)
+    mask = size - 1
+    for code in range(names):
+        slot = np.int64(_name_hash(data, spans[code, 0], spans[code, 1]) & np.uint64(mask))
+        while slots[slot] >= 0:
+            slot = (slot + 1) & mask
+        slots[slot] = code
+    return slots
+
+
+def category_table(bucket_of: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The scan's form of a category -> bucket mapping: joined bytes, their starts, the buckets."""
+    categories = [c for c in bucket_of if c.isascii() and '"' not in c and "\\" not in c]
+    joined, starts = _key_table(tuple(c.encode() for c in categories))
+    return joined, starts, np.array([bucket_of[c] for c in categories], dtype=np.int8)
+
+
+def scan_piece(data: bytes, table: tuple[np.ndarray, np.ndarray, np.ndarray]) -> EventColumns | None:
+    """The kept events of a piece (`[` events `]`) as columns; None where the scan declines the piece."""
+    ok, events, ints, floats, spans = _scan(np.frombuffer(data, dtype=np.uint8), *table)
+    if not ok:
+        return None
+    _convert_slow_numbers(data, ints, floats)
+    names = [_decoded(data[start - 1 : end + 1]) for start, end in spans.tolist()]
+    thread, threads = distinct_pairs(ints[:, _PID], ints[:, _PID_KIND] == _INT, ints[:, _TID], ints[:, _TID_KIND] == _INT)
+    return EventColumns(
+        bucket=ints[:, _BUCKET].astype(np.int8),
+        name=ints[:, _NAME].astype(np.int32),
+        names=names,
+        ts=floats[:, _TS].copy(),
+        dur=floats[:, _DUR].copy(),
+        thread=thread,
+        threads=threads,
+        correlation=ints[:, _CORRELATION].copy(),
+        stream=ints[:, _STREAM].copy(),
+        device=ints[:, _DEVICE].copy(),
+        has_args=ints[:, _HAS_ARGS].astype(bool),
+        events=int(events),
+    )
+
+
+def _convert_slow_numbers(data: bytes, ints: np.ndarray, floats: np.ndarray) -> None:
+    """Numbers the scan could not convert exactly, converted by Python (correctly rounded, as msgspec does);
+    NaN beyond 1e300, as columns.numbers makes them (the scan declined float literals that large)."""
+    for column, span in ((_TS, _SLOW_TS), (_DUR, _SLOW_DUR)):
+        for row in np.flatnonzero(ints[:, span]).tolist():
+            value = float(data[ints[row, span] : ints[row, span + 1]])
+            floats[row, column] = value if abs(value) < 1e300 else np.nan
+
+
+def _decoded(quoted: bytes) -> str:
+    """A name from its quoted bytes: plain ASCII as is, escapes decoded by msgspec."""
+    if b"\\" in quoted:
+        return msgspec.json.decode(quoted)
+    return quoted[1:-1].decode("ascii")
+
+
+USABLE = not any(name.startswith(__name__ + ".") for name in UNCACHED)
+"""False where numba cannot cache the scan: compiling it in each process would cost more than it saves."""

@@ -1,0 +1,307 @@
+"""The compiled scan of a piece gives exactly the columns msgspec's decode gives, or declines the piece.
+
+Declining is always safe (events.py then decodes with msgspec, which names any problem); accepting
+a piece msgspec refuses, or giving other values, would not be. So every test compares the two paths
+row by row, and checks that the scan accepts what real traces hold.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+from unittest import mock
+
+import msgspec
+import numpy as np
+import pandas as pd
+import pytest
+from builders import SHARED_TRACES, kernel_event, trace_json
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fusion import events as events_module
+from fusion import piece_scan
+from fusion.event_columns import EventColumns, of_events
+from fusion.errors import TraceError
+from fusion.piece_scan import category_table, scan_piece
+from fusion.trace import _BUCKET, load
+
+TABLE = category_table(_BUCKET)
+CHECKS = settings(derandomize=True, database=None, deadline=None, print_blob=True,
+                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def msgspec_columns(data: bytes) -> EventColumns | None:
+    """What events.py gets from msgspec for a piece; None where msgspec refuses it."""
+    try:
+        return of_events(events_module._decode_events("piece", data, 1, 0), _BUCKET)
+    except TraceError:
+        return None
+
+
+def _float(value: float) -> str:
+    return "nan" if math.isnan(value) else value.hex()  # tells -0.0 from 0.0
+
+
+def rows(columns: EventColumns) -> list[tuple]:
+    """Each kept event with its name and thread resolved: codes may differ, values may not."""
+    return [
+        (int(c.bucket), None if c.name < 0 else columns.names[c.name], _float(c.ts), _float(c.dur),
+         columns.threads[c.thread], int(c.correlation), int(c.stream), int(c.device), bool(c.has_args))
+        for c in pd.DataFrame({k: getattr(columns, k) for k in
+                               ("bucket", "name", "ts", "dur", "thread", "correlation", "stream", "device",
+                                "has_args")}).itertuples()
+    ]
+
+
+def assert_same_or_declined(data: bytes) -> EventColumns | None:
+    scanned = scan_piece(data, TABLE)
+    expected = msgspec_columns(data)
+    if scanned is not None:
+        assert expected is not None, "the scan accepted a piece msgspec refuses"
+        assert scanned.events == expected.events
+        assert rows(scanned) == rows(expected)
+    return scanned
+
+
+# -- specific values
+
+
+KERNEL = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5.5, "dur": 1.25,
+          "args": {"correlation": 3, "stream": 7, "device": 0, "grid": [1, 2, 3]}}
+
+
+def piece(*events: Any, raw: dict[str, str] | None = None) -> bytes:
+    """A piece of these events; `raw` replaces quoted placeholders with literal JSON text."""
+    text = json.dumps(list(events), ensure_ascii=False)
+    for placeholder, literal in (raw or {}).items():
+        text = text.replace(json.dumps(placeholder), literal)
+    return text.encode()
+
+
+@pytest.mark.parametrize("literal", [
+    "0", "-0", "-0.0", "0.5", "1e3", "1E+2", "2.5e-3", "1428625731000.123", "6016997148018.571",
+    "9007199254740993", "9007199254740993.5", "123456789012345678901234567890", "1" + "0" * 400,
+    "1e-400", "1e299", "0.1234567890123456789012", "-3.0e22", "0.0000000000000000000000000001",
+])
+def test_numbers_convert_exactly(literal: str) -> None:
+    data = piece({**KERNEL, "ts": "TS", "dur": "TS"}, raw={"TS": literal})
+    assert assert_same_or_declined(data) is not None
+
+
+@pytest.mark.parametrize("literal", ["1e400", "-1e400", "1e305", "17976931348623157e292"])
+@pytest.mark.parametrize("cat", ["kernel", "ac2g"])
+def test_a_float_near_the_end_of_float64_is_left_to_msgspec(literal: str, cat: str) -> None:
+    """msgspec refuses a float beyond float64 in any event, kept or dropped."""
+    data = piece({**KERNEL, "cat": cat, "ts": "TS"}, raw={"TS": literal})
+    assert scan_piece(data, TABLE) is None
+
+
+@pytest.mark.parametrize("literal", [
+    "0", "-0", "-1", "7.0", "1e2", "9223372036854775807", "9223372036854775808", "99999999999999999999",
+    "true", "null", '"7"', "[7]", "{}",
+])
+def test_ids_follow_id_column(literal: str) -> None:
+    data = piece({**KERNEL, "args": {"correlation": "ID", "stream": "ID", "device": "ID"}}, raw={"ID": literal})
+    assert assert_same_or_declined(data) is not None
+
+
+@pytest.mark.parametrize("literal", ["-9223372036854775808", "9223372036854775807", "0", "null"])
+def test_integer_threads_are_kept(literal: str) -> None:
+    data = piece({**KERNEL, "cat": "cpu_op", "pid": "P", "tid": "P"}, raw={"P": literal})
+    assert assert_same_or_declined(data) is not None
+
+
+@pytest.mark.parametrize("event", [
+    {**KERNEL, "pid": "host"},  # a thread that is not an integer
+    {**KERNEL, "tid": 1.0},
+    {**KERNEL, "pid": 2**63},
+    {**KERNEL, "name": "caf\u00e9"},  # not ASCII
+])
+def test_what_the_scan_does_not_model_is_declined(event: dict) -> None:
+    assert scan_piece(piece(event), TABLE) is None
+    assert msgspec_columns(piece(event)) is not None
+
+
+@pytest.mark.parametrize("text", [
+    '[{"cat": "kernel", "cat": "cpu_op"}]',  # a repeated field: msgspec keeps the last
+    '[{"cat": "kernel", "args": {"stream": 1, "stream": 2}}]',
+    '[{"c\\u0061t": "kernel"}]',  # an escaped key
+    '[{"cat": "k\\u0065rnel"}]',
+    '[{"cat": "kernel", "name": "\\ud83d\\ude00"}]',
+    '[{"x": ' + "[" * 70 + "]" * 70 + "}]",  # deeper than the scan goes
+])
+def test_valid_pieces_outside_the_envelope_are_declined(text: str) -> None:
+    assert scan_piece(text.encode(), TABLE) is None
+    assert msgspec_columns(text.encode()) is not None
+
+
+@pytest.mark.parametrize("text", [
+    "[{}]", "[ ]", "[]", ' [ {"x": [ ] , "y" : { } } ] ', '[{"cat": "kernel", "name": "a\\"b\\\\c\\/d\\n"}]',
+    '[{"cat": "kernel", "name": 5}]', '[{"cat": 5, "name": "k"}]', '[{"cat": "kernel", "args": null}]',
+    '[{"cat": "kernel", "args": [1]}]', '[{"cat": "kernel", "args": "text"}]', '[{"cat": "kernel", "ts": "5"}]',
+    '[{"cat": "kernel", "ts": true, "dur": null}]', '[{"cat": "Runtime", "name": "hipLaunchKernel"}]',
+])
+def test_valid_odd_pieces_match(text: str) -> None:
+    assert assert_same_or_declined(text.encode()) is not None
+
+
+@pytest.mark.parametrize("text", [
+    "[", "[{}", "[{},]", "[{}}]", '[{"a" 1}]', '[{"a": 01}]', '[{"a": 1.}]', '[{"a": .5}]', '[{"a": -}]',
+    '[{"a": 1e}]', '[{"a": tru}]', '[{"a": nul}]', '[{"a": "\x01"}]', '[{"a": "\\q"}]', '[{"a": "x}]',
+    '[{"a": 1}] x', "[1]", '[{"a": [1,]}]', '[{"a": {"b"}}]', '[{a: 1}]', '[{"a": 1}\x0b]', '[{"a": NaN}]',
+    '[{"cat": "kernel", "ts": 1x}]', '[{"cat": "kernel", "args": {"correlation": 1 2}}]',
+])
+def test_invalid_pieces_are_declined(text: str) -> None:
+    assert scan_piece(text.encode(), TABLE) is None
+    assert msgspec_columns(text.encode()) is None
+
+
+def test_names_are_deduplicated_by_their_bytes() -> None:
+    names = [f"kernel_{i % 7}_" + "x" * (i % 3) for i in range(5000)]
+    events = [{**KERNEL, "name": name, "ts": float(i)} for i, name in enumerate(names)]
+    scanned = assert_same_or_declined(piece(*events))
+    assert scanned is not None and len(scanned.names) == len(set(names))
+
+
+# -- generated pieces
+
+
+@dataclass(frozen=True)
+class Literal:
+    """JSON text put into a piece as it is (numbers json.dumps would not write)."""
+
+    text: str
+
+
+def encode(value: Any) -> str:
+    if isinstance(value, Literal):
+        return value.text
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)}: {encode(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(encode(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+NUMBER_TEXT = st.from_regex(r"\A-?(0|[1-9][0-9]{0,24})(\.[0-9]{1,24})?([eE][+-]?[0-9]{1,3})?\Z").map(Literal)
+TEXT = st.text(st.characters(max_codepoint=127), max_size=6) | st.text(max_size=3)
+"""Mostly ASCII, which the scan reads; other text it declines."""
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), NUMBER_TEXT,
+                    st.floats(allow_nan=False, allow_infinity=False), TEXT)
+VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
+                      max_leaves=6)
+NAMES = st.sampled_from(["k", "gemm", "aten::mm", "nn.Module: Linear_1", 'a"b', "tab\there", "x/y"]) | TEXT
+IDS = st.integers(-3, 2**64) | st.sampled_from([Literal("-0"), Literal("1.0"), Literal("1e2")]) | VALUES
+EVENTS = st.fixed_dictionaries({}, optional={
+    "ph": st.sampled_from(["X", "f", "s"]),
+    "cat": st.sampled_from([*_BUCKET, "ac2g", "gpu_memcpy"]) | VALUES,
+    "name": NAMES | VALUES,
+    "ts": NUMBER_TEXT | st.floats(allow_nan=False, allow_infinity=False) | VALUES,
+    "dur": NUMBER_TEXT | st.integers(-5, 10**6) | VALUES,
+    "pid": st.integers(-2**63, 2**63 - 1) | VALUES,
+    "tid": st.integers(-2**63, 2**63 - 1) | st.none(),
+    "args": st.fixed_dictionaries({}, optional={"correlation": IDS, "stream": IDS, "device": IDS, "External id": VALUES})
+    | VALUES,
+    "extra": VALUES,
+})
+
+
+@settings(CHECKS, max_examples=400)
+@given(st.lists(EVENTS, max_size=8))
+def test_generated_pieces_match_or_are_declined(events: list[dict]) -> None:
+    assert_same_or_declined(("[" + ",\n".join(encode(e) for e in events) + "]").encode())
+
+
+@settings(CHECKS, max_examples=300)
+@given(st.lists(EVENTS, min_size=1, max_size=6), st.data())
+def test_mutated_pieces_match_or_are_declined(events: list[dict], data: st.DataObject) -> None:
+    text = bytearray(("[" + ",".join(encode(e) for e in events) + "]").encode())
+    at = data.draw(st.integers(0, len(text) - 1))
+    action = data.draw(st.sampled_from(["flip", "delete", "insert"]))
+    byte = data.draw(st.sampled_from(b'"\\{}[],:0-.e tn\x00\x1f\x80'))
+    if action == "flip":
+        text[at] = byte
+    elif action == "delete":
+        del text[at]
+    else:
+        text.insert(at, byte)
+    assert_same_or_declined(bytes(text))
+
+
+PLAIN_EVENTS = st.builds(
+    lambda cat, name, ts, dur, corr, pid: {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": pid, "ts": ts,
+                                           "dur": dur, "args": {"correlation": corr, "stream": 7}},
+    st.sampled_from(sorted(_BUCKET)), st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=40),
+    st.floats(0, 1e13).map(lambda v: round(v, 3)), st.floats(0, 1e4).map(lambda v: round(v, 3)),
+    st.integers(0, 2**40), st.integers(0, 2**31),
+)
+
+
+@settings(CHECKS, max_examples=200)
+@given(st.lists(PLAIN_EVENTS, max_size=10))
+def test_plain_kineto_events_are_accepted(events: list[dict]) -> None:
+    """What Kineto writes (ASCII names, integer threads, µs with three decimals) never falls back."""
+    assert assert_same_or_declined(piece(*events)) is not None
+
+
+# -- whole traces
+
+
+SHARED = ["tl_mi300_qwen1.5-0.5b", "tl_h100_qwen1.5-0.5b", "hta_negative_queue_rank0", "tl_vllm_pd_piecewise_exec"]
+
+
+@pytest.mark.parametrize("name", SHARED)
+def test_real_traces_load_the_same_with_the_scan(monkeypatch, name: str) -> None:
+    """Every piece scanned (the last one too), against every piece decoded by msgspec."""
+    paths = sorted((SHARED_TRACES / name).glob("*.json*")) if SHARED_TRACES.is_dir() else []
+    if not paths:
+        pytest.skip("../shared is not here")
+    data = paths[0].read_bytes()
+    data = gzip.decompress(data) if paths[0].suffix == ".gz" else data
+    monkeypatch.setattr(events_module, "PIECE_SIZE", 1 << 18)
+    declined: list[str] = []
+    monkeypatch.setattr(events_module, "COMPILED_SCAN_MIN_BYTES", 0)
+    with mock.patch.object(piece_scan, "scan_piece", _counting(declined)):
+        scanned = load(data)
+    monkeypatch.setattr(events_module, "COMPILED_SCAN_MIN_BYTES", 1 << 62)
+    decoded = load(data)
+    pd.testing.assert_frame_equal(scanned.kernels, decoded.kernels)
+    pd.testing.assert_frame_equal(scanned.names, decoded.names)
+    assert scanned.warnings == decoded.warnings
+    assert set(declined) <= {"a wrong guess at the end of the array"}
+
+
+def _counting(declined: list[str]):
+    """scan_piece, noting each piece it declines and whether msgspec refuses that piece too."""
+    original = piece_scan.scan_piece
+
+    def counting(piece_data: bytes, table):
+        result = original(piece_data, table)
+        if result is None:
+            try:
+                msgspec.json.decode(piece_data)
+            except msgspec.DecodeError:
+                declined.append("a wrong guess at the end of the array")
+            else:
+                declined.append("a valid piece")
+        return result
+
+    return counting
+
+
+def test_a_large_trace_is_scanned_and_a_small_one_is_not(monkeypatch) -> None:
+    events = [kernel_event(f"k{i % 5}", float(i), 1.0, i) for i in range(20_000)]
+    data = trace_json(events)
+    sizes: list[int] = []
+    original = piece_scan.scan_piece
+    monkeypatch.setattr(piece_scan, "scan_piece", lambda d, t: sizes.append(len(d)) or original(d, t))
+    monkeypatch.setattr(events_module, "COMPILED_SCAN_MIN_BYTES", len(data) // 4)
+    monkeypatch.setattr(events_module, "PIECE_SIZE", len(data) // 3)
+    table = load(data).kernels
+    assert sizes and all(size >= len(data) // 4 for size in sizes)
+    assert len(table) == len(events)
+    assert np.array_equal(table["correlation"].to_numpy(), np.arange(len(events)))
