@@ -200,8 +200,8 @@ def _compare(args: argparse.Namespace) -> int:
     from .tablecache import TableCache
 
     table_cache = None if args.no_cache else TableCache()
-    trace1, trace2 = load_pair(args.trace1, args.trace2, cache=table_cache, meanwhile=_prepare_analysis)
-    from . import report  # after loading: the loader processes start before the analysis is imported
+    trace1, trace2 = load_pair(args.trace1, args.trace2, cache=table_cache, meanwhile=_prepare_analysis, isolated=False)
+    from . import report  # after loading: the loaders start before the analysis is imported
     from .compare import compare
     from .phase_compare import require_phase
     from .resultcache import ResultCache, cached_compare
@@ -226,7 +226,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _prepare_analysis() -> None:
     """Import the analysis and load the alignment's compiled code on the core that the first finished loader
-    frees (not before: the loaders need both cores, and the memory numba takes would add to theirs)."""
+    frees (not before: the loaders need both cores)."""
     from . import compare, report  # noqa: F401  (imported for later, while the other trace loads)
     from .align import prepare
 

@@ -1,7 +1,7 @@
-"""Load the traces of a pair in a process each, at once (the machines have two cores).
+"""Load the traces of a pair at once (the machines have two cores): in a process each, or in a thread each.
 
 Each child parses one file and sends back the finished Trace; its parsing memory goes back to
-the system when it exits. Small inputs are loaded in-process, where a child would cost more
+the system when it exits. A one-shot caller may load in threads instead (see load_traces). Small inputs are loaded in-process, where a child would cost more
 than it saves. The loader (and pandas) is imported only where a trace is loaded or read back, so
 the parent adds little memory to the children's while they run. A child exits when its parent dies (its stdin closes), and the work folders of a
 parent that was killed are removed by the next parallel load.
@@ -9,8 +9,10 @@ parent that was killed are removed by the next parallel load.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import pickle
+import queue
 import selectors
 import shutil
 import subprocess
@@ -63,11 +65,13 @@ def load_pair(
     parallel: bool | None = None,
     cache: TableCache | None = None,
     meanwhile: Meanwhile | None = None,
+    isolated: bool = True,
 ) -> tuple[Trace, Trace]:
     """Both traces, or the first side's TraceError; see load_traces."""
     requests = [Request(source1, labels[0]), Request(source2, labels[1])]
     results = load_traces(
-        requests, progress=progress, max_bytes=max_bytes, parallel=parallel, cache=cache, meanwhile=meanwhile
+        requests, progress=progress, max_bytes=max_bytes, parallel=parallel, cache=cache, meanwhile=meanwhile,
+        isolated=isolated,
     )
     for result in results:
         if isinstance(result, TraceError):
@@ -83,12 +87,17 @@ def load_traces(
     parallel: bool | None = None,
     cache: TableCache | None = None,
     meanwhile: Meanwhile | None = None,
+    isolated: bool = True,
 ) -> list[Trace | TraceError]:
     """Each trace, or the TraceError that says why not, so one bad side never hides the other.
 
-    Files loaded before come from `cache`; the rest are parsed, each in its own process when two or
-    more need parsing and together are large enough; newly parsed files enter the cache. `meanwhile` runs
-    once the first of two or more loader processes has finished, if any other still runs.
+    Files loaded before come from `cache`; the rest are parsed at once when two or more need parsing
+    and together are large enough; newly parsed files enter the cache. At once means each in its own
+    process, so that a parser that runs out of memory cannot take the caller (a dashboard) down; or,
+    with `isolated=False` (a one-shot caller such as the CLI), each in a thread of this process when the
+    compiled scan will decode the pieces: it releases the interpreter's lock, so the threads use both
+    cores with one interpreter and one copy of numba, and the tables need no copy back. `meanwhile`
+    runs once the first of two or more loaders has finished, if another still runs.
     """
     max_bytes = settings.max_trace_bytes() if max_bytes is None else max_bytes
     results: list[Trace | TraceError | None] = [_lookup(cache, request) for request in requests]
@@ -97,7 +106,8 @@ def load_traces(
     if parallel is None:
         parallel = _worth_parallel([requests[i].source for i in todo])
     if parallel and len(todo) > 1:
-        loaded = _load_in_children([requests[i] for i in todo], progress, todo, max_bytes, meanwhile)
+        at_once = _load_in_children if isolated or not _compiled_scan_usable() else _load_in_threads
+        loaded = at_once([requests[i] for i in todo], progress, todo, max_bytes, meanwhile)
     else:
         loaded = [_load_here(requests[i], _side_progress(progress, i + 1), max_bytes) for i in todo]
     for i, result in zip(todo, loaded):
@@ -114,6 +124,65 @@ def _load_here(request: Request, progress: Callable[[int, int], None] | None, ma
         return load(request.source, request.label, name=request.name, progress=progress, max_bytes=max_bytes)
     except TraceError as exc:
         return exc
+    except MemoryError:
+        return TraceError(request.name or os.fspath(request.source), "out of memory while loading")
+
+
+def _compiled_scan_usable() -> bool:
+    from .piece_scan import USABLE  # imports numba: only for a pair large enough to load at once
+
+    return USABLE
+
+
+def _load_in_threads(
+    requests: list[Request],
+    progress: SideProgress | None,
+    indices: list[int],
+    max_bytes: int,
+    meanwhile: Meanwhile | None = None,
+) -> list[Trace | TraceError]:
+    """Each trace parsed in a thread of this process; progress and `meanwhile` run in the calling thread."""
+    events: queue.Queue[tuple[int, int, int] | int] = queue.Queue()
+    results: dict[int, Trace | TraceError] = {}
+
+    def run(slot: int, request: Request, side: int) -> None:
+        try:
+            results[slot] = _load_here(request, lambda done, total: events.put((side, done, total)), max_bytes)
+        finally:
+            events.put(slot)  # this loader has finished
+
+    threads = [
+        threading.Thread(target=run, args=(slot, request, index + 1), name=f"fusion-load-{index + 1}", daemon=True)
+        for slot, (index, request) in enumerate(zip(indices, requests))
+    ]
+    for thread in threads:
+        thread.start()
+    running = len(threads)
+    while running:
+        event = events.get()
+        if isinstance(event, int):
+            running -= 1
+            if meanwhile is not None and running:
+                meanwhile()
+                meanwhile = None
+        elif progress is not None:
+            progress(*event)
+    _return_freed_memory()
+    return [results[slot] for slot in range(len(requests))]
+
+
+def _return_freed_memory() -> None:
+    """Give the loaders' freed memory back to the system, where the C library is glibc.
+
+    glibc keeps what a thread frees in that thread's arena, and after the first 16 MB piece buffer is
+    freed it serves the next ones from the arena too: after a 2 x 1 GB load about 240 MB stay with the
+    process, which the analysis would then add to."""
+    try:
+        libc = ctypes.CDLL(None)
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return
+    trim(0)
 
 
 def _is_path(source: TraceSource) -> bool:
@@ -271,11 +340,7 @@ def _child_main(argv: list[str]) -> None:
         sys.stderr.buffer.write(f"progress {done} {total}\n".encode())
         sys.stderr.buffer.flush()
 
-    request = Request(path, label or None, name or None)
-    try:
-        result = _load_here(request, report, int(max_bytes))
-    except MemoryError:
-        result = TraceError(name or path, "out of memory while loading")
+    result = _load_here(Request(path, label or None, name or None), report, int(max_bytes))
     with open(out, "wb") as handle:
         pickle.dump(result, handle, protocol=pickle.HIGHEST_PROTOCOL)
 

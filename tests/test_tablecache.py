@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -13,7 +15,7 @@ from builders import SAMPLES, kernel_event, write_trace
 
 from fusion import tablecache
 from fusion.errors import TraceError
-from fusion.parallel import load_pair
+from fusion.parallel import Request, load_pair, load_traces
 from fusion.tablecache import TableCache
 from fusion.trace import Trace, load
 
@@ -82,16 +84,34 @@ def test_least_recently_used_entries_are_evicted(tmp_path) -> None:
     assert cache.lookup(second) is not None
 
 
-def test_parallel_and_sequential_loads_agree(tmp_path) -> None:
+ISOLATED_OR_NOT = pytest.mark.parametrize("isolated", [True, False], ids=["processes", "threads"])
+"""Loading at once in a child process per trace, or (a one-shot caller) in a thread per trace."""
+
+
+@ISOLATED_OR_NOT
+def test_parallel_and_sequential_loads_agree(isolated: bool) -> None:
     seen: set[int] = set()
-    parallel = load_pair(*_sample_pair(), parallel=True, progress=lambda side, done, total: seen.add(side))
+    parallel = load_pair(*_sample_pair(), parallel=True, progress=lambda side, done, total: seen.add(side),
+                         isolated=isolated)
     sequential = load_pair(*_sample_pair(), parallel=False)
     for a, b in zip(parallel, sequential):
         _assert_same_trace(a, b)
     assert seen == {1, 2}
 
 
-def test_meanwhile_runs_once_after_a_loader_process_has_finished() -> None:
+def test_threads_start_no_process_and_report_progress_in_the_calling_thread(monkeypatch) -> None:
+    def no_process(*args, **kwargs):
+        raise AssertionError("a loader process was started")
+
+    monkeypatch.setattr(subprocess, "Popen", no_process)
+    callers: set[str] = set()
+    load_pair(*_sample_pair(), parallel=True, isolated=False,
+              progress=lambda side, done, total: callers.add(threading.current_thread().name))
+    assert callers == {threading.current_thread().name}
+
+
+@ISOLATED_OR_NOT
+def test_meanwhile_runs_once_after_a_loader_has_finished(isolated: bool) -> None:
     read: dict[int, tuple[int, int]] = {}
     finished_when_called: list[set[int]] = []
 
@@ -99,17 +119,34 @@ def test_meanwhile_runs_once_after_a_loader_process_has_finished() -> None:
         finished_when_called.append({side for side, (done, total) in read.items() if done == total})
 
     load_pair(*_sample_pair(), parallel=True, progress=lambda side, *done_total: read.update({side: done_total}),
-              meanwhile=meanwhile)
+              meanwhile=meanwhile, isolated=isolated)
     assert len(finished_when_called) == 1 and finished_when_called[0]
     load_pair(*_sample_pair(), parallel=False, meanwhile=meanwhile)
-    assert len(finished_when_called) == 1  # no loader processes, nothing to fill the wait with
+    assert len(finished_when_called) == 1  # one loader at a time: nothing to fill the wait with
 
 
-def test_a_bad_file_in_a_child_names_that_file(tmp_path) -> None:
+@ISOLATED_OR_NOT
+def test_a_bad_file_loaded_at_once_names_that_file(tmp_path, isolated: bool) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     with pytest.raises(TraceError, match="bad.json: not valid JSON"):
-        load_pair(_sample_pair()[0], bad, parallel=True)
+        load_pair(_sample_pair()[0], bad, parallel=True, isolated=isolated)
+
+
+def test_a_loader_thread_out_of_memory_gives_that_sides_error(monkeypatch) -> None:
+    from fusion import trace as trace_module
+
+    real_load = trace_module.load
+
+    def load_or_run_out(source, *args, **kwargs):
+        if Path(source) == _sample_pair()[1]:
+            raise MemoryError
+        return real_load(source, *args, **kwargs)
+
+    monkeypatch.setattr(trace_module, "load", load_or_run_out)
+    first, second = load_traces([Request(path) for path in _sample_pair()], parallel=True, isolated=False)
+    assert isinstance(first, Trace)
+    assert isinstance(second, TraceError) and second.problem == "out of memory while loading"
 
 
 def test_load_pair_fills_and_uses_the_cache(tmp_path) -> None:
