@@ -143,11 +143,13 @@ def _load_in_threads(
 ) -> list[Trace | TraceError]:
     """Each trace parsed in a thread of this process; progress and `meanwhile` run in the calling thread."""
     events: queue.Queue[tuple[int, int, int] | int] = queue.Queue()
-    results: dict[int, Trace | TraceError] = {}
+    results: dict[int, Trace | TraceError | BaseException] = {}
 
     def run(slot: int, request: Request, side: int) -> None:
         try:
             results[slot] = _load_here(request, lambda done, total: events.put((side, done, total)), max_bytes)
+        except BaseException as exc:  # a bug, not bad input: raised again in the calling thread
+            results[slot] = exc
         finally:
             events.put(slot)  # this loader has finished
 
@@ -168,7 +170,10 @@ def _load_in_threads(
         elif progress is not None:
             progress(*event)
     _return_freed_memory()
-    return [results[slot] for slot in range(len(requests))]
+    for result in results.values():
+        if isinstance(result, BaseException) and not isinstance(result, TraceError):
+            raise result
+    return [results[slot] for slot in range(len(requests))]  # type: ignore[misc]
 
 
 def _return_freed_memory() -> None:

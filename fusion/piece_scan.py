@@ -110,35 +110,28 @@ def _digits(data, i, n):
 
 
 @compiled(allocates=False)
-def _number(data, i, n):
-    """A JSON number at i: (end, negative, mantissa, exponent, significant digits, integer literal);
-    end is -1 where the grammar is not followed. The value is mantissa * 10**exponent when digits <= 19."""
-    negative = False
+def _number_end(data, i, n):
+    """Position after the JSON number at i; -1 where the grammar is not followed, or for a float whose integer
+    digits and exponent could reach 10**300 (_LARGEST_EXPONENT). Skipped numbers are only checked, not valued."""
     if i < n and data[i] == _MINUS:
-        negative = True
         i += 1
     if i >= n or not (_ZERO <= data[i] <= _NINE):
-        return -1, negative, np.uint64(0), 0, 0, True
+        return -1
+    magnitude = 0  # integer digits, then plus the exponent
     if data[i] == _ZERO:
         i += 1
-        mantissa, digits = np.uint64(0), 0
     else:
-        i, mantissa, digits = _digits(data, i, n)
-    exponent = 0
-    literal_int = True
+        start = i
+        i = _digits(data, i, n)[0]
+        magnitude = i - start
+    is_float = False
     if i < n and data[i] == _DOT:
-        literal_int = False
-        i, fraction, count = _digits(data, i + 1, n)
-        if count == 0:
-            return -1, negative, mantissa, 0, digits, False
-        if digits + count <= 19:
-            for _ in range(count):
-                mantissa = mantissa * np.uint64(10)
-            mantissa += fraction
-        digits += count
-        exponent -= count
+        start = i + 1
+        i = _digits(data, start, n)[0]
+        if i == start:
+            return -1
+        is_float = True
     if i < n and (data[i] == 101 or data[i] == 69):  # e, E
-        literal_int = False
         i += 1
         sign = 1
         if i < n and (data[i] == _PLUS or data[i] == _MINUS):
@@ -146,11 +139,47 @@ def _number(data, i, n):
             i += 1
         i, power, count = _digits(data, i, n)
         if count == 0:
-            return -1, negative, mantissa, 0, digits, False
+            return -1
+        magnitude += sign * (np.int64(power) if count < 6 else 99999)
+        is_float = True
+    if is_float and magnitude > _LARGEST_EXPONENT:
+        return -1  # msgspec refuses a float beyond float64 in a field it decodes
+    return i
+
+
+@compiled(allocates=False)
+def _number(data, i, n):
+    """A JSON number at i: (end, negative, mantissa, exponent, significant digits, integer literal); end is
+    -1 where _number_end refuses it. The value is mantissa * 10**exponent when digits <= 19."""
+    end = _number_end(data, i, n)
+    negative = data[i] == _MINUS
+    if end < 0:
+        return -1, negative, np.uint64(0), 0, 0, True
+    if negative:
+        i += 1
+    if data[i] == _ZERO:
+        i += 1
+        mantissa, digits = np.uint64(0), 0
+    else:
+        i, mantissa, digits = _digits(data, i, n)
+    exponent = 0
+    literal_int = i == end
+    if data[i] == _DOT:
+        i, fraction, count = _digits(data, i + 1, n)
+        if digits + count <= 19:
+            for _ in range(count):
+                mantissa = mantissa * np.uint64(10)
+            mantissa += fraction
+        digits += count
+        exponent -= count
+    if i < end:  # e or E, an optional sign, digits
+        i += 1
+        sign = -1 if data[i] == _MINUS else 1
+        if data[i] == _PLUS or data[i] == _MINUS:
+            i += 1
+        _, power, count = _digits(data, i, n)
         exponent += sign * (np.int64(power) if count < 6 else 99999)
-    if not literal_int and digits + exponent > _LARGEST_EXPONENT:
-        return -1, negative, mantissa, 0, digits, literal_int  # msgspec refuses a float beyond float64 in a field
-    return i, negative, mantissa, exponent, digits, literal_int
+    return end, negative, mantissa, exponent, digits, literal_int
 
 
 @compiled(allocates=False)
@@ -222,7 +251,7 @@ def _scalar_end(data, i, n):
         end, _ = _string_end(data, i, n)
         return end
     if c == _MINUS or (_ZERO <= c <= _NINE):
-        end = _number(data, i, n)[0]
+        end = _number_end(data, i, n)
     else:
         end = _literal(data, i, n)
     if end < 0 or not _delimited(data, end, n):

@@ -133,6 +133,17 @@ def test_a_bad_file_loaded_at_once_names_that_file(tmp_path, isolated: bool) -> 
         load_pair(_sample_pair()[0], bad, parallel=True, isolated=isolated)
 
 
+def test_a_bug_in_a_loader_thread_is_raised_in_the_calling_thread(monkeypatch) -> None:
+    from fusion import trace as trace_module
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(trace_module, "load", broken)
+    with pytest.raises(ZeroDivisionError, match="a bug"):
+        load_pair(*_sample_pair(), parallel=True, isolated=False)
+
+
 def test_a_loader_thread_out_of_memory_gives_that_sides_error(monkeypatch) -> None:
     from fusion import trace as trace_module
 
