@@ -12,7 +12,7 @@ written to --data-dir and reused. Each step runs in fresh subprocesses, side by 
               loader's zlib-ng, output dropped): the floor
   orjson      orjson.loads of each file in its own process, summed (gzip: inflate, then loads): the baseline
   load        our load of each trace, one after the other in one process
-  compare     our full compare: both traces loaded in parallel processes, then the analysis (empty cache)
+  compare     our full compare: load_pair (at once: threads in a child process), then the analysis (empty cache)
   reopen      the same compare again, the traces coming from the on-disk table cache
   cli no-cache  `python -m fusion compare A B --format json --no-cache`: issue 14's measure
   cli         the same without --no-cache, caches emptied first: also fills the table and result caches

@@ -1,19 +1,20 @@
-"""Load the traces of a pair at once (the machines have two cores): in a process each, or in a thread each.
+"""Load the traces of a pair at once (the machines have two cores): in a thread each, in a child process.
 
-Each child parses one file and sends back the finished Trace; its parsing memory goes back to
-the system when it exits. A one-shot caller may load in threads instead (see load_traces). Small inputs are loaded in-process, where a child would cost more
-than it saves. The loader (and pandas) is imported only where a trace is loaded or read back, so
-the parent adds little memory to the children's while they run. A child exits when its parent dies (its stdin closes), and the work folders of a
-parent that was killed are removed by the next parallel load.
+The child parses the files and sends back the finished Traces; its parsing memory goes back to the
+system when it exits. A one-shot caller may run the threads in its own process (see load_traces).
+Small inputs are loaded one after the other in-process, where loading at once would cost more than it
+saves. The loader (and pandas) is imported only where a trace is loaded or read back, so the parent
+adds little memory to the child's while it runs. A child exits when its parent dies (its stdin
+closes), and the work folders of a parent that was killed are removed by the next parallel load.
 """
 
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import pickle
 import queue
-import selectors
 import shutil
 import subprocess
 import sys
@@ -42,8 +43,8 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
 SideProgress = Callable[[int, int, int], None]
 """Called with (side: 1 for the first source, bytes read, total bytes)."""
 Meanwhile = Callable[[], None]
-"""Work for the parent to do once, when one loader process has finished and the other still runs: a core is free
-then, and the finished child's memory is released (the CLI loads its analysis code there)."""
+"""Work for the caller to do once, when one loader has finished and the other still runs: a core is free then
+(the CLI loads its analysis code there)."""
 
 
 @dataclass(frozen=True)
@@ -92,12 +93,12 @@ def load_traces(
     """Each trace, or the TraceError that says why not, so one bad side never hides the other.
 
     Files loaded before come from `cache`; the rest are parsed at once when two or more need parsing
-    and together are large enough; newly parsed files enter the cache. At once means each in its own
-    process, so that a parser that runs out of memory cannot take the caller (a dashboard) down; or,
-    with `isolated=False` (a one-shot caller such as the CLI), each in a thread of this process when the
-    compiled scan will decode the pieces: it releases the interpreter's lock, so the threads use both
-    cores with one interpreter and one copy of numba, and the tables need no copy back. `meanwhile`
-    runs once the first of two or more loaders has finished, if another still runs.
+    and together are large enough; newly parsed files enter the cache. At once means in a thread each:
+    the compiled scan that reads large pieces releases the interpreter's lock, so the threads use both
+    cores with one interpreter and one copy of numba. The threads run in one child process, so that a
+    parser that runs out of memory cannot take the caller (a dashboard) down, or, with `isolated=False`
+    (a one-shot caller such as the CLI), in this process, where the tables need no copy back.
+    `meanwhile` runs once the first of two or more loaders has finished, if another still runs.
     """
     max_bytes = settings.max_trace_bytes() if max_bytes is None else max_bytes
     results: list[Trace | TraceError | None] = [_lookup(cache, request) for request in requests]
@@ -106,7 +107,7 @@ def load_traces(
     if parallel is None:
         parallel = _worth_parallel([requests[i].source for i in todo])
     if parallel and len(todo) > 1:
-        at_once = _load_in_children if isolated or not _compiled_scan_usable() else _load_in_threads
+        at_once = _load_in_child if isolated else _load_in_threads
         loaded = at_once([requests[i] for i in todo], progress, todo, max_bytes, meanwhile)
     else:
         loaded = [_load_here(requests[i], _side_progress(progress, i + 1), max_bytes) for i in todo]
@@ -126,12 +127,6 @@ def _load_here(request: Request, progress: Callable[[int, int], None] | None, ma
         return exc
     except MemoryError:
         return TraceError(request.name or os.fspath(request.source), "out of memory while loading")
-
-
-def _compiled_scan_usable() -> bool:
-    from .piece_scan import USABLE  # imports numba: only for a pair large enough to load at once
-
-    return USABLE
 
 
 def _load_in_threads(
@@ -225,43 +220,37 @@ def _side_progress(progress: SideProgress | None, side: int) -> Callable[[int, i
     return lambda done, total: progress(side, done, total)
 
 
-def _load_in_children(
+def _load_in_child(
     requests: list[Request],
     progress: SideProgress | None,
     indices: list[int],
     max_bytes: int,
     meanwhile: Meanwhile | None = None,
 ) -> list[Trace | TraceError]:
-    """Each trace parsed by `python -m fusion.parallel` in its own interpreter.
+    """The traces loaded in threads by `python -m fusion.parallel` in its own interpreter, and sent back.
 
     A plain subprocess, not multiprocessing: spawn re-imports the parent's __main__, which fails
     under `python -` and costs a Streamlit server a second import of its script runner.
     """
     remove_leftovers()
     with tempfile.TemporaryDirectory(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-") as workdir:
-        children = [
-            (index + 1, _start_child(Path(workdir) / f"{index}.pickle", request, max_bytes))
-            for index, request in zip(indices, requests)
-        ]
+        out = Path(workdir) / "traces.pickle"
+        child = _start_child(out, requests, indices, max_bytes)
         try:
-            _relay_progress(children, progress, meanwhile)
+            _relay_progress(child, progress, meanwhile)
         finally:
-            for _, (child, _) in children:
-                if child.poll() is None:
-                    child.kill()
-                child.wait()
-                child.stdin.close()  # type: ignore[union-attr]
-        return [_child_result(out, request, child) for (_, (child, out)), request in zip(children, requests)]
+            if child.poll() is None:
+                child.kill()
+            child.wait()
+            child.stdin.close()  # type: ignore[union-attr]
+        return _child_results(out, requests, child)
 
 
-def _start_child(out: Path, request: Request, max_bytes: int) -> tuple[subprocess.Popen, Path]:
+def _start_child(out: Path, requests: list[Request], indices: list[int], max_bytes: int) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")]))}
-    command = [
-        sys.executable, "-m", "fusion.parallel", os.fspath(request.source), str(out),
-        request.label or "", request.name or "", str(max_bytes),
-    ]
-    child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    return child, out
+    jobs = [[os.fspath(r.source), r.label, r.name, index] for r, index in zip(requests, indices)]  # type: ignore[arg-type]
+    command = [sys.executable, "-m", "fusion.parallel", str(out), str(max_bytes), json.dumps(jobs)]
+    return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
 
 
 def remove_leftovers() -> None:
@@ -304,50 +293,44 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
-def _relay_progress(
-    children: list[tuple[int, tuple[subprocess.Popen, Path]]],
-    progress: SideProgress | None,
-    meanwhile: Meanwhile | None = None,
-) -> None:
-    """Pass the children's 'done total' lines to `progress` until every child has closed its stderr (it exits);
-    `meanwhile` runs when the first child has, if another still runs."""
-    with selectors.DefaultSelector() as selector:
-        for side, (child, _) in children:
-            selector.register(child.stderr, selectors.EVENT_READ, (side, child))
-        while selector.get_map():
-            for key, _ in selector.select():
-                line = key.fileobj.readline()  # type: ignore[union-attr]
-                if not line:
-                    selector.unregister(key.fileobj)
-                    if meanwhile is not None and selector.get_map():
-                        key.data[1].wait()  # gone, and its memory with it, before the parent takes more
-                        meanwhile()
-                        meanwhile = None
-                elif progress is not None and line.startswith(b"progress "):
-                    done, total = line.split()[1:3]
-                    progress(key.data[0], int(done), int(total))
+def _relay_progress(child: subprocess.Popen, progress: SideProgress | None, meanwhile: Meanwhile | None) -> None:
+    """Pass the child's 'progress side done total' lines to `progress`, and run `meanwhile` at its 'meanwhile'
+    line, until the child closes its stderr (it exits)."""
+    for line in child.stderr:  # type: ignore[union-attr]
+        if line.startswith(b"progress ") and progress is not None:
+            side, done, total = line.split()[1:4]
+            progress(int(side), int(done), int(total))
+        elif line == b"meanwhile\n" and meanwhile is not None:
+            meanwhile()
 
 
-def _child_result(out: Path, request: Request, child: subprocess.Popen) -> Trace | TraceError:
+def _child_results(out: Path, requests: list[Request], child: subprocess.Popen) -> list[Trace | TraceError]:
     try:
         with out.open("rb") as handle:
             return pickle.load(handle)
     except (OSError, EOFError, pickle.UnpicklingError):
         why = "out of memory?" if child.returncode and child.returncode < 0 else f"exit status {child.returncode}"
-        return TraceError(request.name or os.fspath(request.source), f"the loader process died ({why})")
+        return [TraceError(r.name or os.fspath(r.source), f"the loader process died ({why})") for r in requests]
 
 
 def _child_main(argv: list[str]) -> None:
     _exit_with_parent()
-    path, out, label, name, max_bytes = argv
+    out, max_bytes, jobs = argv
 
-    def report(done: int, total: int) -> None:
-        sys.stderr.buffer.write(f"progress {done} {total}\n".encode())
+    def say(line: str) -> None:
+        sys.stderr.buffer.write(line.encode() + b"\n")
         sys.stderr.buffer.flush()
 
-    result = _load_here(Request(path, label or None, name or None), report, int(max_bytes))
+    requests, indices = [], []
+    for source, label, name, index in json.loads(jobs):
+        requests.append(Request(source, label, name))
+        indices.append(index)
+    results = _load_in_threads(
+        requests, lambda side, done, total: say(f"progress {side} {done} {total}"), indices, int(max_bytes),
+        lambda: say("meanwhile"),
+    )
     with open(out, "wb") as handle:
-        pickle.dump(result, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump(results, handle, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 if __name__ == "__main__":

@@ -84,8 +84,8 @@ def test_least_recently_used_entries_are_evicted(tmp_path) -> None:
     assert cache.lookup(second) is not None
 
 
-ISOLATED_OR_NOT = pytest.mark.parametrize("isolated", [True, False], ids=["processes", "threads"])
-"""Loading at once in a child process per trace, or (a one-shot caller) in a thread per trace."""
+ISOLATED_OR_NOT = pytest.mark.parametrize("isolated", [True, False], ids=["in a child", "in this process"])
+"""Loading at once, in threads of a child process or (a one-shot caller) of this process."""
 
 
 @ISOLATED_OR_NOT
