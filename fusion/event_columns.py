@@ -57,9 +57,9 @@ class EventColumns:
     def by_bucket(self, count: int) -> list[EventColumns]:
         """The rows of each bucket 0..count-1, in file order."""
         order = np.argsort(self.bucket, kind="stable")
-        ends = np.cumsum(np.bincount(self.bucket, minlength=count)[:count])
-        starts = ends - np.bincount(self.bucket, minlength=count)[:count]
-        return [self.rows(order[start:end]) for start, end in zip(starts.tolist(), ends.tolist())]
+        sizes = np.bincount(self.bucket, minlength=count)[:count]
+        ends = np.cumsum(sizes)
+        return [self.rows(order[end - size : end]) for size, end in zip(sizes.tolist(), ends.tolist())]
 
     def __len__(self) -> int:
         return len(self.bucket)

@@ -34,8 +34,8 @@ from .scan import CLOSE_ARRAY, CLOSE_OBJECT, COLON, COMMA, OBJECT_MARKS, OPEN_OB
 
 PIECE_SIZE = 16 << 20
 COMPILED_SCAN_MIN_BYTES = 4 << 20
-"""Pieces at least this large are decoded by the compiled scan: loading its machine code (about 0.3 s, once
-per process) pays off on a trace of some tens of MB, not on a small one."""
+"""Pieces at least this large are decoded by the compiled scan: importing numba and loading the scan's machine
+code (about 0.5 s, once per process) pays off on a trace of some tens of MB, not on a small one."""
 MAX_HEADER_BYTES = 256 << 20
 MAX_EVENT_BYTES = 256 << 20
 """The longest stretch of the array without a boundary: bounds the buffer, whatever the input."""
