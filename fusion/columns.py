@@ -18,7 +18,9 @@ MISSING_ID = -1
 _INT64_MAX = 2**63 - 1
 _NO_NUMBER = np.nan
 _NUMBER_TYPES = frozenset({int, float})
-_INT_TYPE = frozenset({int})
+_ID_TYPES = frozenset({int, type(None)})
+_NONE_AS_MISSING: dict[Any, int] = {None: MISSING_ID}
+"""dict.get(value, value) with this: MISSING_ID for None, the value itself for an int."""
 
 
 class IdArgs(msgspec.Struct, gc=False):
@@ -52,21 +54,21 @@ def numbers(values: list[Any]) -> np.ndarray:
 
 
 def id_column(values: list[Any]) -> tuple[np.ndarray, int]:
-    """An int64 id column with MISSING_ID where a value is not a non-negative int64; and how many were not."""
-    if set(map(type, values)) <= _INT_TYPE:
+    """An int64 id column with MISSING_ID where a value is not a non-negative int64; and how many were not.
+
+    Ints and Nones (events without the field) are converted at C speed; other values one by one."""
+    if set(map(type, values)) <= _ID_TYPES:
         try:
-            column = np.array(values, dtype=np.int64)
+            column = np.fromiter(map(_NONE_AS_MISSING.get, values, values), dtype=np.int64, count=len(values))
         except OverflowError:
             pass
         else:
-            negative = column < 0
-            column[negative] = MISSING_ID
-            return column, int(negative.sum())
+            column[column < 0] = MISSING_ID
+            return column, int((column == MISSING_ID).sum())
     column = np.array(
         [v if type(v) is int and 0 <= v <= _INT64_MAX else MISSING_ID for v in values], dtype=np.int64
     )
-    bad = sum(not (type(v) is int and 0 <= v <= _INT64_MAX) for v in values)
-    return column, bad
+    return column, int((column == MISSING_ID).sum())  # every usable id is >= 0
 
 
 def intern_coded(codes: np.ndarray, values: list[Any], table: dict[Any, int]) -> np.ndarray:

@@ -9,6 +9,7 @@ those few values, not one Python object per event.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -69,36 +70,64 @@ _ROW_COLUMNS = ("bucket", "name", "ts", "dur", "thread", "correlation", "stream"
 
 
 def of_events(events: list[Any], bucket_of: dict[str, int]) -> EventColumns:
-    """The columns of msgspec-decoded events (events.Event), with the same values the compiled scan gives."""
+    """The columns of msgspec-decoded events (events.Event), with the same values the compiled scan gives.
+
+    Each step looks values up at C speed (map, dict.fromkeys, numpy) where every value has the usual type,
+    and tests each value only where one does not."""
     cats = [e.cat for e in events]
-    bucket = np.array([bucket_of.get(c, DROPPED) if type(c) is str else DROPPED for c in cats], dtype=np.int8)
+    try:
+        bucket = np.fromiter(map(bucket_of.get, cats, repeat(DROPPED)), dtype=np.int8, count=len(cats))
+    except TypeError:  # a category that is a list or an object: not one of ours
+        bucket = np.array([bucket_of.get(c, DROPPED) if type(c) is str else DROPPED for c in cats], dtype=np.int8)
     rows = np.flatnonzero(bucket != DROPPED)
     kept = list(map(events.__getitem__, rows.tolist()))
-    distinct: dict[str, int] = {}
-    name = np.array(
-        [distinct.setdefault(n, len(distinct)) if type(n) is str else NOT_A_STRING for n in (e.name for e in kept)],
-        dtype=np.int32,
-    )
-    threads: dict[tuple[Any, Any], int] = {}
-    thread = np.array(
-        [threads.setdefault((_hashable(e.pid), _hashable(e.tid)), len(threads)) for e in kept], dtype=np.int32
-    )
+    name, names = _name_codes([e.name for e in kept])
+    thread, threads = _thread_codes([e.pid for e in kept], [e.tid for e in kept])
     args: list[IdArgs | None] = [e.args for e in kept]
     correlation, stream, device = (id_column(values)[0] for values in id_fields(args))
     return EventColumns(
         bucket=bucket[rows],
         name=name,
-        names=list(distinct),
+        names=names,
         ts=numbers([e.ts for e in kept]),
         dur=numbers([e.dur for e in kept]),
         thread=thread,
-        threads=list(threads),
+        threads=threads,
         correlation=correlation,
         stream=stream,
         device=device,
-        has_args=np.array([a is not None for a in args], dtype=bool),
+        has_args=np.fromiter(map(_is_not_none, args), dtype=bool, count=len(args)),
         events=len(events),
     )
+
+
+def _is_not_none(value: Any) -> bool:
+    return value is not None
+
+
+def _name_codes(values: list[Any]) -> tuple[np.ndarray, list[str]]:
+    """Codes into the distinct string names, in order of first appearance; NOT_A_STRING for other values."""
+    if set(map(type, values)) <= {str}:
+        code_of = {name: code for code, name in enumerate(dict.fromkeys(values))}
+        return np.fromiter(map(code_of.__getitem__, values), dtype=np.int32, count=len(values)), list(code_of)
+    code_of = {}
+    codes = [code_of.setdefault(v, len(code_of)) if type(v) is str else NOT_A_STRING for v in values]
+    return np.array(codes, dtype=np.int32), list(code_of)
+
+
+def _thread_codes(pids: list[Any], tids: list[Any]) -> tuple[np.ndarray, list[tuple[Any, Any]]]:
+    """Codes into the distinct (pid, tid) pairs as recorded (a list or an object counts as None)."""
+    if set(map(type, pids)) <= {int} and set(map(type, tids)) <= {int}:
+        try:
+            first, second = np.array(pids, dtype=np.int64), np.array(tids, dtype=np.int64)
+        except OverflowError:
+            pass
+        else:
+            every = np.ones(len(pids), dtype=bool)
+            return distinct_pairs(first, every, second, every)
+    code_of: dict[tuple[Any, Any], int] = {}
+    codes = [code_of.setdefault((_hashable(p), _hashable(t)), len(code_of)) for p, t in zip(pids, tids)]
+    return np.array(codes, dtype=np.int32), list(code_of)
 
 
 def _hashable(value: Any) -> Any:
