@@ -167,6 +167,24 @@ def test_names_are_deduplicated_by_their_bytes() -> None:
     assert scanned is not None and len(scanned.names) == len(set(names))
 
 
+@pytest.mark.parametrize("shift", range(8))
+def test_long_names_that_differ_in_one_byte_stay_apart(shift: int) -> None:
+    """Names are hashed and compared 8 bytes at a time: a difference at any byte, at any alignment of the
+    name in the piece, and in the last bytes of the piece (read one at a time), keeps two names apart.
+    Thousands of names of one length make the table's probes compare many of them byte for byte."""
+    base = "void gemm_kernel<float, 128, 64>(Params&, int)"  # 46 bytes: 5 words and 6 more
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    names = [base, base + "x", base[:-1]] + [base[:i] + "#" + base[i + 1:] for i in range(len(base))]
+    names += [base[:-2] + a + b for a in letters for b in letters]
+    events = [{**KERNEL, "name": name, "ts": float(i)} for i, name in enumerate(names * 2)]
+    data = (" " * shift).encode() + piece(*events)
+    scanned = assert_same_or_declined(data)
+    assert scanned is not None and len(scanned.names) == len(set(names))
+    last = data[:-1] + b', {"cat": "kernel", "name": "' + base[: 9 + shift].encode() + b'"}]'
+    scanned = assert_same_or_declined(last)
+    assert scanned is not None and scanned.names[scanned.name[-1]] == base[: 9 + shift]
+
+
 # -- generated pieces
 
 
