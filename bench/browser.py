@@ -12,6 +12,11 @@ button; for the shared link, the start of the navigation) until the page is usab
 its output is drawn) and until it is idle (also no request in flight, such as chart code loaded
 on first use, and no change for QUIET_MS; the quiet window itself is not counted). The machine's
 load average is printed too: on a shared machine every figure grows with it.
+
+The last row is the floor: a bare Streamlit page (one line of text, its own server) opened the same way,
+after each run.
+Any Streamlit app waits that long in a fresh browser context (its JavaScript loads and starts, the session
+connects) before its script's output can show; the rest of a step's time is the dashboard's.
 """
 
 from __future__ import annotations
@@ -53,10 +58,14 @@ STATE = """([started, quiet]) => {
 }"""
 
 
+BARE_PAGE = 'import streamlit as st\n\nst.write("A bare Streamlit page.")\n'
+"""The floor's script."""
+
+
 @contextmanager
-def server(env: dict[str, str]) -> Iterator[str]:
+def server(env: dict[str, str], script: str = "app.py") -> Iterator[str]:
     port = _free_port()
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+    command = [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true", "--server.port", str(port),
                "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
     process = subprocess.Popen(command, cwd=PROJECT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -126,6 +135,17 @@ def session(browser: object, base: str, query: str) -> dict[str, tuple[float, fl
     return times
 
 
+def bare_page(browser: object, base: str) -> tuple[float, float]:
+    """Opening a bare Streamlit page in a fresh browser context: the floor of every shared link."""
+    context = browser.new_context(viewport={"width": 1500, "height": 1100})
+    context.add_init_script(WATCH_CHANGES)
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    times = idle_after(page, Requests(page), lambda: page.goto(base), navigation=True)
+    context.close()
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("trace1", type=Path, nargs="?")
@@ -138,18 +158,29 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         env = {**os.environ, "FUSION_STORE_DIR": f"{folder}/store", "FUSION_CACHE_DIR": f"{folder}/tables"}
         env.pop("FUSION_HOSTED", None)
-        with server(env) as base, sync_playwright() as driver:
+        bare_script = Path(folder) / "bare_page.py"
+        bare_script.write_text(BARE_PAGE)
+        with server(env) as base, server(env, str(bare_script)) as bare_base, sync_playwright() as driver:
             browser = driver.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS, headless=True)
             started = time.perf_counter()
             session(browser, base, query)
             print(f"first analysis and walk-through (not counted): {time.perf_counter() - started:.1f} s")
-            runs = [session(browser, base, query) for _ in range(args.runs)]
+            bare_page(browser, bare_base)
+            runs, bare = [], []
+            for _ in range(args.runs):  # side by side: each run of the dashboard, then the floor
+                runs.append(session(browser, base, query))
+                bare.append(bare_page(browser, bare_base))
             browser.close()
     print(f"load average before and after: {load} -> {os.getloadavg()[0]:.1f}")
     print(f"{'step (fresh browser context each run)':<32}{'usable: median':>16}{'max':>6}{'idle: median':>14}{'max':>6}")
     for step in runs[0]:
         usable, idle = ([run[step][i] for run in runs] for i in (0, 1))
-        print(f"{step:<32}{statistics.median(usable):>16.2f}{max(usable):>6.2f}{statistics.median(idle):>14.2f}{max(idle):>6.2f}")
+        _row(step, usable, idle)
+    _row("floor: a bare Streamlit page", [b[0] for b in bare], [b[1] for b in bare])
+
+
+def _row(step: str, usable: list[float], idle: list[float]) -> None:
+    print(f"{step:<32}{statistics.median(usable):>16.2f}{max(usable):>6.2f}{statistics.median(idle):>14.2f}{max(idle):>6.2f}")
 
 
 if __name__ == "__main__":
