@@ -22,6 +22,7 @@ import pandas as pd
 import streamlit as st
 
 from fusion import settings
+from fusion.align import prepare as prepare_alignment
 from fusion.errors import TraceError
 from fusion.parallel import Request, load_traces
 from fusion.phase_compare import pair_steps, step_spans
@@ -329,7 +330,8 @@ def trace_steps(trace: Trace) -> pd.DataFrame:
 
 
 def _load_sides(found: list[Source | None], errors: list[str | None], progress: Progress) -> list[Trace | None]:
-    """Each side's trace: from memory, else the on-disk table cache, else parsed (both at once when large)."""
+    """Each side's trace: from memory, else the on-disk table cache, else parsed (both at once when large;
+    the alignment's compiled code is loaded once the first has finished, on the core it frees)."""
     traces: list[Trace | None] = [_traces().get(s.key) if s is not None else None for s in found]
     todo = [i for i, source in enumerate(found) if source is not None and traces[i] is None]
     requests = [Request(found[i].path, name=found[i].name) for i in todo]  # type: ignore[union-attr]
@@ -341,7 +343,8 @@ def _load_sides(found: list[Source | None], errors: list[str | None], progress: 
     def report(side: int, done: int, total: int) -> None:
         callbacks[todo[side - 1] + 1](done, total)
 
-    for i, result in zip(todo, load_traces(requests, progress=report, cache=table_cache())):
+    loaded = load_traces(requests, progress=report, cache=table_cache(), meanwhile=prepare_alignment)
+    for i, result in zip(todo, loaded):
         if isinstance(result, TraceError):
             errors[i] = str(result)
         else:
