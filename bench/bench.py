@@ -12,7 +12,8 @@ written to --data-dir and reused. Each step runs in fresh subprocesses, side by 
               loader's zlib-ng, output dropped): the floor
   orjson      orjson.loads of each file in its own process, summed (gzip: inflate, then loads): the baseline
   load        our load of each trace, one after the other in one process
-  compare     our full compare: load_pair (at once: threads in a child process), then the analysis (empty cache)
+  compare     the dashboard's path: load_pair (at once: threads in a child process; the alignment code loaded
+              meanwhile), then the analysis (empty cache)
   reopen      the same compare again, the traces coming from the on-disk table cache
   cli no-cache  `python -m fusion compare A B --format json --no-cache`: issue 14's measure
   cli         the same without --no-cache, caches emptied first: also fills the table and result caches
@@ -81,11 +82,12 @@ for path in sys.argv[1:3]:
 """,
     "compare": """
 import sys, time
+from fusion.align import prepare
 from fusion.compare import compare
 from fusion.parallel import load_pair
 from fusion.tablecache import TableCache
 start = time.perf_counter()
-pair = load_pair(sys.argv[1], sys.argv[2], cache=TableCache())
+pair = load_pair(sys.argv[1], sys.argv[2], cache=TableCache(), meanwhile=prepare)
 loaded = time.perf_counter()
 compare(*pair)
 done = time.perf_counter()
