@@ -13,10 +13,10 @@ its output is drawn) and until it is idle (also no request in flight, such as ch
 on first use, and no change for QUIET_MS; the quiet window itself is not counted). The machine's
 load average is printed too: on a shared machine every figure grows with it.
 
-The last row is the floor: a bare Streamlit page (one line of text, its own server) opened the same way,
-after each run.
-Any Streamlit app waits that long in a fresh browser context (its JavaScript loads and starts, the session
-connects) before its script's output can show; the rest of a step's time is the dashboard's.
+The last row is the floor: a bare Streamlit page (one line of text, its own server) opened the same way
+after each run. Any Streamlit app waits that long in a fresh browser context (its JavaScript loads and
+starts, the session connects) before its script's output can show; the rest of a step's time is the
+dashboard's.
 """
 
 from __future__ import annotations

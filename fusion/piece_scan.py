@@ -396,7 +396,8 @@ def _grow(array):
 
 @compiled
 def _scan(data, words, cat_bytes, cat_starts, cat_buckets):
-    """The piece `[...]`: (accepted, events, ints, floats, name spans), one row per kept event.
+    """The piece `[...]` (`words`: its bytes as uint64 words, for names): (accepted, events, ints, floats,
+    name spans), one row per kept event.
 
     A row's name is a code into the spans of distinct names: open addressing on a hash, with the bytes
     compared on a hit, so equal codes mean equal bytes."""
