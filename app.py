@@ -227,7 +227,8 @@ def differences(view: View, comparison: Comparison) -> None:
         findings(view, comparison)
     with right:
         st.subheader("Kernel count ratio per type")
-        st.image(charts.ratio_svg(comparison.type_stats, COUNT_RATIO, "trace 1 / trace 2 kernels"))
+        ui.picture(charts.ratio_svg(comparison.type_stats, COUNT_RATIO, "trace 1 / trace 2 kernels"),
+                   "Kernel count ratio per type")
         ui.link("overview", "Counts and times per type →", view)
 
 

@@ -104,7 +104,7 @@ with ui.page("Fusion") as shown:
     opportunities = sorted(comparison.opportunities, key=lambda o: o.time_impact_ms, reverse=True)
     st.subheader("Fusion opportunities by time impact")
     if opportunities:
-        st.image(impact_chart(opportunities))
+        ui.picture(impact_chart(opportunities), "Fusion opportunities by time impact")
         st.dataframe(
             tables.opportunity_table(comparison, opportunities),
             hide_index=True,

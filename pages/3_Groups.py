@@ -151,7 +151,8 @@ def show_pair(view: View, comparison: Comparison, pair_id: int) -> None:
     rows = alignment.iloc[window]
     st.subheader("Aligned kernels")
     shown = (pair_id, window.start, window.stop)
-    st.image(data.derived(comparison, ("alignment strip", *shown), lambda _: charts.alignment_svg(rows)), width="stretch")
+    ui.picture(data.derived(comparison, ("alignment strip", *shown), lambda _: charts.alignment_svg(rows)),
+               "Aligned kernels: each side's types and how they align", stretch=True)
     st.html(f'<div style="font-size:0.85em">Middle lane: {LEGEND}. Top and bottom lanes: each kernel\'s type; '
             "blank: no kernel on that side. The axis numbers the rows of the table below, which names each kernel.</div>")
     st.dataframe(

@@ -67,11 +67,10 @@ def run(script: str, **params: str) -> AppTest:
 
 
 def ratio_picture(at: AppTest) -> str:
-    """The SVG text of the home page's ratio picture (st.image of an SVG: a base64 data URL)."""
-    (picture,) = at.get("image")
-    url = picture.proto.imgs[0].url
-    assert url.startswith("data:image/svg+xml;base64,")
-    return base64.b64decode(url.split(",", 1)[1]).decode()
+    """The SVG text of the home page's ratio picture (widgets.picture: an img with a base64 data URL, in st.html)."""
+    (url,) = [found for element in at.get("html")
+              for found in re.findall(r'src="data:image/svg\+xml;base64,([^"]+)"', element.proto.body)]
+    return base64.b64decode(url).decode()
 
 
 def metrics(at: AppTest) -> dict[str, list[str]]:

@@ -145,8 +145,8 @@ def _chart(page: object) -> object:
 
 
 def _picture(page: object) -> object:
-    """The first SVG picture the page drew itself (ui.charts' *_svg, shown with st.image)."""
-    picture = page.locator("[data-testid='stImage'] img[src^='data:image/svg+xml']").first
+    """The first SVG picture the page drew itself (ui.charts' *_svg, shown with widgets.picture)."""
+    picture = page.locator("[data-testid='stHtml'] img[src^='data:image/svg+xml']").first
     expect(picture).to_be_visible(timeout=TIMEOUT_MS)
     return picture
 

@@ -127,8 +127,8 @@ def ratio_chart(stats: pd.DataFrame, column: str, title: str) -> go.Figure:
 
 
 def _svg(width: int, height: int, body: list[str]) -> str:
-    """An SVG picture of `width` x `height` px (it scales: the pages show it with st.image, as an image, so it
-    can hold no link or script)."""
+    """An SVG picture of `width` x `height` px (it scales: the pages show it with widgets.picture, as an image,
+    so it can hold no link or script)."""
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
             f'font-family="sans-serif" font-size="12">{"".join(body)}</svg>')
 
