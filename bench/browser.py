@@ -110,40 +110,42 @@ def idle_after(page: Page, requests: Requests, action: Callable[[], None], *, na
     raise TimeoutError("the page did not become idle")
 
 
-def session(browser: object, base: str, query: str) -> dict[str, tuple[float, float]]:
-    """One teammate's walk through the app in a fresh browser context."""
+@contextmanager
+def fresh_page(browser: object) -> Iterator[tuple[Page, Requests]]:
+    """A page in a fresh browser context (nothing cached), watched for changes and requests."""
     context = browser.new_context(viewport={"width": 1500, "height": 1100})
     context.add_init_script(WATCH_CHANGES)
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)
-    requests = Requests(page)
+    try:
+        yield page, Requests(page)
+    finally:
+        context.close()
 
-    def step(action: Callable[[], object], **kwargs: bool) -> tuple[float, float]:
-        return idle_after(page, requests, action, **kwargs)
 
-    times = {"open the shared link": step(lambda: page.goto(f"{base}/?{query}"), navigation=True)}
-    times["go to Groups"] = step(lambda: page.get_by_role("link", name="Groups", exact=True).click())
-    box = page.locator(".st-key-type_filter [data-testid='stSelectbox']")
-    times["change the type filter"] = step(lambda: (box.click(), page.get_by_role("option").nth(1).click()))
-    pair_box = page.locator(".st-key-pair_pick [data-testid='stSelectbox']")
-    times["open another pair"] = step(lambda: (pair_box.click(), page.get_by_role("option").last.click()))
-    times["go to Fusion"] = step(lambda: page.get_by_role("link", name="Fusion", exact=True).click())
-    times["follow an evidence link"] = step(lambda: page.get_by_role("link", name="Open evidence").first.click())
-    times["go home"] = step(lambda: page.get_by_role("link", name="Home", exact=True).click())
-    times["swap the traces"] = step(lambda: page.get_by_role("button", name="Swap traces").click())
-    context.close()
-    return times
+def session(browser: object, base: str, query: str) -> dict[str, tuple[float, float]]:
+    """One teammate's walk through the app in a fresh browser context."""
+    with fresh_page(browser) as (page, requests):
+        def step(action: Callable[[], object], **kwargs: bool) -> tuple[float, float]:
+            return idle_after(page, requests, action, **kwargs)
+
+        times = {"open the shared link": step(lambda: page.goto(f"{base}/?{query}"), navigation=True)}
+        times["go to Groups"] = step(lambda: page.get_by_role("link", name="Groups", exact=True).click())
+        box = page.locator(".st-key-type_filter [data-testid='stSelectbox']")
+        times["change the type filter"] = step(lambda: (box.click(), page.get_by_role("option").nth(1).click()))
+        pair_box = page.locator(".st-key-pair_pick [data-testid='stSelectbox']")
+        times["open another pair"] = step(lambda: (pair_box.click(), page.get_by_role("option").last.click()))
+        times["go to Fusion"] = step(lambda: page.get_by_role("link", name="Fusion", exact=True).click())
+        times["follow an evidence link"] = step(lambda: page.get_by_role("link", name="Open evidence").first.click())
+        times["go home"] = step(lambda: page.get_by_role("link", name="Home", exact=True).click())
+        times["swap the traces"] = step(lambda: page.get_by_role("button", name="Swap traces").click())
+        return times
 
 
 def bare_page(browser: object, base: str) -> tuple[float, float]:
     """Opening a bare Streamlit page in a fresh browser context: the floor of every shared link."""
-    context = browser.new_context(viewport={"width": 1500, "height": 1100})
-    context.add_init_script(WATCH_CHANGES)
-    page = context.new_page()
-    page.set_default_timeout(TIMEOUT_MS)
-    times = idle_after(page, Requests(page), lambda: page.goto(base), navigation=True)
-    context.close()
-    return times
+    with fresh_page(browser) as (page, requests):
+        return idle_after(page, requests, lambda: page.goto(base), navigation=True)
 
 
 def main() -> None:
