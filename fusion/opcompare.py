@@ -23,6 +23,7 @@ import pandas as pd
 
 from .align import GAP, align_codes, stream_windows
 from .classify import canonical_op
+from .detect.evidence import NON_FUSABLE_TYPES
 from .detect.mappings import PLATFORM_NAMES
 from .detect.thresholds import Thresholds
 from .ops import MODULE_SEPARATOR, OP_COLUMNS
@@ -265,22 +266,42 @@ def op_findings(calls: tuple[OpCalls, OpCalls], aligned: np.ndarray,
     findings, notes, shown = [], [], []
     for diff in groups.values():
         share = len(diff.pairs) / per_op[diff.op]
-        if len(diff.pairs) >= limits.op_min_calls and share >= limits.op_min_consistency:
+        launch = (f"{diff.op}: {len(diff.pairs)} of {per_op[diff.op]} aligned calls launch"
+                  f" {len(diff.types1)} vs {len(diff.types2)} kernels")
+        if len(diff.pairs) < limits.op_min_calls or share < limits.op_min_consistency:
+            notes.append(f"{launch}; below {limits.op_min_calls} calls or {limits.op_min_consistency:.0%} of the op's"
+                         " calls, not reported")
+        elif extra := _non_compute_extra(diff):
+            unfused = calls[2 - diff.fused_side]
+            kernels, do = ("kernel", "does") if len(extra) == 1 else ("kernels", "do")
+            notes.append(f"{launch}; the extra {kernels} per call on {unfused.trace.label} ({' + '.join(extra)},"
+                         f" {_extra_time_us(diff, calls) / 1000:.3f} ms in all) {do} no compute: not a fusion")
+        else:
             findings.append(_finding(diff, share, calls, limits))
             shown += diff.pairs
-        else:
-            notes.append(f"{diff.op}: {len(diff.pairs)} of {per_op[diff.op]} aligned calls launch"
-                         f" {len(diff.types1)} vs {len(diff.types2)} kernels; below {limits.op_min_calls} calls or"
-                         f" {limits.op_min_consistency:.0%} of the op's calls, not reported")
     return sorted(findings, key=lambda m: -m.time_saved_us), notes, shown
+
+
+def _non_compute_extra(diff: _Difference) -> list[str]:
+    """The types of the unfused side's extra kernels when every one is non-compute (a memset, a copy), else []:
+    an op that only launches such a kernel more is no fusion, as in the kernel-sequence walk."""
+    unfused = diff.types(3 - diff.fused_side)
+    extra = [unfused[p] for p in _extra_positions(diff.types(diff.fused_side), unfused)]
+    return extra if extra and set(extra) <= NON_FUSABLE_TYPES else []
+
+
+def _extra_time_us(diff: _Difference, calls: tuple[OpCalls, OpCalls]) -> float:
+    """Kernel time of the unfused side's extra kernels (no same-type counterpart) over all the difference's calls."""
+    fused, unfused = diff.fused_side, 3 - diff.fused_side
+    extra = _extra_positions(diff.types(fused), diff.types(unfused))
+    rows = np.array([calls[unfused - 1].kernels(p[unfused - 1]) for p in diff.pairs])
+    return round(float(calls[unfused - 1].dur[rows[:, extra]].sum()), TIME_DECIMALS)
 
 
 def _finding(diff: _Difference, share: float, calls: tuple[OpCalls, OpCalls], limits: Thresholds) -> FusionMapping:
     fused, unfused = diff.fused_side, 3 - diff.fused_side
     cited = _cited_pairs(diff, calls, limits.max_evidence_refs)
     names = {s: _cited_names(diff, calls[s - 1], [p[s - 1] for p in cited], limits.max_names) for s in (1, 2)}
-    extra = _extra_positions(diff.types(fused), diff.types(unfused))
-    unfused_rows = np.array([calls[unfused - 1].kernels(p[unfused - 1]) for p in diff.pairs])
     components = _fused_components(calls[fused - 1].trace, names[fused])
     helpers = _helpers(calls[unfused - 1].trace, names[unfused])
     op = _op_name(diff, calls)
@@ -298,7 +319,7 @@ def _finding(diff: _Difference, share: float, calls: tuple[OpCalls, OpCalls], li
         evidence=_evidence_text(op, diff, calls, cited, components, helpers),
         evidence_refs=[_ref(calls, pair) for pair in cited],
         pairs_with_pattern=len(diff.pairs),
-        time_saved_us=round(float(calls[unfused - 1].dur[unfused_rows[:, extra]].sum()), TIME_DECIMALS),
+        time_saved_us=_extra_time_us(diff, calls),
         fused_kernel_names=names[fused],
         unfused_kernel_names=names[unfused],
         fused_components=components,

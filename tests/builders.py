@@ -203,8 +203,9 @@ def gzip_bomb(path: Path, expanded: int, prefix: bytes = b'{"traceEvents": [', s
 
 def write_op_pair(folder: Path, norm_op: str = "aten::layer_norm") -> tuple[Path, Path]:
     """Eager AMD and NVIDIA traces with CPU ops: each of 6 `norm_op` calls launches 2 kernels on the AMD
-    trace (fill_kernel, layer_norm_fwd) and 1 on the NVIDIA one; aten::mm launches gemm_kernel on both."""
-    norm = {"AMD": [Launch("fill_kernel", 1.0), Launch("layer_norm_fwd", 4.0)], "NVIDIA": [Launch("layer_norm_fwd", 3.0)]}
+    trace (layer_norm_stats, layer_norm_fwd) and 1 on the NVIDIA one; aten::mm launches gemm_kernel on both."""
+    norm = {"AMD": [Launch("layer_norm_stats", 1.0), Launch("layer_norm_fwd", 4.0)],
+            "NVIDIA": [Launch("layer_norm_fwd", 3.0)]}
     paths = []
     for platform in ("AMD", "NVIDIA"):
         builder = EagerTrace(platform)
