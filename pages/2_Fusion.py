@@ -7,7 +7,7 @@ import streamlit as st
 
 import ui.widgets as ui
 from fusion.classify import canonical_op
-from fusion.opcompare import OP_EVIDENCE_PAIR, OP_TABLE_COLUMNS
+from fusion.opcompare import OP_EVIDENCE_PAIR
 from fusion.result import Comparison, EvidenceRef, FusionMapping, Opportunity
 from ui import charts, tables, text
 from ui.state import View
@@ -65,18 +65,14 @@ def show_mapping(view: View, comparison: Comparison, mapping: FusionMapping, num
 
 
 def op_table(view: View, comparison: Comparison) -> None:
-    """The ops with the largest time gap (eager traces with CPU ops only), names as the traces spell them."""
+    """The ops with the largest time gap (eager traces with CPU ops only), as the Ops page lists them."""
     table = comparison.op_table
     st.subheader("Ops by time gap")
     if table.empty:
         st.info("No op-level comparison: the traces record no CPU ops around eager launches "
                 "(graph replays have no ops inside).")
         return
-    shown = table.loc[:, list(OP_TABLE_COLUMNS)].head(OP_ROWS).copy()
-    for column in shown.columns:
-        if shown[column].dtype == object:
-            shown[column] = shown[column].map(lambda v: " | ".join(map(str, v)) if isinstance(v, (list, tuple)) else v)
-    st.dataframe(shown, hide_index=True)
+    ui.op_rows(table.head(OP_ROWS))
     if len(table) > OP_ROWS:
         st.caption(f"The {OP_ROWS} ops with the largest time gap of {len(table):,}.")
     ui.link("ops", "Every op, and what each op's calls launched on both traces →", view)

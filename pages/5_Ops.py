@@ -13,8 +13,7 @@ from ui.state import View
 
 OP_ROWS = 500
 """Ops listed, largest time gap first (all of them are in the exports)."""
-MS = {c: st.column_config.NumberColumn(format="%.3f") for c in
-      ("time 1 (ms)", "time 2 (ms)", "gap 1 − 2 (ms)", "time (ms)", "time per call (ms)")}
+MS = {c: st.column_config.NumberColumn(format="%.3f") for c in ("time (ms)", "time per call (ms)")}
 
 
 def op_findings(comparison: Comparison, op: str | None = None) -> list[FusionMapping]:
@@ -43,8 +42,7 @@ def op_list(view: View, comparison: Comparison) -> None:
         if rows:
             ui.set_view(ui.session_view().with_(op=ops[rows[0]]))
 
-    st.dataframe(tables.op_rows(listed), key="ops_table", on_select=picked, selection_mode="single-row",
-                 hide_index=True, column_config={**MS, "time ratio": st.column_config.NumberColumn(format="%.2f")})
+    ui.op_rows(listed, key="ops_table", on_select=picked, selection_mode="single-row")
     if len(comparison.op_table) > OP_ROWS:
         st.caption(f"The {OP_ROWS:,} ops with the largest time gap of {len(comparison.op_table):,}; "
                    "all are in the JSON and CSV exports.")
@@ -79,7 +77,7 @@ def op_detail(view: View, comparison: Comparison, op: str) -> None:
     if notes:
         st.caption(text.md(" ".join(notes)))
     st.markdown("**By module**")
-    st.dataframe(totals, hide_index=True, column_config={**MS, "time ratio": st.column_config.NumberColumn(format="%.2f")})
+    ui.op_rows(rows)
     for side in (1, 2):
         st.markdown(f"**What each call launched on** {ui.side_name(comparison, side)}")
         sequences = data.derived(comparison, ("op_sequences", side, op), lambda c, s=side: op_sequences(c.trace(s), op))

@@ -503,6 +503,15 @@ def test_ops_page_lists_ops_and_the_op_view_shows_what_each_call_launched(op_pai
     assert [m.value for m in at.metric if m.label == "Calls"] == ["6", "6"]
 
 
+def test_fusion_and_ops_pages_list_ops_alike(op_pair) -> None:
+    """One op list on both pages: canonical op and its spelling, both sides' calls and times in ms, no raw keys."""
+    tables = [run(page, p1=op_pair[0], p2=op_pair[1]).dataframe[0].value for page in ("pages/2_Fusion.py", "pages/5_Ops.py")]
+    assert list(tables[0].columns) == list(tables[1].columns)
+    assert {"op", "as spelled", "calls 1", "time 1 (ms)", "gap 1 − 2 (ms)"} <= set(tables[0].columns)
+    assert not any(column.startswith("trace1_") for column in tables[0].columns)
+    assert tables[0]["time 1 (ms)"].sum() == pytest.approx(6 * (1.0 + 4.0 + 9.0) / 1000)
+
+
 def test_findings_link_to_their_op_and_an_unknown_op_is_said_as_text(op_pair) -> None:
     fusion = run("pages/2_Fusion.py", p1=op_pair[0], p2=op_pair[1])
     assert any("/Ops?" in m.value and "op=aten%3A%3Alayer_norm" in m.value for m in fusion.markdown)

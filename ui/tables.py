@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from fusion import report
-from fusion.opcompare import CALLS, KERNEL_NAMES, KERNELS_PER_CALL, MODULE, OP, TIME_GAP_US
+from fusion.opcompare import CALLS, KERNEL_NAMES, KERNELS_PER_CALL, MODULE, OP, OP_NAMES, TIME_GAP_US
 from fusion.phases import ALL as ALL_PHASES
 from fusion.result import (COUNT, COUNT_RATIO, KERNEL_TYPE, ONLY_IN, TIME_RATIO, TIME_US, Comparison, FusionMapping,
                            Opportunity, side_column)
@@ -309,9 +309,11 @@ def file_stem(comparison: Comparison) -> str:
 
 
 def op_rows(op_table: pd.DataFrame) -> pd.DataFrame:
-    """The op table as shown: op, module, both sides' calls, kernels per call and time, ratio and gap (ms)."""
+    """The op table as shown: op (canonical, and as the traces spell it), module, both sides' calls, kernels per
+    call and time, ratio and gap (ms)."""
     return pd.DataFrame({
         "op": op_table[OP].astype(str),
+        "as spelled": op_table[OP_NAMES].map(", ".join),
         "module": op_table[MODULE].astype(str),
         "calls 1": op_table[side_column(CALLS, 1)].astype(int),
         "calls 2": op_table[side_column(CALLS, 2)].astype(int),

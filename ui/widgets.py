@@ -25,7 +25,7 @@ from fusion import report, settings
 from fusion.errors import ConfigError, TraceError
 from fusion.phases import ALL as ALL_PHASES
 from fusion.result import Comparison, FusionMapping
-from ui import charts, data, text
+from ui import charts, data, tables, text
 from ui.state import PAGE_TITLES, PAGES, SOURCE_KEYS, View, parse
 
 log = logging.getLogger("fusion.app")
@@ -294,3 +294,14 @@ def kernel_names(mapping: FusionMapping, first: int | None = None) -> str:
 
 
 EVIDENCE_SOURCES = {"op_calls": "matched op calls", "groups": "matched graph-launch groups", "windows": "stream windows of eager kernels"}
+
+
+OP_ROW_FORMATS = {**{column: st.column_config.NumberColumn(format="%.3f")
+                     for column in ("time 1 (ms)", "time 2 (ms)", "gap 1 − 2 (ms)")},
+                  "time ratio": st.column_config.NumberColumn(format="%.2f")}
+
+
+def op_rows(op_table: Any, **selection: Any) -> None:
+    """Ops as the Fusion and Ops pages list them (tables.op_rows), with their number formats; `selection`: the
+    dataframe's key, on_select and selection_mode where a row opens the op."""
+    st.dataframe(tables.op_rows(op_table), hide_index=True, column_config=OP_ROW_FORMATS, **selection)
