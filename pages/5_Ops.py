@@ -46,6 +46,9 @@ def op_list(view: View, comparison: Comparison) -> None:
     if len(comparison.op_table) > OP_ROWS:
         st.caption(f"The {OP_ROWS:,} ops with the largest time gap of {len(comparison.op_table):,}; "
                    "all are in the JSON and CSV exports.")
+    if comparison.op_notes:
+        st.markdown("**Notes on the op comparison**")
+        st.caption("\n".join(f"- {text.md(note)}" for note in comparison.op_notes))
 
 
 def op_detail(view: View, comparison: Comparison, op: str) -> None:
