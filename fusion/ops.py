@@ -9,7 +9,6 @@ vectorised passes per nesting level.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -17,7 +16,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from .columns import used_categories
 from .cpu_events import CpuEvents, RangeKind, Ranges
 
 if TYPE_CHECKING:
@@ -100,16 +98,8 @@ def launched_only(trace: Trace) -> Trace:
     note = unlaunched_note(trace.kernels)
     if note is None:
         return trace
-    kernels = trace.kernels[(trace.kernels["launch"] != "none").to_numpy()].reset_index(drop=True)
-    kernels["name"] = used_categories(kernels["name"])
-    stats = kernels.groupby("name", observed=True)["dur"].agg(count="size", time_us="sum")
-    stats.index = stats.index.astype(str)
-    names = trace.names.drop(columns=["count", "time_us"]).loc[stats.index].join(stats)
-    warning = f"{note}; left out of the comparison (keep_unlaunched=True or --keep-unlaunched keeps them)"
-    return dataclasses.replace(
-        trace, kernels=kernels, names=names.sort_values("time_us", ascending=False),
-        warnings=[*trace.warnings, warning],
-    )
+    launched = np.flatnonzero((trace.kernels["launch"] != "none").to_numpy())
+    return trace.subset(launched, f"{note}; left out of the comparison (keep_unlaunched=True or --keep-unlaunched keeps them)")
 
 
 @dataclass

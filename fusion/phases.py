@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from .columns import used_categories
 from .cpu_events import CpuEvents, Ranges
 from .ops import LAUNCH_KINDS, Nesting, launch_rows
 from .vocabulary import ALL, BACKWARD, DECODE, FORWARD, MIXED, OPTIMIZER, PHASES, PREFILL
@@ -291,13 +290,10 @@ def phase_view(trace: Trace, phase: str, table: pd.DataFrame | None = None) -> T
     rows = view_rows(kernels, phase)
     if len(rows) == len(kernels):
         return trace
-    part = kernels.take(rows).reset_index(drop=True)
-    part["name"] = used_categories(part["name"])
     table = phase_table(trace.kernels) if table is None else table
     steps = int(table.loc[phase, "steps"]) if phase in table.index else 0
-    note = (f"phase {phase} only: {len(part):,} of {len(kernels):,} kernels in {step_count(steps, phase)};"
-            " kernel indices refer to this view")
-    return replace(trace, kernels=part, names=_name_stats(trace.names, part), warnings=[*trace.warnings, note])
+    return trace.subset(rows, f"phase {phase} only: {len(rows):,} of {len(kernels):,} kernels in"
+                              f" {step_count(steps, phase)}; kernel indices refer to this view")
 
 
 def view_rows(kernels: pd.DataFrame, phase: str) -> np.ndarray:
@@ -305,14 +301,6 @@ def view_rows(kernels: pd.DataFrame, phase: str) -> np.ndarray:
     if phase == ALL:
         return np.arange(len(kernels))
     return np.flatnonzero((kernels["phase"] == phase).to_numpy())
-
-
-def _name_stats(names: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:
-    """The per-name table for a subset of kernels: its names, counts and times recomputed."""
-    stats = kernels.groupby("name", observed=True)["dur"].agg(count="size", time_us="sum")
-    stats.index = stats.index.astype(str)
-    kept = names.loc[names.index.isin(stats.index)].drop(columns=["count", "time_us"])
-    return kept.join(stats).sort_values("time_us", ascending=False)
 
 
 def describe(kernels: pd.DataFrame) -> dict[str, Any]:

@@ -8,6 +8,7 @@ while the file is read, resolved into the launching-op columns (fusion/ops.py), 
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -115,6 +116,17 @@ class Trace:
     @property
     def kernel_time_us(self) -> float:
         return float(self.kernels["dur"].sum())
+
+    def subset(self, rows: np.ndarray, warning: str) -> Trace:
+        """The trace with only the kernels at `rows` (in order, renumbered), its names table recounted over them,
+        and `warning` added: what was left out and why."""
+        kernels = self.kernels.take(rows).reset_index(drop=True)
+        kernels["name"] = used_categories(kernels["name"])
+        stats = kernels.groupby("name", observed=True)["dur"].agg(count="size", time_us="sum")
+        stats.index = stats.index.astype(str)
+        names = self.names.drop(columns=["count", "time_us"]).loc[stats.index].join(stats)
+        return dataclasses.replace(self, kernels=kernels, names=names.sort_values("time_us", ascending=False),
+                                   warnings=[*self.warnings, warning])
 
 
 @dataclass

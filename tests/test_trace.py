@@ -351,3 +351,17 @@ def test_used_categories_drops_unused_names_keeping_order_and_missing_values():
     trimmed = used_categories(column)
     assert list(trimmed.categories) == ["c", "a"]
     assert trimmed.codes.tolist() == [0, -1, 1, 0]
+
+
+def test_a_subset_keeps_its_rows_in_order_and_recounts_the_names_table():
+    from kernels import make_trace
+
+    trace = make_trace([("gemm", "GEMM", 4.0, 1), ("add", "Elementwise", 1.0, 1), ("gemm", "GEMM", 6.0, 2),
+                        ("fill", "Memset", 2.0, 3)])
+    part = trace.subset(np.array([0, 2, 3]), "two steps only")
+    assert part.kernels["dur"].tolist() == [4.0, 6.0, 2.0] and part.kernels.index.tolist() == [0, 1, 2]
+    assert list(part.kernels["name"].cat.categories) == ["fill", "gemm"]
+    assert part.names[["count", "time_us"]].to_dict("index") == {"gemm": {"count": 2, "time_us": 10.0},
+                                                                 "fill": {"count": 1, "time_us": 2.0}}
+    assert list(part.names.index) == ["gemm", "fill"] and part.names.loc["gemm", "type"] == "GEMM"
+    assert part.warnings == [*trace.warnings, "two steps only"] and trace.kernel_count == 4
