@@ -512,6 +512,25 @@ def test_ops_page_says_why_an_op_with_an_extra_zero_fill_is_no_finding(eager_pai
     assert not any(b.label.startswith("aten::scaled_dot_product_attention") for b in at.button)
 
 
+def test_an_op_finding_whose_fused_side_runs_two_kernels_is_not_called_one_kernel(tmp_path: Path) -> None:
+    """Trace 1's linear launches GEMM, add, add; trace 2's GEMM, add: trace 2 runs 2 kernels, not one."""
+    from builders import EagerTrace, Launch, Op
+
+    add = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>,"
+           " std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)")
+    kernels = {"AMD": ["Cijk_Alik_Bljk_BBS_BH_MT256x128x64_MI16x16x8_SN_LDSB1_AFC1", add, add],
+               "NVIDIA": ["sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_execute_kernel__5x_cublas", add]}
+    paths = []
+    for platform, names in kernels.items():
+        builder = EagerTrace(platform)
+        builder.run(*[Op("aten::linear", [Launch(name, 5.0) for name in names]) for _ in range(6)])
+        paths.append(tmp_path / f"{platform}.json")
+        paths[-1].write_bytes(builder.data())
+    text = " ".join(m.value for m in run("app.py", p1=str(paths[0]), p2=str(paths[1])).markdown)
+    assert "runs 2 kernels (` GEMM + Elementwise `) where" in text and "aten::linear" in text
+    assert "runs one ` GEMM + Elementwise ` kernel" not in text
+
+
 def test_fusion_and_ops_pages_list_ops_alike(op_pair) -> None:
     """One op list on both pages: canonical op and its spelling, both sides' calls and times in ms, no raw keys."""
     tables = [run(page, p1=op_pair[0], p2=op_pair[1]).dataframe[0].value for page in ("pages/2_Fusion.py", "pages/5_Ops.py")]

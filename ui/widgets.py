@@ -23,6 +23,7 @@ from streamlit import config
 
 from fusion import report, settings
 from fusion.errors import ConfigError, TraceError
+from fusion.opcompare import OP_CALLS_SOURCE
 from fusion.phases import ALL as ALL_PHASES
 from fusion.result import Comparison, FusionMapping
 from ui import charts, data, tables, text
@@ -270,15 +271,16 @@ def plot(fig: go.Figure, name: str, **kwargs: Any) -> Any:
 
 
 def finding(comparison: Comparison, mapping: FusionMapping) -> str:
-    """One fusion mapping as a sentence (markdown): which side runs one kernel for which sequence, and where from."""
+    """One fusion mapping as a sentence (markdown): which side runs one kernel (or, for an op's calls, fewer
+    kernels) for which sequence, and where from."""
     fused, unfused = mapping.fused_trace, 3 - mapping.fused_trace
     sequence = " → ".join(text.code(t) for t in mapping.unfused_sequence)
     also = f" (also doing {', '.join(text.md(c) for c in mapping.fused_components)})" if mapping.fused_components else ""
     where = f" in {text.code(mapping.op)}" if mapping.op else ""
-    return (
-        f"{side_name(comparison, fused)} runs one {text.code(mapping.fused_kernel_type)} kernel{also} where "
-        f"{side_name(comparison, unfused)} runs {sequence}{where}"
-    )
+    per_call = mapping.fused_count // mapping.pattern_count if mapping.evidence_source == OP_CALLS_SOURCE else 1
+    runs = (f"one {text.code(mapping.fused_kernel_type)} kernel" if per_call == 1
+            else f"{per_call} kernels ({text.code(mapping.fused_kernel_type)})")
+    return f"{side_name(comparison, fused)} runs {runs}{also} where {side_name(comparison, unfused)} runs {sequence}{where}"
 
 
 def kernel_names(mapping: FusionMapping, first: int | None = None) -> str:
