@@ -139,7 +139,8 @@ class Evidence:
     anchor_totals: Counter = field(default_factory=Counter)
     """(side, name code, counterpart name code) -> aligned occurrences of that pair of names."""
     helper_totals: Counter = field(default_factory=Counter)
-    """(side, name code) -> occurrences of a helper kernel name in the compared pairs."""
+    """(side, name code) -> occurrences of a helper kernel name in the compared pairs whose operation's kernel
+    is aligned (_Walk.operation_aligned)."""
     attributions: dict[tuple[int, str], Counter] = field(default_factory=lambda: defaultdict(Counter))
     """(unfused side, one-sided type) -> name codes (on the fused side) of the kernels that cover it."""
     attributed_names: dict[tuple[int, str], Counter] = field(default_factory=lambda: defaultdict(Counter))
@@ -268,6 +269,20 @@ class _Walk:
             out.append(np.where(aligned, mains, -1))
         return tuple(out)
 
+    @cached_property
+    def operation_aligned(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per side and position: the kernel of its operation (itself, or for a folded helper the kernel it is
+        folded into) is aligned with a kernel of the other side."""
+        out = []
+        for s in (1, 2):
+            codes = self.segment.codes(s)
+            mains = np.where((codes & FOLDED) != 0, self._main_positions[s - 1], np.arange(len(codes)))
+            aligned = np.zeros(len(codes), dtype=bool)
+            known = mains >= 0
+            aligned[known] = self.op[self.row_of[s - 1][mains[known]]] <= SUBSTITUTE
+            out.append(aligned)
+        return tuple(out)
+
     def non_fusable(self, side: np.ndarray, positions: np.ndarray) -> np.ndarray:
         """Per (side, position): the kernel's type is one of NON_FUSABLE_TYPES."""
         return self.type_sets.non_fusable[_per_side(self.type_codes, side, positions)]
@@ -306,7 +321,9 @@ def collect_evidence(segments: list[Segment], sides: tuple[Side, Side], types: l
 
 
 def _count_anchors(walk: _Walk, evidence: Evidence) -> None:
-    """Aligned name pairs and helper names: the occurrences that could show a pattern."""
+    """Aligned name pairs, and helpers whose operation's kernel is aligned: the occurrences that could show a
+    pattern. A helper in a stretch the other side does not run (an extra step) can show no split, so it does
+    not count against the split's confidence."""
     weight = walk.segment.weight
     aligned = walk.path[walk.aligned]
     names = [walk.sides[s].names[walk.segment.rows(s + 1)[0, aligned[:, s]]] for s in (0, 1)]
@@ -315,8 +332,8 @@ def _count_anchors(walk: _Walk, evidence: Evidence) -> None:
         evidence.anchor_totals[(2, pair[1], pair[0])] += count * weight
     for side in walk.sides:
         rows = walk.segment.rows(side.number)[0]
-        helpers = side.names[rows[side.helper[rows]]]
-        for name, count in Counter(helpers.tolist()).items():
+        could_split = side.helper[rows] & walk.operation_aligned[side.number - 1]
+        for name, count in Counter(side.names[rows[could_split]].tolist()).items():
             evidence.helper_totals[(side.number, name)] += count * weight
 
 
