@@ -271,34 +271,30 @@ def op_findings(calls: tuple[OpCalls, OpCalls], aligned: np.ndarray,
         if len(diff.pairs) < limits.op_min_calls or share < limits.op_min_consistency:
             notes.append(f"{launch}; below {limits.op_min_calls} calls or {limits.op_min_consistency:.0%} of the op's"
                          " calls, not reported")
-        elif extra := _non_compute_extra(diff):
-            unfused = calls[2 - diff.fused_side]
+            continue
+        unfused = 3 - diff.fused_side
+        extra = _extra_positions(diff.types(diff.fused_side), diff.types(unfused))
+        extra_types = [diff.types(unfused)[p] for p in extra]
+        extra_us = _extra_time_us(diff, calls, extra)
+        if extra_types and set(extra_types) <= NON_FUSABLE_TYPES:  # only a memset or copy more: no fusion (as the walk)
             kernels, do = ("kernel", "does") if len(extra) == 1 else ("kernels", "do")
-            notes.append(f"{launch}; the extra {kernels} per call on {unfused.trace.label} ({' + '.join(extra)},"
-                         f" {_extra_time_us(diff, calls) / 1000:.3f} ms in all) {do} no compute: not a fusion")
+            notes.append(f"{launch}; the extra {kernels} per call on {calls[unfused - 1].trace.label}"
+                         f" ({' + '.join(extra_types)}, {extra_us / 1000:.3f} ms in all) {do} no compute: not a fusion")
         else:
-            findings.append(_finding(diff, share, calls, limits))
+            findings.append(_finding(diff, share, calls, limits, extra_us))
             shown += diff.pairs
     return sorted(findings, key=lambda m: -m.time_saved_us), notes, shown
 
 
-def _non_compute_extra(diff: _Difference) -> list[str]:
-    """The types of the unfused side's extra kernels when every one is non-compute (a memset, a copy), else []:
-    an op that only launches such a kernel more is no fusion, as in the kernel-sequence walk."""
-    unfused = diff.types(3 - diff.fused_side)
-    extra = [unfused[p] for p in _extra_positions(diff.types(diff.fused_side), unfused)]
-    return extra if extra and set(extra) <= NON_FUSABLE_TYPES else []
-
-
-def _extra_time_us(diff: _Difference, calls: tuple[OpCalls, OpCalls]) -> float:
-    """Kernel time of the unfused side's extra kernels (no same-type counterpart) over all the difference's calls."""
-    fused, unfused = diff.fused_side, 3 - diff.fused_side
-    extra = _extra_positions(diff.types(fused), diff.types(unfused))
+def _extra_time_us(diff: _Difference, calls: tuple[OpCalls, OpCalls], extra: np.ndarray) -> float:
+    """Kernel time of the unfused side's kernels at positions `extra` of each call, over all the difference's calls."""
+    unfused = 3 - diff.fused_side
     rows = np.array([calls[unfused - 1].kernels(p[unfused - 1]) for p in diff.pairs])
     return round(float(calls[unfused - 1].dur[rows[:, extra]].sum()), TIME_DECIMALS)
 
 
-def _finding(diff: _Difference, share: float, calls: tuple[OpCalls, OpCalls], limits: Thresholds) -> FusionMapping:
+def _finding(diff: _Difference, share: float, calls: tuple[OpCalls, OpCalls], limits: Thresholds,
+             extra_us: float) -> FusionMapping:
     fused, unfused = diff.fused_side, 3 - diff.fused_side
     cited = _cited_pairs(diff, calls, limits.max_evidence_refs)
     names = {s: _cited_names(diff, calls[s - 1], [p[s - 1] for p in cited], limits.max_names) for s in (1, 2)}
@@ -319,7 +315,7 @@ def _finding(diff: _Difference, share: float, calls: tuple[OpCalls, OpCalls], li
         evidence=_evidence_text(op, diff, calls, cited, components, helpers),
         evidence_refs=[_ref(calls, pair) for pair in cited],
         pairs_with_pattern=len(diff.pairs),
-        time_saved_us=_extra_time_us(diff, calls),
+        time_saved_us=extra_us,
         fused_kernel_names=names[fused],
         unfused_kernel_names=names[unfused],
         fused_components=components,

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 from streamlit import config
@@ -303,7 +304,7 @@ OP_ROW_FORMATS = {**{column: st.column_config.NumberColumn(format="%.3f")
                   "time ratio": st.column_config.NumberColumn(format="%.2f")}
 
 
-def op_rows(op_table: Any, **selection: Any) -> None:
+def op_rows(op_table: pd.DataFrame, **selection: Any) -> None:
     """Ops as the Fusion and Ops pages list them (tables.op_rows), with their number formats; `selection`: the
     dataframe's key, on_select and selection_mode where a row opens the op."""
     st.dataframe(tables.op_rows(op_table), hide_index=True, column_config=OP_ROW_FORMATS, **selection)

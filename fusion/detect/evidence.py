@@ -260,14 +260,7 @@ class _Walk:
     def split_mains(self) -> tuple[np.ndarray, np.ndarray]:
         """Per side and position: main_kernel's answer when that kernel is aligned (the position is a helper
         split off an operation both sides run), else -1."""
-        out = []
-        for s in (1, 2):
-            mains = self._main_positions[s - 1]
-            known = mains >= 0
-            aligned = np.zeros(len(mains), dtype=bool)
-            aligned[known] = self.op[self.row_of[s - 1][mains[known]]] <= SUBSTITUTE
-            out.append(np.where(aligned, mains, -1))
-        return tuple(out)
+        return tuple(np.where(self.operation_aligned[s], self._main_positions[s], -1) for s in (0, 1))
 
     @cached_property
     def operation_aligned(self) -> tuple[np.ndarray, np.ndarray]:
