@@ -62,14 +62,15 @@ def type_code(codes: np.ndarray) -> np.ndarray:
     return np.asarray(codes) & (FOLDED - 1)
 
 
-def align_codes(a: np.ndarray, b: np.ndarray, free_end: bool = False) -> np.ndarray:
+def align_codes(a: np.ndarray, b: np.ndarray, free_end: bool = False, free_start: bool = False) -> np.ndarray:
     """Align two int type-code sequences: an (L, 2) array of positions into a and b, -1 for a gap.
 
     With `free_end`, trailing kernels of either sequence may stay unaligned at no cost (the rest of
-    a stream continues in the next chunk); they are then left out of the result.
+    a stream continues in the next chunk); they are then left out of the result. With `free_start`, leading
+    kernels of either sequence may stay unaligned at no cost (they are in the result, as gaps).
     """
     a, b = np.ascontiguousarray(a, dtype=CODE_DTYPE), np.ascontiguousarray(b, dtype=CODE_DTYPE)
-    return _cached(a.tobytes(), b.tobytes(), free_end)
+    return _cached(a.tobytes(), b.tobytes(), free_end, free_start)
 
 
 def prepare() -> None:
@@ -87,8 +88,9 @@ def ops(path: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 @lru_cache(maxsize=4096)
-def _cached(a_bytes: bytes, b_bytes: bytes, free_end: bool) -> np.ndarray:
-    path = _needleman_wunsch(np.frombuffer(a_bytes, dtype=CODE_DTYPE), np.frombuffer(b_bytes, dtype=CODE_DTYPE), free_end)
+def _cached(a_bytes: bytes, b_bytes: bytes, free_end: bool, free_start: bool) -> np.ndarray:
+    path = _needleman_wunsch(np.frombuffer(a_bytes, dtype=CODE_DTYPE), np.frombuffer(b_bytes, dtype=CODE_DTYPE), free_end,
+                             free_start)
     path.flags.writeable = False
     return path
 
@@ -98,13 +100,13 @@ def clear_cache() -> None:
     _cached.cache_clear()
 
 
-def _needleman_wunsch(a: np.ndarray, b: np.ndarray, free_end: bool) -> np.ndarray:
+def _needleman_wunsch(a: np.ndarray, b: np.ndarray, free_end: bool, free_start: bool) -> np.ndarray:
     n, m = len(a), len(b)
     if n == 0 or m == 0:
         return _gaps_only(n, m, free_end)
     from . import dp  # numba: imported and its compiled code loaded only by a process that aligns
 
-    direction, last_row, last_col = dp.fill(a, b, _SCORES, UNKNOWN)
+    direction, last_row, last_col = dp.fill(a, b, _SCORES, UNKNOWN, free_start)
     end = _free_end_cell(last_row, last_col, n, m) if free_end else (n, m)
     return dp.traceback(direction, *end)
 

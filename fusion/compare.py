@@ -32,7 +32,8 @@ from .detect import (
     type_stats,
 )
 from .groups import Groups, correlation_groups, type_codes, unique_rows
-from .match import Matching, candidate_size, match_across_threshold, similarity
+from .cut_pairs import CutPairs, cut_differently
+from .match import Matching, candidate_size, keep_pairs, match_across_threshold, similarity
 from .opcompare import OpComparison, compare_ops
 from .ops import launched_only
 from .phase_compare import phase_summary
@@ -137,6 +138,8 @@ class _Walked:
     limits: Thresholds
     stats: pd.DataFrame
     """detect.type_stats: per type, counts and times on both sides."""
+    cut: CutPairs
+    """Matched group pairs that ran different stretches of work (cut_pairs)."""
 
 
 @dataclass
@@ -168,6 +171,7 @@ def _walk(trace1: Trace, trace2: Trace, min_group_size: int, progress: Progress 
     candidates = [correlation_groups(s.trace.kernels, s.codes, len(types), candidate_size(min_group_size)) for s in sides]
     report("match", 0.2)
     first, second, matching = match_across_threshold(candidates[0], candidates[1], min_group_size)
+    first, second, matching, cut = _without_cut_pairs((first, second), matching, sides, types, limits)
     groups = (first, second)
     report("align", 0.4)
     stream = tuple(_unit_codes(s, g.residual_rows, types) for s, g in zip(sides, groups))
@@ -175,7 +179,26 @@ def _walk(trace1: Trace, trace2: Trace, min_group_size: int, progress: Progress 
     index = PairIndex(groups, matching.pairs, windows, stream)
     evidence = collect_evidence(_segments(index, sides, types), sides, types, limits)
     report("detect", 0.7)
-    return _Walked(sides, groups, matching, index, evidence, types, limits, type_stats(sides, types))
+    return _Walked(sides, groups, matching, index, evidence, types, limits, type_stats(sides, types), cut)
+
+
+def _without_cut_pairs(groups: tuple[Groups, Groups], matching: Matching, sides: tuple[Side, Side], types: list[str],
+                       limits: Thresholds) -> tuple[Groups, Groups, Matching, CutPairs]:
+    """The matching without the pairs whose groups are not the same stretch of work (cut_pairs), within the
+    stream budget; each distinct pair of kernel-name sequences is judged once."""
+    pairs = matching.pairs
+    if not len(pairs):
+        return groups[0], groups[1], matching, CutPairs()
+    ids = [_sequence_ids(groups[s], sides[s])[pairs[:, s]] for s in (0, 1)]
+    _, first, inverse = np.unique(ids[0] * (int(ids[1].max()) + 1) + ids[1], return_index=True, return_inverse=True)
+    cut = np.array([cut_differently(*(_unit_codes(sides[s], groups[s].rows(int(pairs[p, s])), types) for s in (0, 1)),
+                                    limits.max_fused_run) for p in first.tolist()], dtype=bool)[inverse.ravel()]
+    if not cut.any():
+        return groups[0], groups[1], matching, CutPairs()
+    stream = [len(g.residual_rows) + int(np.diff(g.offsets)[pairs[cut, s]].sum()) for s, g in enumerate(groups)]
+    if max(stream) > limits.stream_budget:
+        return groups[0], groups[1], matching, CutPairs(int(cut.sum()), realigned=False)
+    return (*keep_pairs(groups[0], groups[1], matching, ~cut), CutPairs(int(cut.sum()), realigned=True))
 
 
 def _findings(walked: _Walked, with_op_table: bool) -> Findings:
@@ -267,7 +290,8 @@ def _assemble(walked: _Walked, found: Findings, min_group_size: int) -> Comparis
     stats = walked.stats
     present = list(stats.index)
     warnings = [f"{t.label}: {w}" for t in (trace1, trace2) for w in t.warnings] + found.comparability.warnings
-    warnings += _budget_warnings(groups, walked.limits)
+    warnings += _budget_warnings(groups, walked.limits) + walked.cut.warnings(walked.limits.max_fused_run,
+                                                                             walked.limits.stream_budget)
     return Comparison(
         trace1=trace1,
         trace2=trace2,
@@ -285,7 +309,7 @@ def _assemble(walked: _Walked, found: Findings, min_group_size: int) -> Comparis
         one_sided=found.one_sided,
         comparability=found.comparability,
         warnings=warnings,
-        metadata=_metadata(sides, groups, matching, index, found.comparability, min_group_size)
+        metadata=_metadata(sides, groups, matching, index, found.comparability, min_group_size, walked.cut)
         | _op_metadata(found.op_level),
         op_table=found.op_level.op_table,
         op_notes=found.op_notes,
@@ -399,7 +423,7 @@ def _budget_warnings(groups: tuple[Groups, Groups], limits: Thresholds) -> list[
 
 
 def _metadata(sides: tuple[Side, Side], groups: tuple[Groups, Groups], matching: Matching, index: PairIndex,
-              check: Any, min_group_size: int) -> dict[str, Any]:
+              check: Any, min_group_size: int, cut: CutPairs) -> dict[str, Any]:
     meta: dict[str, Any] = {}
     for side, group in zip(sides, groups):
         s, trace = side.number, side.trace
@@ -414,6 +438,8 @@ def _metadata(sides: tuple[Side, Side], groups: tuple[Groups, Groups], matching:
             side_column("kernels_outside_groups", s): int(len(group.residual_rows)),
         })
     meta["matched_groups"] = int(len(matching.pairs))
+    meta["cut_group_pairs"] = cut.count
+    meta["realigned_group_pairs"] = cut.count if cut.realigned else 0
     meta["stream_windows"] = len(index.windows)
     meta["comparable"] = check.ok
     meta["comparability_level"] = check.level

@@ -18,24 +18,27 @@ GAP = -1
 
 
 @compiled
-def fill(a: np.ndarray, b: np.ndarray, scores: np.ndarray, unknown: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def fill(a: np.ndarray, b: np.ndarray, scores: np.ndarray, unknown: int,
+         free_start: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The traceback directions of every cell, the last row's and the last column's scores.
 
-    `scores`: match, mismatch, mismatch where a side carries the `unknown` bit, gap."""
+    `scores`: match, mismatch, mismatch where a side carries the `unknown` bit, gap. With `free_start`,
+    leading gaps cost nothing."""
     match, mismatch, unknown_mismatch, gap = scores[0], scores[1], scores[2], scores[3]
     n, m = len(a), len(b)
     direction = np.empty((n + 1, m + 1), dtype=np.int8)
     row = np.empty(m + 1, dtype=np.int32)
     last_col = np.empty(n + 1, dtype=np.int32)
+    lead = 0 if free_start else gap
     for j in range(m + 1):
-        row[j] = j * gap
+        row[j] = j * lead
         direction[0, j] = _LEFT
     last_col[0] = row[m]
     for i in range(1, n + 1):
         ai = a[i - 1]
         a_unknown = (ai & unknown) != 0
         above_left = row[0]
-        row[0] = i * gap
+        row[0] = i * lead
         direction[i, 0] = _UP
         for j in range(1, m + 1):
             bj = b[j - 1]

@@ -140,7 +140,26 @@ def match_across_threshold(groups1: Groups, groups2: Groups, min_group_size: int
     keep1, keep2 = big1.copy(), big2.copy()
     keep1[pairs[kept, 0]] = True
     keep2[pairs[kept, 1]] = True
-    new_pairs = np.column_stack([(np.cumsum(keep1) - 1)[pairs[kept, 0]], (np.cumsum(keep2) - 1)[pairs[kept, 1]]])
+    return _subset(groups1, groups2, matching, kept, (keep1, keep2))
+
+
+def keep_pairs(groups1: Groups, groups2: Groups, matching: Matching, kept: np.ndarray) -> tuple[Groups, Groups, Matching]:
+    """The matching with only the `kept` pairs (bool per pair); the groups of the other pairs join the
+    kernels outside groups."""
+    keep = []
+    for side, groups in enumerate((groups1, groups2)):
+        mask = np.ones(len(groups), dtype=bool)
+        mask[matching.pairs[~kept, side]] = False
+        keep.append(mask)
+    return _subset(groups1, groups2, matching, kept, (keep[0], keep[1]))
+
+
+def _subset(groups1: Groups, groups2: Groups, matching: Matching, kept: np.ndarray,
+            keep: tuple[np.ndarray, np.ndarray]) -> tuple[Groups, Groups, Matching]:
+    """The `keep` groups of each side (bool per group) and the `kept` pairs among them, renumbered."""
+    keep1, keep2 = keep
+    pairs = matching.pairs[kept]
+    new_pairs = np.column_stack([(np.cumsum(keep1) - 1)[pairs[:, 0]], (np.cumsum(keep2) - 1)[pairs[:, 1]]])
     new_pairs = new_pairs.astype(np.int64).reshape(-1, 2)
     kept_matching = Matching(
         pairs=new_pairs,

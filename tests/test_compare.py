@@ -22,6 +22,15 @@ SCENARIOS = [
     PairSpec(scenario="eager", layers=4, steps=5, steps2=3, fusions=("sort_chain",)),
     PairSpec(scenario="piecewise", layers=4, steps=3, steps2=5, fusions=(), cases=("split_k_partial",)),
 ]
+CUT_SCENARIOS = [
+    # Graph launches cut into pieces at different places on each side: half a step would pair with a whole one.
+    PairSpec(scenario="full_graph", layers=5, steps=4, steps2=6, fusions=("add_rmsnorm", "sort_chain"), non_fusion=False,
+             seed=32, cpu_fill=200, cases=("template_rmsnorm", "unknown_attention"), group_cuts=True),
+    PairSpec(scenario="full_graph", layers=5, steps=3, fusions=("add_rmsnorm", "moe_swiglu", "inductor_silu"), seed=17,
+             cases=("split_k", "unknown_attention"), group_cuts=True, piecewise_every=2, prep_share=2.0),
+    PairSpec(scenario="full_graph", layers=5, steps=3, fusions=("add_rmsnorm", "sort_chain", "inductor_silu"), seed=88,
+             prefill2=True, cpu_fill=200, cases=("template_rmsnorm", "split_k_partial"), group_cuts=True, prep_share=0.5),
+]
 REFERENCE_KEYS = {"metadata", "global_counts", "fusion_opportunities", "fusion_mappings"}
 MAPPING_FIELDS = {"fused_platform", "fused_kernel_type", "fused_count", "unfused_platform", "unfused_sequence",
                   "unfused_count_per_type", "pattern_count", "pattern_confidence", "evidence"}
@@ -70,6 +79,7 @@ def test_full_graph_pairs_match_groups(scored):
     if spec.scenario == "full_graph":
         steps2 = spec.steps2 or spec.steps
         assert comparison.metadata["matched_groups"] == min(spec.steps, steps2)
+        assert comparison.metadata["realigned_group_pairs"] == 0
         assert len(comparison.unmatched1) == spec.steps - min(spec.steps, steps2)
 
 
@@ -102,6 +112,33 @@ def test_every_mapping_points_at_its_kernels(scored):
         table = comparison.alignment(ref.pair_id)
         column = f"index{mapping.fused_trace}"
         assert window[0] in set(table[column])
+
+
+@pytest.mark.parametrize("spec", CUT_SCENARIOS, ids=lambda s: f"seed{s.seed}")
+def test_groups_cut_at_different_places_in_either_order(spec, tmp_path):
+    """Pairs of groups that are not the same stretch of work are realigned as a stream: the ground truth is
+    found, and swapping the traces mirrors the findings."""
+    files = write_pair(tmp_path, spec)
+    trace1, trace2 = load(files.trace1), load(files.trace2)
+    comparison = compare(trace1, trace2)
+    realigned = comparison.metadata["realigned_group_pairs"]
+    assert realigned > 0 and any(w.startswith(f"{realigned} matched group pairs ran different") for w in comparison.warnings)
+    found = {(m.fused_trace, m.fused_kernel_type, tuple(m.unfused_sequence)) for m in comparison.mappings}
+    swapped = {(3 - m.fused_trace, m.fused_kernel_type, tuple(m.unfused_sequence)) for m in compare(trace2, trace1).mappings}
+    assert found == truth_keys(ground_truth(spec)) == swapped
+
+
+def test_groups_cut_at_different_places_stay_groups_beyond_the_stream_budget(tmp_path):
+    """Realigning is bounded by the stream budget: past it the pairs stay groups, and a warning says so."""
+    files = write_pair(tmp_path, CUT_SCENARIOS[0])
+    trace1, trace2 = load(files.trace1), load(files.trace2)
+    realigned = compare(trace1, trace2)
+    kept = compare(trace1, trace2, stream_budget=100)
+    cut = realigned.metadata["cut_group_pairs"]
+    assert cut > 0 and realigned.metadata["realigned_group_pairs"] == cut
+    assert kept.metadata["cut_group_pairs"] == cut and kept.metadata["realigned_group_pairs"] == 0
+    assert kept.metadata["matched_groups"] == realigned.metadata["matched_groups"] + cut
+    assert any(w.startswith(f"{cut} matched group pairs") and "stay compared as groups" in w for w in kept.warnings)
 
 
 def test_analyze_fusion_differences_accepts_paths_and_reports_progress(tmp_path):
