@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fusion.compare import compare  # noqa: E402
+from fusion.synthetic import PairSpec, write_pair  # noqa: E402
 from fusion.trace import load  # noqa: E402
 from kernels import layer, make_trace, steps  # noqa: E402
 from ui import charts, tables, text  # noqa: E402
@@ -188,6 +189,16 @@ def test_what_was_compared_names_windows_for_eager_pairs(eager) -> None:
     lines = tables.compared(eager)
     assert any(f"{eager.metadata['stream_windows']} stream windows" in line for line in lines)
     assert not any("graph-launch groups" in line for line in lines if "matched" in line)
+
+
+def test_what_was_compared_names_groups_realigned_as_a_stream(tmp_path: Path) -> None:
+    spec = PairSpec(scenario="full_graph", layers=5, steps=4, steps2=6, fusions=("add_rmsnorm",), non_fusion=False,
+                    seed=32, group_cuts=True)
+    files = write_pair(tmp_path, spec)
+    comparison = compare(load(files.trace1), load(files.trace2))
+    realigned = comparison.metadata["realigned_group_pairs"]
+    assert realigned
+    assert any(f"the groups of {realigned} pairs cut at different places" in line for line in tables.compared(comparison))
 
 
 def test_type_table_says_one_sided_instead_of_none() -> None:

@@ -39,10 +39,12 @@ def compared(comparison: Comparison) -> list[str]:
             f"{groups:,} matched pairs of graph-launch groups (one correlation id with at least "
             f"{comparison.params.get('min_group_size')} kernels on each side)"
         )
+    realigned = int(meta.get("realigned_group_pairs", 0))
     if windows:
+        what = f"eager launches, and the groups of {realigned:,} pairs cut at different places" if realigned else "eager launches"
         lines.append(
             f"{windows:,} stream windows: the {outside[0]:,} and {outside[1]:,} kernels outside such groups "
-            "(eager launches), walked in corresponding windows of each trace's kernel stream"
+            f"({what}), walked in corresponding windows of each trace's kernel stream"
         )
     unmatched = len(comparison.unmatched1) + len(comparison.unmatched2)
     if unmatched:
