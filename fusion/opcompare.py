@@ -274,14 +274,17 @@ def op_findings(calls: tuple[OpCalls, OpCalls], aligned: np.ndarray,
             continue
         unfused = 3 - diff.fused_side
         extra = _extra_positions(diff.types(diff.fused_side), diff.types(unfused))
-        extra_types = [diff.types(unfused)[p] for p in extra]
-        extra_us = _extra_time_us(diff, calls, extra)
-        if extra_types and set(extra_types) <= NON_FUSABLE_TYPES:  # only a memset or copy more: no fusion (as the walk)
-            kernels, do = ("kernel", "does") if len(extra) == 1 else ("kernels", "do")
+        idle = extra[np.isin(np.array(diff.types(unfused), dtype=object)[extra], list(NON_FUSABLE_TYPES))]
+        if len(idle):  # a memset or copy more does no compute: never part of a fusion (as the walk)
+            idle_types = [diff.types(unfused)[p] for p in idle]
+            kernels, do = ("kernel", "does") if len(idle) == 1 else ("kernels", "do")
+            verdict = "not a fusion" if len(idle) == len(extra) else "left out of the finding"
             notes.append(f"{launch}; the extra {kernels} per call on {calls[unfused - 1].trace.label}"
-                         f" ({' + '.join(extra_types)}, {extra_us / 1000:.3f} ms in all) {do} no compute: not a fusion")
-        else:
-            findings.append(_finding(diff, share, calls, limits, extra_us))
+                         f" ({' + '.join(idle_types)}, {_extra_time_us(diff, calls, idle) / 1000:.3f} ms in all)"
+                         f" {do} no compute: {verdict}")
+        if len(idle) < len(extra):
+            compute = np.setdiff1d(extra, idle)
+            findings.append(_finding(diff, share, calls, limits, _extra_time_us(diff, calls, compute), idle))
             shown += diff.pairs
     return sorted(findings, key=lambda m: -m.time_saved_us), notes, shown
 
@@ -294,8 +297,11 @@ def _extra_time_us(diff: _Difference, calls: tuple[OpCalls, OpCalls], extra: np.
 
 
 def _finding(diff: _Difference, share: float, calls: tuple[OpCalls, OpCalls], limits: Thresholds,
-             extra_us: float) -> FusionMapping:
+             extra_us: float, idle: np.ndarray) -> FusionMapping:
+    """The finding of a difference; `idle`: positions of the unfused call's non-compute extra kernels, which
+    the mapping leaves out of what is fused."""
     fused, unfused = diff.fused_side, 3 - diff.fused_side
+    replaced = [t for k, t in enumerate(diff.types(unfused)) if k not in set(idle.tolist())]
     cited = _cited_pairs(diff, calls, limits.max_evidence_refs)
     names = {s: _cited_names(diff, calls[s - 1], [p[s - 1] for p in cited], limits.max_names) for s in (1, 2)}
     components = _fused_components(calls[fused - 1].trace, names[fused])
@@ -308,11 +314,11 @@ def _finding(diff: _Difference, share: float, calls: tuple[OpCalls, OpCalls], li
         fused_kernel_type=" + ".join(diff.types(fused)),
         fused_count=len(diff.types(fused)) * len(diff.pairs),
         unfused_platform=PLATFORM_NAMES[unfused],
-        unfused_sequence=list(diff.types(unfused)),
-        unfused_count_per_type={t: n * len(diff.pairs) for t, n in Counter(diff.types(unfused)).items()},
+        unfused_sequence=replaced,
+        unfused_count_per_type={t: n * len(diff.pairs) for t, n in Counter(replaced).items()},
         pattern_count=len(diff.pairs),
         pattern_confidence=share,
-        evidence=_evidence_text(op, diff, calls, cited, components, helpers),
+        evidence=_evidence_text(op, diff, calls, cited, components, helpers, replaced),
         evidence_refs=[_ref(calls, pair) for pair in cited],
         pairs_with_pattern=len(diff.pairs),
         time_saved_us=extra_us,
@@ -391,7 +397,7 @@ def _ref(calls: tuple[OpCalls, OpCalls], pair: tuple[int, int]) -> EvidenceRef:
 
 
 def _evidence_text(op: str, diff: _Difference, calls: tuple[OpCalls, OpCalls], cited: list[tuple[int, int]],
-                   components: list[str], helpers: dict[str, str]) -> str:
+                   components: list[str], helpers: dict[str, str], replaced: list[str]) -> str:
     fused, unfused = diff.fused_side, 3 - diff.fused_side
     sides = []
     for s in (1, 2):
@@ -408,8 +414,8 @@ def _evidence_text(op: str, diff: _Difference, calls: tuple[OpCalls, OpCalls], c
     if helpers:
         roles = ", ".join(f"`{_cut(n)}` ({role})" for n, role in helpers.items())
         return f"{head}; {unfused_label} splits the op ({counts}): helper kernel {roles}"
-    if set(diff.types(unfused)) <= set(diff.types(fused)) | set(components):
-        what = " + ".join(diff.types(unfused))
+    if set(replaced) <= set(diff.types(fused)) | set(components):
+        what = " + ".join(replaced)
         fewer = diff.types(fused)
         into = f"one {fewer[0]} kernel" if len(fewer) == 1 else f"{len(fewer)} kernels"
         return f"{head}; {fused_label} fuses {what} into {into}"

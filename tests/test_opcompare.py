@@ -371,14 +371,19 @@ def test_real_qwen_attention_launches_an_extra_memset_on_mi300x_which_is_no_fusi
 
 def test_an_op_that_only_launches_an_extra_memset_or_copy_is_a_note_not_a_fusion():
     """As in the kernel-sequence walk, a non-compute kernel one side adds is no fusion; with a compute kernel
-    among the extra ones the difference stays a finding."""
+    among the extra ones the difference stays a finding, which leaves the non-compute kernel out (a note says so)."""
     attention = DIFFERENT["aten::scaled_dot_product_attention"]
     cases = {"fill": ([(FILL, 2.0), (FLASH, 25.0)], []),
-             "fill and softmax": ([(FILL, 2.0), *attention["AMD"]], ["Memset", "GEMM", "Softmax", "GEMM"])}
+             "fill and softmax": ([(FILL, 2.0), *attention["AMD"]], ["GEMM", "Softmax", "GEMM"])}
     for extra, (amd, sequence) in cases.items():
         result = compare_ops(*pair(4, {"aten::scaled_dot_product_attention": {"AMD": amd, "NVIDIA": [(FLASH, 25.0)]}}))
         assert [m.unfused_sequence for m in result.findings] == ([sequence] if sequence else []), extra
-        assert any("no compute: not a fusion" in n for n in result.notes) == (not sequence), extra
+        verdict = "not a fusion" if not sequence else "left out of the finding"
+        assert any(f"(Memset, 0.008 ms in all) does no compute: {verdict}" in n for n in result.notes), extra
+        if sequence:
+            finding = result.findings[0]
+            assert finding.unfused_count_per_type == {"GEMM": 8, "Softmax": 4}
+            assert finding.time_saved_us == 4 * sum(us for _, us in attention["AMD"])  # every extra kernel but the fill
     comparison = compare(*pair(4, {"aten::scaled_dot_product_attention": {"AMD": [(FILL, 2.0), (FLASH, 25.0)],
                                                                           "NVIDIA": [(FLASH, 25.0)]}}))
     assert not any("Memset" in m.unfused_sequence for m in comparison.mappings)
