@@ -148,8 +148,9 @@ def headline(comparison: Comparison) -> None:
             st.markdown(ui.side_name(comparison, side))
             st.caption(text.md(f"{trace.platform} ({trace.platform_evidence}) · {trace.gpu} · {trace.source}"))
             cells = st.columns(3)
-            cells[0].metric("Kernels", f"{trace.kernel_count:,}")
-            cells[1].metric("Kernel time", text.ms(trace.kernel_time_us))
+            compared = "Only the kernels compared: those with a launch event, in the phase chosen (the warnings say what was left out)"
+            cells[0].metric("Kernels compared", f"{trace.kernel_count:,}", help=compared)
+            cells[1].metric("Kernel time", text.ms(trace.kernel_time_us), help=compared)
             cells[2].metric("Unclassified time", f"{other_share(comparison, side):.1%}", help="Share of kernel time in names no rule matched (type Other)")
 
 

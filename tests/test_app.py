@@ -102,7 +102,7 @@ def test_fresh_start_opens_the_sample_with_its_numbers(expected) -> None:
     at = run("app.py")
     assert at.query_params["sample"] == [SAMPLE] or at.query_params["sample"] == SAMPLE
     shown = metrics(at)
-    assert shown["Kernels"] == [f"{expected.trace1.kernel_count:,}", f"{expected.trace2.kernel_count:,}"]
+    assert shown["Kernels compared"] == [f"{expected.trace1.kernel_count:,}", f"{expected.trace2.kernel_count:,}"]
     compared = next(m.value for m in at.markdown if m.value.startswith("**Compared:**"))
     assert f"{expected.metadata['matched_groups']:,} matched pairs of graph\\-launch groups" in compared
     assert not at.error
@@ -180,7 +180,7 @@ def test_upload_stores_by_digest_and_the_link_reopens_on_a_fresh_server(expected
     params = {key: at.query_params[key] for key in ("t1", "t2")}
     assert [str(v[0] if isinstance(v, list) else v) for v in params.values()] == list(digests)
     assert sorted(p.name for p in fresh_server.iterdir()) == sorted(digests)
-    assert metrics(at)["Kernels"][0] == f"{expected.trace1.kernel_count:,}"
+    assert metrics(at)["Kernels compared"][0] == f"{expected.trace1.kernel_count:,}"
 
     st.cache_resource.clear()
     groups = run("pages/3_Groups.py", t1=digests[0], t2=digests[1])
@@ -215,7 +215,7 @@ def test_swap_and_min_group_size_go_into_the_link(expected) -> None:
     at = run("app.py")
     at.button[0].click().run()
     assert at.query_params["swap"] in ("1", ["1"])
-    assert metrics(at)["Kernels"] == [f"{expected.trace2.kernel_count:,}", f"{expected.trace1.kernel_count:,}"]
+    assert metrics(at)["Kernels compared"] == [f"{expected.trace2.kernel_count:,}", f"{expected.trace1.kernel_count:,}"]
     at.number_input(key="mgs").set_value(5).run()
     assert at.query_params["mgs"] in ("5", ["5"])
     smaller = compare(expected.trace2, expected.trace1, min_group_size=5)
@@ -237,7 +237,7 @@ def test_server_paths_work_locally() -> None:
     at = run("app.py", p1=str(amd), p2=str(nvidia))
     assert at.radio(key="mode").value == "Server path"
     compared = compare(load(amd), load(nvidia))  # kernels without a launch event are left out by default
-    assert metrics(at)["Kernels"] == [f"{compared.trace1.kernel_count:,}", f"{compared.trace2.kernel_count:,}"]
+    assert metrics(at)["Kernels compared"] == [f"{compared.trace1.kernel_count:,}", f"{compared.trace2.kernel_count:,}"]
     missing = run("app.py", p1="/nonexistent/trace.json", p2=str(nvidia))
     assert any("/nonexistent/trace.json" in unescaped(e.value) for e in missing.error)
 
@@ -409,7 +409,7 @@ def test_the_sample_is_served_with_unwritable_cache_and_store(tmp_path: Path, mo
     monkeypatch.setenv("FUSION_STORE_DIR", str(blocked / "store"))
     monkeypatch.setenv("FUSION_HOSTED", "1")
     at = run("app.py", sample=SAMPLE)
-    assert metrics(at)["Kernels"] == [f"{expected.trace1.kernel_count:,}", f"{expected.trace2.kernel_count:,}"]
+    assert metrics(at)["Kernels compared"] == [f"{expected.trace1.kernel_count:,}", f"{expected.trace2.kernel_count:,}"]
     notes = unescaped(" ".join(c.value for c in at.caption))
     assert "cannot be written" in notes and "results are unaffected" in notes and str(tmp_path) not in notes
     page = run("pages/3_Groups.py", sample=SAMPLE)
@@ -459,7 +459,7 @@ def test_the_phase_selector_compares_one_phase_and_the_link_keeps_it(serving_pai
     pick.set_value("decode").run()
     assert at.query_params["phase"] == "decode"
     decode = compare(load(serving_pair[0]), load(serving_pair[1]), phase="decode")
-    assert metrics(at)["Kernels"] == [f"{decode.trace1.kernel_count:,}", f"{decode.trace2.kernel_count:,}"]
+    assert metrics(at)["Kernels compared"] == [f"{decode.trace1.kernel_count:,}", f"{decode.trace2.kernel_count:,}"]
     reopened = run("pages/2_Fusion.py", p1=serving_pair[0], p2=serving_pair[1], phase="decode")
     assert reopened.sidebar.selectbox(key="phase_pick").value == "decode"
     numbered = [m.value for m in reopened.markdown if m.value.startswith("**") and ".** " in m.value]
@@ -613,7 +613,7 @@ def test_a_row_link_opens_that_pairs_comparison(batches: Path, expected) -> None
     at = run(BATCH_PAGE, batch="run1")
     home = open_link(pair_links(at)["rank0"])
     assert not home.error
-    assert metrics(home)["Kernels"] == [f"{expected.trace1.kernel_count:,}", f"{expected.trace2.kernel_count:,}"]
+    assert metrics(home)["Kernels compared"] == [f"{expected.trace1.kernel_count:,}", f"{expected.trace2.kernel_count:,}"]
 
 
 def test_hosted_a_row_link_names_the_batch_pair_and_every_page_opens_it(batches: Path, expected, monkeypatch) -> None:
@@ -625,12 +625,12 @@ def test_hosted_a_row_link_names_the_batch_pair_and_every_page_opens_it(batches:
     home = open_link(href)
     back = [link.proto for link in home.get("page_link") if "back to the batch" in link.proto.label]
     assert [(b.page, b.query_string) for b in back] == [("Batch", "batch=run1&bpair=1")]
-    assert metrics(home)["Kernels"] == [f"{expected.trace1.kernel_count:,}", f"{expected.trace2.kernel_count:,}"]
+    assert metrics(home)["Kernels compared"] == [f"{expected.trace1.kernel_count:,}", f"{expected.trace2.kernel_count:,}"]
     for page in [*PAGES, "pages/5_Ops.py"]:
         shown = run(page, batch="run1", bpair="1")
         assert not shown.error, (page, [e.value for e in shown.error])
     swapped = run("app.py", batch="run1", bpair="1", swap="1")
-    assert metrics(swapped)["Kernels"] == [f"{expected.trace2.kernel_count:,}", f"{expected.trace1.kernel_count:,}"]
+    assert metrics(swapped)["Kernels compared"] == [f"{expected.trace2.kernel_count:,}", f"{expected.trace1.kernel_count:,}"]
 
 
 def test_locally_a_batch_opens_by_its_server_path(batch_with_a_failure: Path) -> None:
