@@ -171,25 +171,28 @@ def _walk(trace1: Trace, trace2: Trace, min_group_size: int, progress: Progress 
     candidates = [correlation_groups(s.trace.kernels, s.codes, len(types), candidate_size(min_group_size)) for s in sides]
     report("match", 0.2)
     first, second, matching = match_across_threshold(candidates[0], candidates[1], min_group_size)
-    first, second, matching, cut = _without_cut_pairs((first, second), matching, sides, types, limits)
+    sequences = [_sequence_ids(g, s) for g, s in zip((first, second), sides)]
+    first, second, matching, cut = _without_cut_pairs((first, second), matching, sides, types, limits, sequences)
     groups = (first, second)
+    if cut.realigned:
+        sequences = [_sequence_ids(g, s) for g, s in zip(groups, sides)]
     report("align", 0.4)
     stream = tuple(_unit_codes(s, g.residual_rows, types) for s, g in zip(sides, groups))
     windows = stream_windows(stream[0], stream[1], limits.stream_budget)
     index = PairIndex(groups, matching.pairs, windows, stream)
-    evidence = collect_evidence(_segments(index, sides, types), sides, types, limits)
+    evidence = collect_evidence(_segments(index, sides, types, sequences), sides, types, limits)
     report("detect", 0.7)
     return _Walked(sides, groups, matching, index, evidence, types, limits, type_stats(sides, types), cut)
 
 
 def _without_cut_pairs(groups: tuple[Groups, Groups], matching: Matching, sides: tuple[Side, Side], types: list[str],
-                       limits: Thresholds) -> tuple[Groups, Groups, Matching, CutPairs]:
+                       limits: Thresholds, sequences: list[np.ndarray]) -> tuple[Groups, Groups, Matching, CutPairs]:
     """The matching without the pairs whose groups are not the same stretch of work (cut_pairs), within the
-    stream budget; each distinct pair of kernel-name sequences is judged once."""
+    stream budget; each distinct pair of kernel-name sequences (`sequences`: _sequence_ids) is judged once."""
     pairs = matching.pairs
     if not len(pairs):
         return groups[0], groups[1], matching, CutPairs()
-    ids = [_sequence_ids(groups[s], sides[s])[pairs[:, s]] for s in (0, 1)]
+    ids = [sequences[s][pairs[:, s]] for s in (0, 1)]
     _, first, inverse = np.unique(ids[0] * (int(ids[1].max()) + 1) + ids[1], return_index=True, return_inverse=True)
     cut = np.array([cut_differently(*(_unit_codes(sides[s], groups[s].rows(int(pairs[p, s])), types) for s in (0, 1)),
                                     limits.max_fused_run) for p in first.tolist()], dtype=bool)[inverse.ravel()]
@@ -231,17 +234,17 @@ def _types(trace1: Trace, trace2: Trace) -> list[str]:
     return list(KERNEL_TYPES) + sorted(present - set(KERNEL_TYPES))
 
 
-def _segments(index: PairIndex, sides: tuple[Side, Side], types: list[str]) -> list[Segment]:
+def _segments(index: PairIndex, sides: tuple[Side, Side], types: list[str], sequences: list[np.ndarray]) -> list[Segment]:
     """Pairs grouped by their pair of kernel-name sequences, so each distinct alignment is computed once.
 
-    Segments are in order of their first pair: group pairs (one id per distinct name sequence of a group,
-    so a pair's key is two ints), then stream windows (keyed by their name bytes).
+    Segments are in order of their first pair: group pairs (`sequences`: per side and group, an id of its name
+    sequence, so a pair's key is two ints), then stream windows (keyed by their name bytes).
     """
     correlations = index.correlation_table
     segments = []
     n_groups = len(index.group_pairs)
     if n_groups:
-        ids = [_sequence_ids(index.groups[s], sides[s])[index.group_pairs[:, s]] for s in (0, 1)]
+        ids = [sequences[s][index.group_pairs[:, s]] for s in (0, 1)]
         _, first, inverse = np.unique(ids[0] * (int(ids[1].max()) + 1) + ids[1], return_index=True, return_inverse=True)
         by_segment = np.argsort(inverse, kind="stable")
         bounds = np.r_[0, np.cumsum(np.bincount(inverse))]
