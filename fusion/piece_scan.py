@@ -541,6 +541,14 @@ def _args(data, i, n, stack, row):
                 return -1
             row[_CORRELATION + key] = _id(negative, mantissa, digits, literal_int)
             i = end
+        elif c == _MINUS or _ZERO <= c <= _NINE:
+            i = _number_end(data, i, n)
+            if i < 0 or not _delimited(data, i, n):
+                return -1
+        elif c == _OPEN_ARRAY:
+            i = _numbers(data, i, n, stack)
+            if i < 0:
+                return -1
         else:
             i = _skip(data, i, n, stack)
             if i < 0:
@@ -554,6 +562,23 @@ def _args(data, i, n, stack, row):
         if data[i] != _CLOSE_OBJECT:
             return -1
         return i + 1
+
+
+@compiled(allocates=False)
+def _numbers(data, i, n, stack):
+    """Position after the array at i when it holds numbers only (grid, block); other arrays go to _skip."""
+    j = _blank(data, i + 1, n)
+    while j < n and (data[j] == _MINUS or _ZERO <= data[j] <= _NINE):
+        j = _number_end(data, j, n)
+        if j < 0:
+            return -1
+        j = _blank(data, j, n)
+        if j < n and data[j] == _CLOSE_ARRAY:
+            return j + 1
+        if j >= n or data[j] != _COMMA:
+            return -1
+        j = _blank(data, j + 1, n)
+    return _skip(data, i, n, stack)
 
 
 @compiled(allocates=False)

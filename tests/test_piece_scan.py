@@ -144,6 +144,7 @@ def test_valid_pieces_outside_the_envelope_are_declined(text: str) -> None:
     '[{"cat": "kernel", "name": 5}]', '[{"cat": 5, "name": "k"}]', '[{"cat": "kernel", "args": null}]',
     '[{"cat": "kernel", "args": [1]}]', '[{"cat": "kernel", "args": "text"}]', '[{"cat": "kernel", "ts": "5"}]',
     '[{"cat": "kernel", "ts": true, "dur": null}]', '[{"cat": "Runtime", "name": "hipLaunchKernel"}]',
+    '[{"cat": "kernel", "args": {"grid": [ 1 , -2 , 3.5e2 ], "block": [], "x": [1, "a", [2]], "y": -0, "z": [1e2]}}]',
 ])
 def test_valid_odd_pieces_match(text: str) -> None:
     assert assert_same_or_declined(text.encode()) is not None
@@ -154,6 +155,9 @@ def test_valid_odd_pieces_match(text: str) -> None:
     '[{"a": 1e}]', '[{"a": tru}]', '[{"a": nul}]', '[{"a": "\x01"}]', '[{"a": "\\q"}]', '[{"a": "x}]',
     '[{"a": 1}] x', "[1]", '[{"a": [1,]}]', '[{"a": {"b"}}]', '[{a: 1}]', '[{"a": 1}\x0b]', '[{"a": NaN}]',
     '[{"cat": "kernel", "ts": 1x}]', '[{"cat": "kernel", "args": {"correlation": 1 2}}]',
+    '[{"cat": "kernel", "args": {"grid": [1,]}}]', '[{"cat": "kernel", "args": {"grid": [1 2]}}]',
+    '[{"cat": "kernel", "args": {"grid": [01]}}]', '[{"cat": "kernel", "args": {"grid": [-]}}]',
+    '[{"cat": "kernel", "args": {"grid": [1}}]', '[{"cat": "kernel", "args": {"queued": 1x}}]',
 ])
 def test_invalid_pieces_are_declined(text: str) -> None:
     assert scan_piece(text.encode(), TABLE) is None
@@ -222,7 +226,8 @@ EVENTS = st.fixed_dictionaries({}, optional={
     "dur": NUMBER_TEXT | st.integers(-5, 10**6) | VALUES,
     "pid": st.integers(-2**63, 2**63 - 1) | VALUES,
     "tid": st.integers(-2**63, 2**63 - 1) | st.none(),
-    "args": st.fixed_dictionaries({}, optional={"correlation": IDS, "stream": IDS, "device": IDS, "External id": VALUES})
+    "args": st.fixed_dictionaries({}, optional={"correlation": IDS, "stream": IDS, "device": IDS, "External id": VALUES,
+                                                "grid": st.lists(NUMBER_TEXT | st.integers(-9, 2**40), max_size=4)})
     | VALUES,
     "extra": VALUES,
 })
