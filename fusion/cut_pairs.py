@@ -24,8 +24,8 @@ from .align import align_codes
 
 
 def cut_differently(codes1: np.ndarray, codes2: np.ndarray, max_fused_run: int) -> bool:
-    """Whether the pair's sides (their alignment codes) align only after or before more than
-    `max_fused_run` kernels of one side.
+    """Whether more than `max_fused_run` kernels of one side (given as alignment codes) have no counterpart
+    before the first or after the last aligned pair of kernels.
 
     The alignment here leaves leading and trailing kernels unaligned at no cost, so a surplus shows as one
     unaligned stretch at the start or the end, not spread over the pair as gaps."""

@@ -301,9 +301,11 @@ def _finding(diff: _Difference, share: float, calls: tuple[OpCalls, OpCalls], li
     """The finding of a difference; `idle`: positions of the unfused call's non-compute extra kernels, which
     the mapping leaves out of what is fused."""
     fused, unfused = diff.fused_side, 3 - diff.fused_side
-    replaced = [t for k, t in enumerate(diff.types(unfused)) if k not in set(idle.tolist())]
+    left_out = set(idle.tolist())
+    replaced = [t for k, t in enumerate(diff.types(unfused)) if k not in left_out]
     cited = _cited_pairs(diff, calls, limits.max_evidence_refs)
-    names = {s: _cited_names(diff, calls[s - 1], [p[s - 1] for p in cited], limits.max_names) for s in (1, 2)}
+    kinds = {fused: set(diff.types(fused)), unfused: set(replaced)}
+    names = {s: _cited_names(diff, calls[s - 1], [p[s - 1] for p in cited], limits.max_names, kinds[s]) for s in (1, 2)}
     components = _fused_components(calls[fused - 1].trace, names[fused])
     helpers = _helpers(calls[unfused - 1].trace, names[unfused])
     op = _op_name(diff, calls)
@@ -349,8 +351,8 @@ def _cited_pairs(diff: _Difference, calls: tuple[OpCalls, OpCalls], limit: int) 
     return sorted(cited)
 
 
-def _cited_names(diff: _Difference, calls: OpCalls, cited: list[int], per_type: int) -> list[str]:
-    """Raw names of the side's kernels in the cited calls, most frequent over all the op's calls first."""
+def _cited_names(diff: _Difference, calls: OpCalls, cited: list[int], per_type: int, kinds: set[str]) -> list[str]:
+    """Raw names of the side's kernels of `kinds` in the cited calls, most frequent over all the op's calls first."""
     seen = {calls.names[r] for call in cited for r in calls.kernels(call)}
     side_calls = [p[calls.side - 1] for p in diff.pairs]
     rows = np.concatenate([calls.kernels(c) for c in side_calls])
@@ -358,7 +360,7 @@ def _cited_names(diff: _Difference, calls: OpCalls, cited: list[int], per_type: 
     taken: Counter = Counter()
     out = []
     for (name, kind), _ in frequency.most_common():
-        if name in seen and taken[kind] < per_type:
+        if name in seen and kind in kinds and taken[kind] < per_type:
             taken[kind] += 1
             out.append(name)
     return out

@@ -383,6 +383,7 @@ def test_an_op_that_only_launches_an_extra_memset_or_copy_is_a_note_not_a_fusion
         if sequence:
             finding = result.findings[0]
             assert finding.unfused_count_per_type == {"GEMM": 8, "Softmax": 4}
+            assert FILL not in finding.unfused_kernel_names and set(finding.unfused_kernel_names) == {BMM_AMD, SOFTMAX}
             assert finding.time_saved_us == 4 * sum(us for _, us in attention["AMD"])  # every extra kernel but the fill
     comparison = compare(*pair(4, {"aten::scaled_dot_product_attention": {"AMD": [(FILL, 2.0), (FLASH, 25.0)],
                                                                           "NVIDIA": [(FLASH, 25.0)]}}))
