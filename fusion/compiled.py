@@ -17,20 +17,15 @@ UNCACHED: set[str] = set()
 """Qualified names of the functions numba compiles in each process (no writable cache location)."""
 
 
-def compiled(function: Callable | None = None, *, allocates: bool = True, inline: bool = False) -> Any:
+def compiled(function: Callable | None = None, *, allocates: bool = True) -> Any:
     """numba.njit of `function` (nogil), cached on disk where numba finds a place for it.
 
     `allocates=False` compiles without numba's reference counting: the function must create no array
     (views are fine). Each array passed to a counted function costs two atomic operations per call,
-    which made them half of the time of the piece scan's small helpers.
-
-    `inline=True` puts the function's body into each caller (numba's inline="always"): a call that LLVM does
-    not inline passes each array as seven values, which can cost more than a small helper's work."""
+    which made them half of the time of the piece scan's small helpers."""
     if function is None:
-        return lambda f: compiled(f, allocates=allocates, inline=inline)
+        return lambda f: compiled(f, allocates=allocates)
     options: dict[str, Any] = {"nogil": True} if allocates else {"nogil": True, "_nrt": False}
-    if inline:
-        options["inline"] = "always"
     try:
         return numba.njit(cache=True, **options)(function)
     except RuntimeError:  # numba: "cannot cache function ...: no locator available"
