@@ -192,10 +192,9 @@ def _without_cut_pairs(groups: tuple[Groups, Groups], matching: Matching, sides:
     pairs = matching.pairs
     if not len(pairs):
         return groups[0], groups[1], matching, CutPairs()
-    ids = [sequences[s][pairs[:, s]] for s in (0, 1)]
-    _, first, inverse = np.unique(ids[0] * (int(ids[1].max()) + 1) + ids[1], return_index=True, return_inverse=True)
+    first, inverse = _distinct_pairs([sequences[s][pairs[:, s]] for s in (0, 1)])
     cut = np.array([cut_differently(*(_unit_codes(sides[s], groups[s].rows(int(pairs[p, s])), types) for s in (0, 1)),
-                                    limits.max_fused_run) for p in first.tolist()], dtype=bool)[inverse.ravel()]
+                                    limits.max_fused_run) for p in first.tolist()], dtype=bool)[inverse]
     if not cut.any():
         return groups[0], groups[1], matching, CutPairs()
     stream = [len(g.residual_rows) + int(np.diff(g.offsets)[pairs[cut, s]].sum()) for s, g in enumerate(groups)]
@@ -244,8 +243,7 @@ def _segments(index: PairIndex, sides: tuple[Side, Side], types: list[str], sequ
     segments = []
     n_groups = len(index.group_pairs)
     if n_groups:
-        ids = [sequences[s][index.group_pairs[:, s]] for s in (0, 1)]
-        _, first, inverse = np.unique(ids[0] * (int(ids[1].max()) + 1) + ids[1], return_index=True, return_inverse=True)
+        first, inverse = _distinct_pairs([sequences[s][index.group_pairs[:, s]] for s in (0, 1)])
         by_segment = np.argsort(inverse, kind="stable")
         bounds = np.r_[0, np.cumsum(np.bincount(inverse))]
         for segment in np.argsort(first, kind="stable"):
@@ -257,6 +255,13 @@ def _segments(index: PairIndex, sides: tuple[Side, Side], types: list[str], sequ
         by_key.setdefault((sides[0].names[rows1].tobytes(), sides[1].names[rows2].tobytes()), []).append(pid)
     segments += [_segment(index, sides, types, np.array(pids), correlations, "stream") for pids in by_key.values()]
     return segments
+
+
+def _distinct_pairs(ids: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """For pairs given as (side 1 id, side 2 id) columns: the first pair of each distinct (id, id), in order of
+    the distinct keys, and each pair's index into those."""
+    _, first, inverse = np.unique(ids[0] * (int(ids[1].max()) + 1) + ids[1], return_index=True, return_inverse=True)
+    return first, inverse.ravel()
 
 
 def _sequence_ids(groups: Groups, side: Side) -> np.ndarray:

@@ -274,16 +274,16 @@ def op_findings(calls: tuple[OpCalls, OpCalls], aligned: np.ndarray,
             continue
         unfused = 3 - diff.fused_side
         extra = _extra_positions(diff.types(diff.fused_side), diff.types(unfused))
-        idle = extra[np.isin(np.array(diff.types(unfused), dtype=object)[extra], list(NON_FUSABLE_TYPES))]
+        non_compute = np.isin(np.array(diff.types(unfused), dtype=object)[extra], list(NON_FUSABLE_TYPES))
+        idle, compute = extra[non_compute], extra[~non_compute]
         if len(idle):  # a memset or copy more does no compute: never part of a fusion (as the walk)
             idle_types = [diff.types(unfused)[p] for p in idle]
             kernels, do = ("kernel", "does") if len(idle) == 1 else ("kernels", "do")
-            verdict = "not a fusion" if len(idle) == len(extra) else "left out of the finding"
+            verdict = "left out of the finding" if len(compute) else "not a fusion"
             notes.append(f"{launch}; the extra {kernels} per call on {calls[unfused - 1].trace.label}"
                          f" ({' + '.join(idle_types)}, {_extra_time_us(diff, calls, idle) / 1000:.3f} ms in all)"
                          f" {do} no compute: {verdict}")
-        if len(idle) < len(extra):
-            compute = np.setdiff1d(extra, idle)
+        if len(compute):
             findings.append(_finding(diff, share, calls, limits, _extra_time_us(diff, calls, compute), idle))
             shown += diff.pairs
     return sorted(findings, key=lambda m: -m.time_saved_us), notes, shown
