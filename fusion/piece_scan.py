@@ -20,6 +20,10 @@ import sys
 
 import msgspec
 import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.cpython.unsafe.numbers import trailing_zeros
+from numba.extending import intrinsic
 
 from .compiled import UNCACHED, compiled
 from .event_columns import EventColumns, distinct_pairs
@@ -40,6 +44,7 @@ _FIRST_SLOTS = 1 << 12
 _EXACT_MANTISSA = 1 << 53
 _EXACT_POWERS = np.array([10.0**k for k in range(23)])
 """A decimal with a mantissa up to 2**53 and a power of ten up to 22 converts exactly in one float operation."""
+_POWERS_OF_TEN = np.array([10**k for k in range(9)], dtype=np.uint64)
 _INT64_MAX = (1 << 63) - 1
 _LARGEST_EXPONENT = 300
 """A float literal whose digits and exponent could reach 10**300 is left to msgspec (it refuses one beyond
@@ -64,8 +69,45 @@ def _key_table(keys: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer(b"".join(keys), dtype=np.uint8).copy(), starts
 
 
-_KEY_BYTES, _KEY_STARTS = _key_table(_KEYS)
-_ARGS_KEY_BYTES, _ARGS_KEY_STARTS = _key_table(_ARGS_KEYS)
+_SKIPPED_KEYS = (b"ph", b"id", b"bp", b"queued", b"context", b"grid", b"block", b"kind", b"cbid", b"External id",
+                 b"Ev Idx", b"Python id", b"Input Dims", b"Input type", b"Input Strides", b"Concrete Inputs",
+                 b"shared memory", b"blocks per SM", b"warps per SM", b"Trace name", b"Trace iteration",
+                 b"Call stack", b"Sequence number", b"Fwd thread id")
+"""Common keys of Kineto traces whose values are not kept: recognised only to save reading them a byte at a time."""
+_KEY_HASH = np.uint64(0x9E3779B97F4A7C15)
+_KEY_HASH_BITS = 12
+
+
+def _key_lookup(keys: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A table to recognise keys (2 to 15 bytes): open addressing on a hash of their first three bytes, a key
+    compared as two masked words. Each key is compared with its closing quote, so a match is the whole string
+    (plain ASCII, no escape): (the key in each slot or -1, the quoted keys as two words each, their masks,
+    their sizes)."""
+    by_hash = np.full(1 << _KEY_HASH_BITS, -1, dtype=np.int8)
+    patterns = np.zeros((len(keys), 2), dtype=np.uint64)
+    masks = np.zeros((len(keys), 2), dtype=np.uint64)
+    for k, key in enumerate(keys):
+        quoted = key + b'"'
+        assert 3 <= len(quoted) <= 16, key
+        slot = _key_slot(int.from_bytes(quoted[:3], "little"))
+        while by_hash[slot] >= 0:  # keys that begin alike (Input Dims, Input type): the next free slot
+            slot = (slot + 1) % len(by_hash)
+        by_hash[slot] = k
+        patterns[k] = np.frombuffer(quoted.ljust(16, b"\0"), dtype=np.uint64)
+        masks[k] = np.frombuffer((b"\xff" * len(quoted)).ljust(16, b"\0"), dtype=np.uint64)
+    return by_hash, patterns, masks, np.array([len(k) + 1 for k in keys], dtype=np.int64)
+
+
+def _key_slot(first: int) -> int:
+    """Where the lookup keeps a key whose first three bytes (little-endian) are `first`; as _key computes it."""
+    return (first * int(_KEY_HASH)) % (1 << 64) >> (64 - _KEY_HASH_BITS)
+
+
+_KEY_SLOTS, _KEY_PATTERNS, _KEY_MASKS, _KEY_SIZES = _key_lookup(_KEYS + _ARGS_KEYS + _SKIPPED_KEYS)
+_FIRST_ARGS_KEY = len(_KEYS)
+_FIRST_SKIPPED_KEY = len(_KEYS) + len(_ARGS_KEYS)
+"""One table for the keys of both levels and the skipped ones: an args key's index there is _FIRST_ARGS_KEY
+plus its index in _ARGS_KEYS."""
 
 
 @compiled(allocates=False)
@@ -100,90 +142,122 @@ def _string_end(data, i, n):
     return -1, escaped
 
 
-@compiled(allocates=False)
-def _digits(data, i, n):
-    """Position after a run of digits starting at i, its value (while it fits 19 digits) and its length."""
-    value = np.uint64(0)
-    count = 0
-    while i < n and _ZERO <= data[i] <= _NINE:
+_ONES = np.uint64(0x0101010101010101)
+_HIGHS = np.uint64(0x8080808080808080)
+_QUOTES = np.uint64(0x2222222222222222)
+_BACKSLASHES = np.uint64(0x5C5C5C5C5C5C5C5C)
+_SPACES = np.uint64(0x2020202020202020)
+
+
+@compiled(allocates=False, inline=True)
+def _special(w):
+    """Whether any of the 8 bytes of w is a quote, a backslash, a control byte or not ASCII (SWAR: a byte of
+    x - 0x01.. & ~x has its high bit set where x's byte is zero, or above such a byte; only whether any is
+    set matters)."""
+    q = w ^ _QUOTES
+    b = w ^ _BACKSLASHES
+    zero = ((q - _ONES) & ~q) | ((b - _ONES) & ~b) | ((w - _SPACES) & ~w) | w
+    return (zero & _HIGHS) != np.uint64(0)
+
+
+@compiled(allocates=False, inline=True)
+def _long_string_end(data, i, n):
+    """_string_end for a string that is usually long (a name): 8 plain bytes at a time first. (Most strings
+    are short keys, for which this costs more than it saves.)"""
+    j = i + 1
+    while j + 8 <= n and not _special(_word(data, j)):
+        j += 8
+    return _string_end(data, j - 1, n)
+
+
+@compiled(allocates=False, inline=True)
+def _digits(data, i, n, value, count):
+    """Position after a run of digits starting at i, with `value` and `count` carried on over them (the value
+    only while the count is under 19, so that it fits). Up to 8 digits at a time while they all fit."""
+    while i + 8 <= n:
+        word = _word(data, i)
+        size = _digit_run(word)
+        if count + size > 19:
+            break
+        if size > 0:
+            value = value * _POWERS_OF_TEN[size] + _digits_value(word, size)
+            count += size
+            i += size
+        if size < 8:
+            return i, value, count
+    while i < n:
+        d = np.uint64(data[i]) - np.uint64(_ZERO)
+        if d > np.uint64(9):
+            break
         if count < 19:
-            value = value * np.uint64(10) + np.uint64(data[i] - _ZERO)
+            value = value * np.uint64(10) + d
         count += 1
         i += 1
     return i, value, count
 
 
-@compiled(allocates=False)
-def _number_end(data, i, n):
-    """Position after the JSON number at i; -1 where the grammar is not followed, or for a float whose integer
-    digits and exponent could reach 10**300 (_LARGEST_EXPONENT). Skipped numbers are only checked, not valued."""
-    if i < n and data[i] == _MINUS:
+@compiled(allocates=False, inline=True)
+def _digit_run(word):
+    """How many of the bytes of `word` are digits before the first that is not (0 to 8). A byte is a digit
+    when its high nibble is 3 both as it is and plus 6; a carry out of a byte >= 0xFA can only spoil the
+    bytes after that one, which is not a digit."""
+    high = np.uint64(0xF0F0F0F0F0F0F0F0)
+    threes = np.uint64(0x3030303030303030)
+    other = ((word & high) ^ threes) | (((word + np.uint64(0x0606060606060606)) & high) ^ threes)
+    return np.int64(trailing_zeros(other)) >> 3
+
+
+@compiled(allocates=False, inline=True)
+def _digits_value(word, size):
+    """The value of the first `size` (1 to 8) bytes of `word`, all digits: shifted up so that zeros stand
+    before them, then pairs, quads and octets of digits combined in three multiplications."""
+    word = (word - np.uint64(0x3030303030303030)) << np.uint64(64 - 8 * size)
+    word = (word * np.uint64(10) + (word >> np.uint64(8))) & np.uint64(0x00FF00FF00FF00FF)
+    word = (word * np.uint64(100) + (word >> np.uint64(16))) & np.uint64(0x0000FFFF0000FFFF)
+    return (word * np.uint64(10000) + (word >> np.uint64(32))) & np.uint64(0xFFFFFFFF)
+
+
+@compiled(allocates=False, inline=True)
+def _number(data, i, n):
+    """The JSON number at i, read once: (end, negative, mantissa, exponent, significant digits, integer literal).
+    The value is mantissa * 10**exponent when digits <= 19. end is -1 where the grammar is not followed, or for
+    a float whose integer digits and exponent could reach 10**300 (_LARGEST_EXPONENT)."""
+    negative = i < n and data[i] == _MINUS
+    if negative:
         i += 1
     if i >= n or not (_ZERO <= data[i] <= _NINE):
-        return -1
-    magnitude = 0  # integer digits, then plus the exponent
-    if data[i] == _ZERO:
+        return -1, negative, np.uint64(0), 0, 0, True
+    mantissa, digits = np.uint64(0), 0
+    if data[i] == _ZERO:  # a leading zero is the whole integer part, and not a significant digit
         i += 1
     else:
-        start = i
-        i = _digits(data, i, n)[0]
-        magnitude = i - start
-    is_float = False
+        i, mantissa, digits = _digits(data, i, n, mantissa, digits)
+    magnitude = digits  # integer digits, then plus the exponent
+    exponent = 0
+    literal_int = True
     if i < n and data[i] == _DOT:
         start = i + 1
-        i = _digits(data, start, n)[0]
+        i, mantissa, digits = _digits(data, start, n, mantissa, digits)
         if i == start:
-            return -1
-        is_float = True
+            return -1, negative, mantissa, 0, 0, True
+        exponent = start - i
+        literal_int = False
     if i < n and (data[i] == 101 or data[i] == 69):  # e, E
         i += 1
         sign = 1
         if i < n and (data[i] == _PLUS or data[i] == _MINUS):
             sign = -1 if data[i] == _MINUS else 1
             i += 1
-        i, power, count = _digits(data, i, n)
+        i, power, count = _digits(data, i, n, np.uint64(0), 0)
         if count == 0:
-            return -1
-        magnitude += sign * (np.int64(power) if count < 6 else 99999)
-        is_float = True
-    if is_float and magnitude > _LARGEST_EXPONENT:
-        return -1  # msgspec refuses a float beyond float64 in a field it decodes
-    return i
-
-
-@compiled(allocates=False)
-def _number(data, i, n):
-    """A JSON number at i: (end, negative, mantissa, exponent, significant digits, integer literal); end is
-    -1 where _number_end refuses it. The value is mantissa * 10**exponent when digits <= 19."""
-    end = _number_end(data, i, n)
-    negative = data[i] == _MINUS
-    if end < 0:
-        return -1, negative, np.uint64(0), 0, 0, True
-    if negative:
-        i += 1
-    if data[i] == _ZERO:
-        i += 1
-        mantissa, digits = np.uint64(0), 0
-    else:
-        i, mantissa, digits = _digits(data, i, n)
-    exponent = 0
-    literal_int = i == end
-    if data[i] == _DOT:
-        i, fraction, count = _digits(data, i + 1, n)
-        if digits + count <= 19:
-            for _ in range(count):
-                mantissa = mantissa * np.uint64(10)
-            mantissa += fraction
-        digits += count
-        exponent -= count
-    if i < end:  # e or E, an optional sign, digits
-        i += 1
-        sign = -1 if data[i] == _MINUS else 1
-        if data[i] == _PLUS or data[i] == _MINUS:
-            i += 1
-        _, power, count = _digits(data, i, n)
-        exponent += sign * (np.int64(power) if count < 6 else 99999)
-    return end, negative, mantissa, exponent, digits, literal_int
+            return -1, negative, mantissa, 0, 0, True
+        shift = sign * (np.int64(power) if count < 6 else 99999)
+        magnitude += shift
+        exponent += shift
+        literal_int = False
+    if not literal_int and magnitude > _LARGEST_EXPONENT:
+        return -1, negative, mantissa, 0, 0, True  # msgspec refuses a float beyond float64 in a field it decodes
+    return i, negative, mantissa, exponent, digits, literal_int
 
 
 @compiled(allocates=False)
@@ -225,7 +299,7 @@ def _thread(negative, mantissa, digits, literal_int):
     return np.int64(mantissa), _INT
 
 
-@compiled(allocates=False)
+@compiled(allocates=False, inline=True)
 def _literal(data, i, n):
     """Position after true, false or null at i; -1 if none is there."""
     c = data[i]
@@ -247,7 +321,7 @@ def _delimited(data, i, n):
     return c == _SPACE or c == _LF or c == _CR or c == _TAB or c == _COMMA or c == _CLOSE_OBJECT or c == _CLOSE_ARRAY
 
 
-@compiled(allocates=False)
+@compiled(allocates=False, inline=True)
 def _scalar_end(data, i, n):
     """Position after the string, number or literal at i; -1 where it is not valid."""
     c = data[i]
@@ -255,7 +329,7 @@ def _scalar_end(data, i, n):
         end, _ = _string_end(data, i, n)
         return end
     if c == _MINUS or (_ZERO <= c <= _NINE):
-        end = _number_end(data, i, n)
+        end = _number(data, i, n)[0]
     else:
         end = _literal(data, i, n)
     if end < 0 or not _delimited(data, end, n):
@@ -265,22 +339,69 @@ def _scalar_end(data, i, n):
 
 @compiled(allocates=False)
 def _key_end(data, i, n):
-    """From the opening quote of a key: the position of its value and of the key's closing quote;
-    -1 where invalid or escaped."""
+    """From the opening quote of a key: the position of its value; -1 where invalid or escaped."""
     if i >= n or data[i] != _QUOTE:
-        return -1, -1
+        return -1
     end, escaped = _string_end(data, i, n)
     if end < 0 or escaped:
-        return -1, -1
-    j = _blank(data, end, n)
-    if j >= n or data[j] != _COLON:
-        return -1, -1
-    return _blank(data, j + 1, n), end - 1
+        return -1
+    return _colon(data, end, n)
 
 
 @compiled(allocates=False)
+def _colon(data, i, n):
+    """The position of the value after the colon that follows a key ending at i; -1 where there is none."""
+    i = _blank(data, i, n)
+    if i >= n or data[i] != _COLON:
+        return -1
+    return _blank(data, i + 1, n)
+
+
+@compiled(allocates=False, inline=True)
+def _key(data, i, n):
+    """From the opening quote of a key: (position of its value, index of the key in _KEYS + _ARGS_KEYS or -1
+    for any other key); the position is -1 where invalid or escaped. A key in the lookup costs two loads and
+    a compare, where reading it costs a branch per byte."""
+    if i >= n or data[i] != _QUOTE:
+        return -1, -1
+    first = _bytes_word(data, i + 1, min(i + 9, n), n)
+    second = _bytes_word(data, i + 9, min(i + 17, n), n)
+    slot = ((first & np.uint64(0xFFFFFF)) * _KEY_HASH) >> np.uint64(64 - _KEY_HASH_BITS)
+    while _KEY_SLOTS[slot] >= 0:
+        k = _KEY_SLOTS[slot]
+        if (first & _KEY_MASKS[k, 0]) == _KEY_PATTERNS[k, 0] and (second & _KEY_MASKS[k, 1]) == _KEY_PATTERNS[k, 1]:
+            return _colon(data, i + 1 + _KEY_SIZES[k], n), k if k < _FIRST_SKIPPED_KEY else -1
+        slot = (slot + np.uint64(1)) & np.uint64(len(_KEY_SLOTS) - 1)
+    return _key_end(data, i, n), -1
+
+
+@compiled(allocates=False, inline=True)
+def _bytes_word(data, p, end, n):
+    """The bytes from p to end (at most 8 of them) as one word, zeros above them."""
+    size = end - p
+    if p + 8 <= n:
+        word = _word(data, p)
+        return word if size >= 8 else word & ((np.uint64(1) << np.uint64(8 * size)) - np.uint64(1))
+    word = np.uint64(0)
+    for j in range(end - 1, p - 1, -1):
+        word = (word << np.uint64(8)) | np.uint64(data[j])
+    return word
+
+
+@compiled(allocates=False, inline=True)
 def _skip(data, i, n, stack):
-    """Position after the JSON value at i, checked as msgspec checks it; -1 where invalid or too deep."""
+    """Position after the JSON value at i, checked as msgspec checks it; -1 where invalid or too deep.
+    A scalar (most skipped values) is read in place, a container by _container_end."""
+    if i >= n:
+        return -1
+    if data[i] == _OPEN_OBJECT or data[i] == _OPEN_ARRAY:
+        return _container_end(data, i, n, stack)
+    return _scalar_end(data, i, n)
+
+
+@compiled(allocates=False)
+def _container_end(data, i, n, stack):
+    """Position after the object or array at i (_skip)."""
     depth = 0
     while True:
         if i >= n:
@@ -296,7 +417,7 @@ def _skip(data, i, n, stack):
                     return -1
                 stack[depth] = c
                 depth += 1
-                i = _key_end(data, j, n)[0] if c == _OPEN_OBJECT else j
+                i = _key_end(data, j, n) if c == _OPEN_OBJECT else j
                 if i < 0:
                     return -1
                 continue
@@ -315,7 +436,7 @@ def _skip(data, i, n, stack):
             if c == _COMMA:
                 i = _blank(data, i + 1, n)
                 if top == _OPEN_OBJECT:
-                    i = _key_end(data, i, n)[0]
+                    i = _key_end(data, i, n)
                     if i < 0:
                         return -1
                 break
@@ -343,47 +464,40 @@ def _which_key(data, start, end, key_bytes, key_starts):
     return -1
 
 
-@compiled(allocates=False)
-def _word(words, p):
-    """The 8 bytes at byte position p as one word (p + 8 <= 8 * len(words)), on a little-endian machine:
-    equal words, equal bytes."""
-    k = p >> 3
-    shift = np.uint64((p & 7) * 8)
-    if shift == 0:
-        return words[k]
-    return (words[k] >> shift) | (words[k + 1] << (np.uint64(64) - shift))
+@intrinsic
+def _word(typingctx, data, p):
+    """The 8 bytes of `data` (uint8) at p as one word, p + 8 <= len(data): an unaligned load. On a
+    little-endian machine (USABLE) the first byte is the lowest; equal words, equal bytes."""
+
+    def codegen(context, builder, signature, args):
+        array = context.make_array(signature.args[0])(context, builder, args[0])
+        address = builder.bitcast(builder.gep(array.data, [args[1]]), ir.IntType(64).as_pointer())
+        return builder.load(address, align=1)
+
+    return types.uint64(data, p), codegen
 
 
-@compiled(allocates=False)
-def _name_hash(data, words, start, end):
+@compiled(allocates=False, inline=True)
+def _name_hash(data, start, end, n):
     """FNV-1a over 8-byte words (a byte at a time made hashing a third of a kernel event's scan), then
     murmur3's finaliser, so that every bit of the state reaches the low bits that pick a slot."""
     value = _FNV_OFFSET ^ np.uint64(end - start)
     p = start
-    last_word = min(end, 8 * len(words)) - 8
-    while p <= last_word:
-        value = (value ^ _word(words, p)) * _FNV_PRIME
-        p += 8
     while p < end:
-        value = (value ^ np.uint64(data[p])) * _FNV_PRIME
-        p += 1
+        value = (value ^ _bytes_word(data, p, min(p + 8, end), n)) * _FNV_PRIME
+        p += 8
     value = (value ^ (value >> np.uint64(33))) * _MIX1
     value = (value ^ (value >> np.uint64(33))) * _MIX2
     return value ^ (value >> np.uint64(33))
 
 
-@compiled(allocates=False)
-def _same_bytes(data, words, a, b, size):
-    j = 0
-    last_word = 8 * len(words) - 8
-    while j + 8 <= size and a + j <= last_word and b + j <= last_word:
-        if _word(words, a + j) != _word(words, b + j):
+@compiled(allocates=False, inline=True)
+def _same_bytes(data, a, b, size, n):
+    """Whether the `size` bytes at a and at b are equal, compared a word at a time."""
+    for j in range(0, size, 8):
+        end = min(j + 8, size)
+        if _bytes_word(data, a + j, a + end, n) != _bytes_word(data, b + j, b + end, n):
             return False
-        j += 8
-    while j < size:
-        if data[a + j] != data[b + j]:
-            return False
-        j += 1
     return True
 
 
@@ -395,9 +509,8 @@ def _grow(array):
 
 
 @compiled
-def _scan(data, words, cat_bytes, cat_starts, cat_buckets):
-    """The piece `[...]` (`words`: its bytes as uint64 words, for names): (accepted, events, ints, floats,
-    name spans), one row per kept event.
+def _scan(data, cat_bytes, cat_starts, cat_buckets):
+    """The piece `[...]`: (accepted, events, ints, floats, name spans), one row per kept event.
 
     A row's name is a code into the spans of distinct names: open addressing on a hash, with the bytes
     compared on a hit, so equal codes mean equal bytes."""
@@ -428,10 +541,10 @@ def _scan(data, words, cat_bytes, cat_starts, cat_buckets):
             ints[rows, _BUCKET] = bucket
             if name_start >= 0:
                 if names * 2 >= slots.shape[0]:
-                    slots = _rehash(data, words, spans, names, slots.shape[0] * 2)
+                    slots = _rehash(data, spans, names, slots.shape[0] * 2)
                 if names == spans.shape[0]:
                     spans = _grow(spans)
-                code = _intern(data, words, name_start, name_end, spans, names, slots)
+                code = _intern(data, name_start, name_end, spans, names, slots)
                 if code == names:
                     spans[names, 0], spans[names, 1] = name_start, name_end
                     names += 1
@@ -464,11 +577,11 @@ def _event(data, i, n, stack, cat_bytes, cat_starts, cat_buckets, row, times):
     if i < n and data[i] == _CLOSE_OBJECT:
         return i + 1, bucket, name_start, name_end
     while True:
-        key_start = i + 1
-        i, key_stop = _key_end(data, i, n)
+        i, key = _key(data, i, n)
         if i < 0:
             return -1, -1, -1, -1
-        key = _which_key(data, key_start, key_stop, _KEY_BYTES, _KEY_STARTS)
+        if key >= _FIRST_ARGS_KEY:
+            key = -1
         if key >= 0:
             if seen & (1 << key):
                 return -1, -1, -1, -1  # a repeated field: msgspec keeps the last, the scan leaves it to msgspec
@@ -482,20 +595,20 @@ def _event(data, i, n, stack, cat_bytes, cat_starts, cat_buckets, row, times):
             code = _which_key(data, i + 1, end - 1, cat_bytes, cat_starts)
             bucket = cat_buckets[code] if code >= 0 else -1
         elif key == _NAME_KEY and c == _QUOTE:
-            end, _ = _string_end(data, i, n)
+            end, _ = _long_string_end(data, i, n)
             name_start, name_end = i + 1, end - 1
-        elif (key == _TS_KEY or key == _DUR_KEY) and number:
+        elif number:
             end, negative, mantissa, exponent, digits, literal_int = _number(data, i, n)
-            value, exact = _float(negative, mantissa, exponent, digits, literal_int)
-            column = _TS if key == _TS_KEY else _DUR
-            if exact:
-                times[column] = value
-            else:  # Python converts it
-                row[_SLOW_TS + 2 * column], row[_SLOW_TS + 2 * column + 1] = i, end
-        elif (key == _PID_KEY or key == _TID_KEY) and number:
-            end, negative, mantissa, _, digits, literal_int = _number(data, i, n)
-            column = _PID if key == _PID_KEY else _TID
-            row[column], row[column + 1] = _thread(negative, mantissa, digits, literal_int)
+            if key == _TS_KEY or key == _DUR_KEY:
+                value, exact = _float(negative, mantissa, exponent, digits, literal_int)
+                column = _TS if key == _TS_KEY else _DUR
+                if exact:
+                    times[column] = value
+                else:  # Python converts it
+                    row[_SLOW_TS + 2 * column], row[_SLOW_TS + 2 * column + 1] = i, end
+            elif key == _PID_KEY or key == _TID_KEY:
+                column = _PID if key == _PID_KEY else _TID
+                row[column], row[column + 1] = _thread(negative, mantissa, digits, literal_int)
         elif key == _ARGS_KEY and c == _OPEN_OBJECT:
             end = _args(data, i, n, stack, row)
         else:
@@ -525,26 +638,22 @@ def _args(data, i, n, stack, row):
         return i + 1
     seen = 0
     while True:
-        key_start = i + 1
-        i, key_stop = _key_end(data, i, n)
+        i, key = _key(data, i, n)
         if i < 0:
             return -1
-        key = _which_key(data, key_start, key_stop, _ARGS_KEY_BYTES, _ARGS_KEY_STARTS)
+        key = key - _FIRST_ARGS_KEY if key >= _FIRST_ARGS_KEY else -1
         c = data[i]
         if key >= 0:
             if seen & (1 << key):
                 return -1
             seen |= 1 << key
-        if key >= 0 and (c == _MINUS or _ZERO <= c <= _NINE):
+        if c == _MINUS or _ZERO <= c <= _NINE:
             end, negative, mantissa, _, digits, literal_int = _number(data, i, n)
             if end < 0 or not _delimited(data, end, n):
                 return -1
-            row[_CORRELATION + key] = _id(negative, mantissa, digits, literal_int)
+            if key >= 0:
+                row[_CORRELATION + key] = _id(negative, mantissa, digits, literal_int)
             i = end
-        elif c == _MINUS or _ZERO <= c <= _NINE:
-            i = _number_end(data, i, n)
-            if i < 0 or not _delimited(data, i, n):
-                return -1
         elif c == _OPEN_ARRAY:
             i = _numbers(data, i, n, stack)
             if i < 0:
@@ -564,12 +673,12 @@ def _args(data, i, n, stack, row):
         return i + 1
 
 
-@compiled(allocates=False)
+@compiled(allocates=False, inline=True)
 def _numbers(data, i, n, stack):
     """Position after the array at i when it holds numbers only (grid, block); other arrays go to _skip."""
     j = _blank(data, i + 1, n)
     while j < n and (data[j] == _MINUS or _ZERO <= data[j] <= _NINE):
-        j = _number_end(data, j, n)
+        j = _number(data, j, n)[0]
         if j < 0:
             return -1
         j = _blank(data, j, n)
@@ -578,31 +687,31 @@ def _numbers(data, i, n, stack):
         if j >= n or data[j] != _COMMA:
             return -1
         j = _blank(data, j + 1, n)
-    return _skip(data, i, n, stack)
+    return _container_end(data, i, n, stack)
 
 
-@compiled(allocates=False)
-def _intern(data, words, start, end, spans, names, slots):
+@compiled(allocates=False, inline=True)
+def _intern(data, start, end, spans, names, slots):
     """The code of the name data[start:end]: an existing one with the same bytes, or `names` (new; its slot is taken)."""
     mask = slots.shape[0] - 1
-    slot = np.int64(_name_hash(data, words, start, end) & np.uint64(mask))
+    slot = np.int64(_name_hash(data, start, end, len(data)) & np.uint64(mask))
     size = end - start
     while True:
         code = slots[slot]
         if code < 0:
             slots[slot] = names
             return names
-        if spans[code, 1] - spans[code, 0] == size and _same_bytes(data, words, spans[code, 0], start, size):
+        if spans[code, 1] - spans[code, 0] == size and _same_bytes(data, spans[code, 0], start, size, len(data)):
             return code
         slot = (slot + 1) & mask
 
 
 @compiled
-def _rehash(data, words, spans, names, size):
+def _rehash(data, spans, names, size):
     slots = np.full(size, -1, dtype=np.int64)
     mask = size - 1
     for code in range(names):
-        slot = np.int64(_name_hash(data, words, spans[code, 0], spans[code, 1]) & np.uint64(mask))
+        slot = np.int64(_name_hash(data, spans[code, 0], spans[code, 1], len(data)) & np.uint64(mask))
         while slots[slot] >= 0:
             slot = (slot + 1) & mask
         slots[slot] = code
@@ -618,8 +727,7 @@ def category_table(bucket_of: dict[str, int]) -> tuple[np.ndarray, np.ndarray, n
 
 def scan_piece(data: bytes, table: tuple[np.ndarray, np.ndarray, np.ndarray]) -> EventColumns | None:
     """The kept events of a piece (`[` events `]`) as columns; None where the scan declines the piece."""
-    words = np.frombuffer(data, dtype=np.uint64, count=len(data) // 8)  # the bytes again, 8 at a time
-    ok, events, ints, floats, spans = _scan(np.frombuffer(data, dtype=np.uint8), words, *table)
+    ok, events, ints, floats, spans = _scan(np.frombuffer(data, dtype=np.uint8), *table)
     if not ok:
         return None
     _convert_slow_numbers(data, ints, floats)
