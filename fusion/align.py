@@ -68,9 +68,16 @@ def align_codes(a: np.ndarray, b: np.ndarray, free_end: bool = False, free_start
     With `free_end`, trailing kernels of either sequence may stay unaligned at no cost (the rest of
     a stream continues in the next chunk); they are then left out of the result. With `free_start`, leading
     kernels of either sequence may stay unaligned at no cost (they are in the result, as gaps).
+
+    The DP breaks ties between equally good alignments by the order of its two inputs (dp.py), so the pair
+    is always aligned in one canonical order (the shorter sequence first, then the lesser bytes) and the
+    path mirrored back: swapping the traces swaps the path's columns and changes nothing else.
     """
-    a, b = np.ascontiguousarray(a, dtype=CODE_DTYPE), np.ascontiguousarray(b, dtype=CODE_DTYPE)
-    return _cached(a.tobytes(), b.tobytes(), free_end, free_start)
+    a_bytes = np.ascontiguousarray(a, dtype=CODE_DTYPE).tobytes()
+    b_bytes = np.ascontiguousarray(b, dtype=CODE_DTYPE).tobytes()
+    if (len(b_bytes), b_bytes) < (len(a_bytes), a_bytes):  # the canonical order
+        return _cached(b_bytes, a_bytes, free_end, free_start)[:, ::-1]
+    return _cached(a_bytes, b_bytes, free_end, free_start)
 
 
 def prepare() -> None:
