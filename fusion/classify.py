@@ -44,6 +44,8 @@ RULES_ENV = "FUSION_RULES"
 MAX_MATCH_CHARS = 8192
 """Only this many leading characters of a name are matched: bounds the cost of hostile names."""
 UNCLASSIFIED_RULE = "unclassified"
+CODE_OBJECT_SUFFIXES = (" [clone .kd]", ".kd")
+"""rocprofv3 names a kernel by its code-object symbol, the kernel's name with one of these after it."""
 _PLATFORM_KEYS = {p.lower(): p for p in PLATFORMS}
 _INDUCTOR_PREFIX = re.compile(rf"triton_({'|'.join(INDUCTOR_KINDS)})_fused_")
 
@@ -136,6 +138,7 @@ def _platform_key(platform: str) -> str:
 def _classify_one(name: str, platform: str, rules: NameRules) -> Classification:
     if not isinstance(name, str):
         return Classification("Other", UNCLASSIFIED_RULE, ())
+    name = _kernel_name(name)
     prefix = _INDUCTOR_PREFIX.match(name)
     if prefix is not None:
         return _classify_inductor(name, prefix.group(1), rules)
@@ -146,6 +149,14 @@ def _classify_one(name: str, platform: str, rules: NameRules) -> Classification:
             fused = _epilogue(text, rule, rules.components[platform])
             return Classification(rule.kernel_type, rule.id, (), fused, implementation, rule.helper)
     return Classification("Other", UNCLASSIFIED_RULE, (), (), implementation)
+
+
+def _kernel_name(name: str) -> str:
+    """`name` without a code-object suffix: triton_poi_fused_mul_silu_0.kd is triton_poi_fused_mul_silu_0."""
+    for suffix in CODE_OBJECT_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
 
 
 def _implementation(text: str, rules: tuple[ImplementationRule, ...]) -> str:
@@ -189,6 +200,7 @@ def _classify_inductor(name: str, kind: str, rules: NameRules) -> Classification
 def _components(name: str, compound_ops: Mapping[str, tuple[tuple[str, ...], ...]]) -> tuple[str, ...]:
     if not isinstance(name, str) or len(name) > MAX_MATCH_CHARS:
         return ()
+    name = _kernel_name(name)
     prefix = _INDUCTOR_PREFIX.match(name)
     if prefix is None:
         return ()

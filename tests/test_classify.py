@@ -598,3 +598,12 @@ def test_real_ops_type_unnamed_kernels(op: str, expected: str) -> None:
 def test_real_ops_cover_every_op_rule_type() -> None:
     data = tomllib.loads(BUILTIN_OP_RULES.read_text(encoding="utf-8"))
     assert {r["type"] for r in data["op"]} == {expected for _, expected in REAL_OPS}
+
+
+@pytest.mark.parametrize("suffix", [".kd", " [clone .kd]"])
+def test_a_code_object_symbol_is_classified_as_its_kernel(suffix):
+    """rocprofv3 names kernels by code-object symbol: the suffix is no Inductor op word (no fused Elementwise)."""
+    name = "triton_poi_fused_mul_silu_slice_0"
+    assert classify(name + suffix, "AMD") == classify(name, "AMD")
+    assert classify(name, "AMD").fused_components == ()
+    assert classify("_gemm_a8w8_blockscale_reduce_kernel" + suffix, "AMD").helper == "split_k_reduce"
