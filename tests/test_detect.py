@@ -124,6 +124,23 @@ def test_comparability_flags_different_workloads():
     assert same.comparability.ok and same.comparability.level == "ok"
 
 
+def _moe_layer(experts: str, expert_type: str) -> list[tuple[str, str]]:
+    """A layer whose MLP runs as `experts` kernels of `expert_type` (2 per layer)."""
+    return [(k, t) for k, t in layer(False, layers=10) if t != "GEMM" or k in ("gemm_qkv", "gemm_o")] + \
+        [(experts, expert_type)] * 20
+
+
+def test_comparability_warns_when_only_one_trace_runs_expert_gemms():
+    dense = make_trace(steps(layer(False), 4))
+    moe = make_trace(steps(_moe_layer("fused_moe_kernel", "MoE_GEMM"), 4), platform="NVIDIA")
+    warnings = compare(dense, moe).comparability.warnings
+    assert any("MoE expert GEMM kernels run on one trace only (0 vs 80)" in w for w in warnings)
+    unknown = make_trace(steps(_moe_layer("expert_kernel", "Other"), 4))
+    assert not any("one trace only" in w for w in compare(unknown, moe).comparability.warnings), \
+        "the other side's unclassified kernels could be its expert GEMMs"
+    assert not any("one trace only" in w for w in compare(moe, moe).comparability.warnings)
+
+
 SPLIT_K = {"splitKreduce_kernel": "split_k_reduce"}
 
 

@@ -14,6 +14,10 @@ from .thresholds import Thresholds
 
 CHECKED_OPERATIONS = (("GEMM", ("GEMM", "MoE_GEMM")), ("attention", ("Attention",)))
 """Operations whose counts tell a workload apart: label and the types counted."""
+ONE_SIDED_OPERATIONS = (("MoE expert GEMM", "MoE_GEMM", "experts run as plain GEMMs"),
+                        ("convolution", "Convolution", "convolutions run as GEMMs"))
+"""Operations that no fusion removes: (label, type, the same-workload reading) for a warning when only one
+trace runs them. Counted within CHECKED_OPERATIONS' GEMM too, where an MoE model's experts hide among its GEMMs."""
 
 
 def comparability(sides: tuple[Side, Side], types: list[str], groups: tuple[int, int], matched: int,
@@ -44,6 +48,7 @@ def comparability(sides: tuple[Side, Side], types: list[str], groups: tuple[int,
         problem, is_severe = _operation_check(label, counts, unknown, divisors, limits)
         warnings += [problem] if problem else []
         severe = severe or is_severe
+    warnings += _one_sided_warnings(per_type, types, unknown)
     warnings += _group_warnings(groups, matched, attention_per_pair)
     severe = severe or (min(groups) > 0 and matched == 0)
     warnings += pair_warnings(sides[0].trace, sides[1].trace)
@@ -93,6 +98,18 @@ def _operation_check(label: str, counts: tuple[int, int], unknown: tuple[int, in
     if ratio is None or not 1 / severe_band <= ratio <= severe_band:
         return f"{label} kernel counts differ too much ({shown}): probably not the same workload", True
     return f"{label} kernel counts differ {ratio:.2f}x ({shown}): different step counts or shapes?", False
+
+
+def _one_sided_warnings(per_type: list[np.ndarray], types: list[str], unknown: tuple[int, int]) -> list[str]:
+    """A warning per ONE_SIDED_OPERATIONS type that one trace runs and the other does not, unless the other's
+    extra unclassified kernels could be them."""
+    out = []
+    for label, kernel_type, reading in ONE_SIDED_OPERATIONS:
+        counts = tuple(_operations(c, types, (kernel_type,)) for c in per_type)
+        if min(counts) == 0 < max(counts) and not unknown_could_hide(*counts, unknown):
+            out.append(f"{label} kernels run on one trace only ({counts[0]} vs {counts[1]}): different models,"
+                       f" or {reading} on one side?")
+    return out
 
 
 def _group_warnings(groups: tuple[int, int], matched: int, attention_per_pair: tuple[float, float] | None) -> list[str]:
