@@ -100,7 +100,7 @@ def inductor_ops(name: str) -> tuple[str, ...]:
     the compound op names of the rule files, so "native_layer_norm" or
     "_to_copy" stay whole; an unknown op with a leading underscore keeps it.
     """
-    return _components(name, _active_rules().compound_ops)
+    return _components(_kernel_name(name), _active_rules().compound_ops)
 
 
 def type_from_op(name_type: str, op: str, op_top: str) -> tuple[str, str]:
@@ -200,7 +200,6 @@ def _classify_inductor(name: str, kind: str, rules: NameRules) -> Classification
 def _components(name: str, compound_ops: Mapping[str, tuple[tuple[str, ...], ...]]) -> tuple[str, ...]:
     if not isinstance(name, str) or len(name) > MAX_MATCH_CHARS:
         return ()
-    name = _kernel_name(name)
     prefix = _INDUCTOR_PREFIX.match(name)
     if prefix is None:
         return ()
