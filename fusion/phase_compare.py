@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from .detect.mappings import headline
 from .errors import TraceError
 from .phases import ALL, MIXED, NO_STEP, PHASES, phase_notes, phase_table, phase_view, step_count, view_rows
 from .result import COUNT, KERNEL_TYPE, NO_PAIR, Comparison, EvidenceRef, FusionMapping, plain, side_column
@@ -134,8 +135,8 @@ def phase_lines(summary: dict[str, Any]) -> list[str]:
                      f"{one['time_us'] / 1e3:>11,.3f}{two['time_us'] / 1e3:>11,.3f}")
     for phase, section in summary["per_phase"].items():
         if "fusion_mappings" in section:
-            found = [f"trace {m['fused_trace']} fuses {' + '.join(m['unfused_sequence'])} -> {m['fused_kernel_type']}"
-                     f" x{m['pattern_count']}" for m in section["fusion_mappings"]]
+            found = [headline(m["detector"], m["fused_trace"], m["unfused_sequence"], m["fused_kernel_type"])
+                     + f" x{m['pattern_count']}" for m in section["fusion_mappings"]]
             lines.append(f"{phase} alone: " + ("; ".join(found) or "no fusion"))
     return lines + [f"note: {note}" for note in summary["notes"]]
 

@@ -9,7 +9,7 @@ from dataclasses import asdict
 import orjson
 import pandas as pd
 
-from .detect.mappings import SPLIT_DETECTOR
+from .detect.mappings import SPLIT_DETECTOR, headline
 from .opcompare import (
     CALLS,
     KERNEL_NAMES,
@@ -143,7 +143,8 @@ def _mappings(mappings: list[FusionMapping]) -> str:
         return "Fusion mappings: none"
     lines = ["Fusion mappings"]
     for m in mappings:
-        lines.append(f"  [{m.detector}] {_headline(m)}  x{m.pattern_count}, confidence {m.pattern_confidence:.0%},"
+        title = headline(m.detector, m.fused_trace, m.unfused_sequence, m.fused_kernel_type)
+        lines.append(f"  [{m.detector}] {title}  x{m.pattern_count}, confidence {m.pattern_confidence:.0%},"
                      f" {m.time_saved_us / 1000:.3f} ms extra")
         lines.append(f"      {m.evidence}")
         one, several = name_labels(m)
@@ -156,13 +157,6 @@ def _mappings(mappings: list[FusionMapping]) -> str:
             lines.append(f"      pair {ref.pair_id}: trace1 kernels {ref.window1[0]}..{ref.window1[1] - 1},"
                          f" trace2 kernels {ref.window2[0]}..{ref.window2[1] - 1}")
     return "\n".join(lines)
-
-
-def _headline(m: FusionMapping) -> str:
-    if m.detector == SPLIT_DETECTOR:
-        return (f"Trace {3 - m.fused_trace} runs {m.fused_kernel_type} as {len(m.unfused_sequence)} kernels,"
-                f" Trace {m.fused_trace} as 1")
-    return f"Trace {m.fused_trace} fuses {' + '.join(m.unfused_sequence)} -> {m.fused_kernel_type}"
 
 
 def _notes(c: Comparison) -> str:

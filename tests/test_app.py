@@ -595,7 +595,8 @@ def test_batch_page_shows_each_pair_with_its_differences_and_the_findings_across
     table = at.dataframe[0].value.set_index("label")
     assert list(table.index) == ["rank0", "rank1", "rank2", "rank3", "broken"]
     assert table.loc["broken", "status"] == "failed" and "broken.json" in table.loc["broken", "message"]
-    assert table.loc["rank0", "findings"] > 0 and table.loc["rank0", "headline"].startswith("trace ")
+    assert table.loc["rank0", "findings"] > 0
+    assert table.loc["rank0", "headline"].startswith("Trace 1 runs Sort as 4 kernels, Trace 2 as 1 x"), "a split fuses nothing"
     assert table.loc["rank3", "findings"] == 0 and pd.isna(table.loc["broken", "comparison"])
     findings = at.dataframe[1].value
     assert len(findings) and set(findings["holds on"]) == {"some ranks"}

@@ -3,6 +3,8 @@ import io
 import json
 
 from fusion.compare import compare
+from fusion.detect.mappings import headline
+from fusion.phase_compare import phase_lines
 from fusion.report import to_csv, to_json, to_text
 from kernels import layer, make_trace, steps
 
@@ -53,3 +55,15 @@ def test_split_is_reported_as_kernels_per_operation():
     assert "single kernel (trace 1): Cijk_gemm" in text
     assert "split into (trace 2): cutlass_gemm; splitKreduce_kernel" in text
     assert "fused kernel" not in text and "replaced kernels" not in text
+
+
+def test_a_split_reads_as_a_split_wherever_a_finding_is_named():
+    """The text report, the per-phase lines and the batch page name findings with one function: a split finding
+    says which trace runs the operation as more kernels; it does not 'fuse GEMM + GEMM'."""
+    assert headline("split_kernel", 2, ["GEMM", "GEMM"], "GEMM") == "Trace 1 runs GEMM as 2 kernels, Trace 2 as 1"
+    assert headline("sequence", 2, ["Elementwise", "RMSNorm"], "RMSNorm") == "Trace 2 fuses Elementwise + RMSNorm -> RMSNorm"
+    section = {"trace1": {"steps": 1, "kernels": 3, "time_us": 1.0}, "trace2": {"steps": 1, "kernels": 2, "time_us": 1.0},
+               "fusion_mappings": [{"detector": "split_kernel", "fused_trace": 2, "unfused_sequence": ["GEMM", "GEMM"],
+                                    "fused_kernel_type": "GEMM", "pattern_count": 22}]}
+    lines = phase_lines({"per_phase": {"forward": section, "backward": section}, "notes": []})
+    assert "forward alone: Trace 1 runs GEMM as 2 kernels, Trace 2 as 1 x22" in lines

@@ -384,7 +384,7 @@ def test_pair_table_has_one_row_per_pair_with_totals_and_headline(batch_with_a_f
         expected = summary[(summary["label"] == "rank0") & (summary["side"] == side)]["count"].sum()
         assert table.loc["rank0", f"kernels {side}"] == expected
     assert table.loc["rank0", "findings"] == (result.findings["label"] == "rank0").sum() > 0
-    assert table.loc["rank0", "headline"].startswith("trace ") and table.loc["rank3", "headline"] == "no difference found"
+    assert table.loc["rank0", "headline"].startswith("Trace 1 runs Sort as 4 kernels") and table.loc["rank3", "headline"] == "no difference found"
     assert table.loc["broken", "status"] == "failed" and "broken" in table.loc["broken", "message"]
     assert list(batch.filtered(batch.pair_table(result), "RANK2", None)["label"]) == ["rank2"]
     assert list(batch.filtered(batch.pair_table(result), "", "failed")["label"]) == ["broken"]

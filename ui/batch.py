@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from fusion import settings
+from fusion.detect.mappings import headline
 from fusion.batch_result import BatchError, BatchRecord, BatchResult, PairRecord, read_batch, read_record
 from fusion.result import COUNT, KERNEL_TYPE, TIME_US
 from ui import text
@@ -210,9 +211,11 @@ def headlines(findings: pd.DataFrame, summary: pd.DataFrame) -> pd.Series:
 
 
 def finding_texts(findings: pd.DataFrame) -> pd.Series:
-    """Each finding in a few words: 'trace 2 fuses GEMM + SwiGLU → GEMM ×8'."""
-    return ("trace " + findings["fused_trace"].astype(int).astype(str) + " fuses " + findings["unfused_sequence"].astype(str)
-            + " → " + findings["fused_kernel_type"].astype(str) + " ×" + findings["count"].astype(int).astype(str))
+    """Each finding in a few words: 'Trace 2 fuses GEMM + SwiGLU -> GEMM x8' (mappings.headline)."""
+    texts = [headline(detector, int(trace), str(sequence).split(" + "), str(fused_type)) + f" x{int(count)}"
+             for detector, trace, sequence, fused_type, count in
+             findings[["detector", "fused_trace", "unfused_sequence", "fused_kernel_type", "count"]].itertuples(index=False)]
+    return pd.Series(texts, index=findings.index, dtype=object)
 
 
 def filtered(table: pd.DataFrame, query: str, status: str | None) -> pd.DataFrame:
