@@ -47,6 +47,22 @@ def test_intra_type_chain_four_sorts_vs_one():
     assert c.mappings[0].unfused_count_per_type == {"Sort": 200}
 
 
+def test_a_same_type_chain_must_repeat_on_the_same_kernels():
+    """Two GEMMs against one, ten times: a finding when the same kernels show it each time, a note when every
+    time it is another pair of GEMM kernels (different shapes), since no kernel name says one GEMM does two."""
+    def pair(tile):
+        side1 = [k for i in range(10) for k in ((tile(i) + "_a", "GEMM"), (tile(i) + "_b", "GEMM"), ("norm", "RMSNorm"))]
+        side2 = [k for i in range(10) for k in ((tile(i) + "_blas", "GEMM"), ("norm", "RMSNorm"))]
+        return compare(make_trace(steps(side1, 1, eager=True)), make_trace(steps(side2, 1, eager=True)))
+
+    repeated = pair(lambda i: "gemm")
+    assert mapping_keys(repeated) == {("intra_type_chain", 2, "GEMM", ("GEMM", "GEMM"))}
+    shapes = pair(lambda i: f"gemm_tile{i}")
+    assert shapes.mappings == []
+    assert [(n.side, n.kernel_type, n.count) for n in shapes.one_sided] == [(1, "GEMM", 10)]
+    assert "no pair of aligned kernel names shows them repeatedly" in shapes.one_sided[0].reason
+
+
 def test_inductor_kernel_with_op_list():
     inductor = "triton_poi_fused_add_mul_silu_3"
     side1 = [("gemm", "GEMM"), (inductor, "SwiGLU"), ("norm", "RMSNorm")] * 30

@@ -25,6 +25,8 @@ EVIDENCE_SOURCES = {"group": "groups", "stream": "windows"}
 INCONSISTENT_REASON = ("one-sided; covered by a neighbouring kernel in too few of the occurrences that could show it:"
                        " not reported as a fusion")
 RARE_REASON = "one-sided; covered by a neighbouring kernel, but too rarely to be a pattern: not reported as a fusion"
+UNREPEATED_CHAIN_REASON = ("one-sided; extra kernels of the neighbour's own type, but no pair of aligned kernel names"
+                           " shows them repeatedly (different shapes or kernel choices): not reported as a fusion")
 
 
 def fusion_mappings(evidence: Evidence, sides: tuple[Side, Side], limits: Thresholds) -> tuple[list[FusionMapping], list[OneSidedNote]]:
@@ -32,16 +34,31 @@ def fusion_mappings(evidence: Evidence, sides: tuple[Side, Side], limits: Thresh
     mappings, notes = [], []
     for pattern in evidence.patterns.values():
         shown, total = could_show(pattern, evidence)
-        confidence = min(1.0, shown / total) if total else 0.0
-        if pattern.occurrences >= limits.min_pattern_count and confidence >= limits.min_pattern_confidence:
+        reason = _rejected(pattern, shown / total if total else 0.0, sides, limits)
+        if reason is None:
             mappings.append(_mapping(pattern, (shown, total), sides, limits))
             continue
-        reason = RARE_REASON if pattern.occurrences < limits.min_pattern_count else INCONSISTENT_REASON
         for extra_type, count in _extra_counts(pattern).items():
             notes.append(OneSidedNote(pattern.unfused_trace, extra_type, count, reason, pattern.refs))
     for (side, kernel_type, reason), count in evidence.unattributed.items():
         notes.append(OneSidedNote(side, kernel_type, count, reason, evidence.note_refs[(side, kernel_type, reason)]))
     return sorted(mappings, key=lambda m: -m.time_saved_us), _merge_notes(notes)
+
+
+def _rejected(pattern: Pattern, confidence: float, sides: tuple[Side, Side], limits: Thresholds) -> str | None:
+    """Why a pattern is no finding (None: it is one): too rare, inconsistent, or a chain no kernel names repeat.
+
+    A chain (extra kernels of the covering kernel's own type) is the one finding no kernel name supports, so it
+    must repeat on the same kernels: one pair of aligned names showing it min_pattern_count times. Ten
+    different GEMM tile pairs that each show an extra GEMM once are different shapes, not a fusion."""
+    if pattern.occurrences < limits.min_pattern_count:
+        return RARE_REASON
+    if confidence < limits.min_pattern_confidence:
+        return INCONSISTENT_REASON
+    chain = _detector(pattern, sides[pattern.fused_trace - 1]) == CHAIN_DETECTOR
+    if chain and max(pattern.anchors.values()) < limits.min_pattern_count:
+        return UNREPEATED_CHAIN_REASON
+    return None
 
 
 def could_show(pattern: Pattern, evidence: Evidence) -> tuple[int, int]:

@@ -21,7 +21,7 @@ class Thresholds:
     min_global_total: int = 100
     """The same for whole-trace (global) opportunities."""
     min_pattern_count: int = 5
-    """A fusion pattern must occur at least this often."""
+    """A fusion pattern must occur at least this often; a same-type chain, on one pair of aligned kernel names."""
     min_pattern_confidence: float = 0.8
     """Share of the occurrences that could show a pattern which do show it: the aligned (fused kernel,
     counterpart) name pairs for a fusion, the helper kernels' occurrences for a split."""
