@@ -63,6 +63,18 @@ def test_a_same_type_chain_must_repeat_on_the_same_kernels():
     assert "no pair of aligned kernel names shows them repeatedly" in shapes.one_sided[0].reason
 
 
+def test_an_epilogue_is_found_when_an_unrelated_kernel_follows_it():
+    """Trace 2 runs the add after its SwiGLU and then an extra GEMM; trace 1's SwiGLU kernel says it also adds.
+    The add is the SwiGLU kernel's epilogue; the GEMM, which no neighbour performs, stays a one-sided note."""
+    side1 = [("gemm", "GEMM"), ("silu_mul_add", "SwiGLU"), ("norm", "RMSNorm")] * 10
+    side2 = [("gemm", "GEMM"), ("silu_and_mul", "SwiGLU"), ("add", "Elementwise"), ("gemm_extra", "GEMM"),
+             ("norm", "RMSNorm")] * 10
+    c = compare(make_trace(steps(side1, 4), fused={"silu_mul_add": ("Elementwise",)}), make_trace(steps(side2, 4)))
+    assert mapping_keys(c) == {("sequence", 1, "SwiGLU", ("SwiGLU", "Elementwise"))}
+    assert c.mappings[0].pattern_count == 40 and c.mappings[0].unfused_kernel_names == ["silu_and_mul", "add"]
+    assert [(n.side, n.kernel_type, n.count) for n in c.one_sided] == [(2, "GEMM", 40)]
+
+
 def test_inductor_kernel_with_op_list():
     inductor = "triton_poi_fused_add_mul_silu_3"
     side1 = [("gemm", "GEMM"), (inductor, "SwiGLU"), ("norm", "RMSNorm")] * 30

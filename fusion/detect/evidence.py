@@ -344,10 +344,14 @@ def _walk_runs(walk: _Walk, evidence: Evidence) -> None:
         compute = [p for p, skip in rest if not skip]
         if not compute:
             continue
-        if runs.anchor[i] < 0:
-            _note(walk, evidence, unfused, compute, runs.reason[i])
-        else:
+        if runs.anchor[i] >= 0:
             fusions[(runs.anchor[i], unfused)].extend(compute)
+            continue
+        parts, rest_of_run = _partial_cover(walk, unfused, compute, runs.before[i], runs.after[i])
+        for row, covered in parts:
+            fusions[(row, unfused)].extend(covered)
+        if rest_of_run:
+            _note(walk, evidence, unfused, rest_of_run, runs.reason[i])
     _add(walk, evidence, [_fusion(walk, row, unfused, positions) for (row, unfused), positions in fusions.items()],
          _add_fusion)
     _add(walk, evidence, [_split(walk, row, side, helpers) for (row, side), helpers in runs.splits().items()],
@@ -373,6 +377,10 @@ class _Runs:
     """Per run: the alignment row of the kernel credited with its compute kernels, -1 for none."""
     reason: list[str]
     """Per run without an anchor: why its compute kernels are notes."""
+    before: list[int]
+    """Per run short enough to be fused work: the aligned row just before it (-1: none, or a longer run)."""
+    after: list[int]
+    """The same for the aligned row just after it."""
     to_walk: list[int]
     """The runs with a kernel that is no split helper, in order."""
 
@@ -403,12 +411,13 @@ class _Runs:
         run_of = np.cumsum(new) - 1
         compute = kinds == COMPUTE
         count = np.bincount(run_of[compute], minlength=len(starts))
-        anchor, reason = _anchors(walk, rows[starts], side[starts], count, run_of[compute], side[compute],
-                                  positions[compute])
+        anchor, reason, before, after = _anchors(walk, rows[starts], side[starts], count, run_of[compute],
+                                                 side[compute], positions[compute])
         has_rest = np.bincount(run_of[kinds != SPLIT], minlength=len(starts)) > 0
         main_rows = np.where(mains >= 0, _per_side(walk.row_of, side, np.maximum(mains, 0)), -1)
         return cls(side[starts].tolist(), np.r_[starts, len(rows)].tolist(), positions.tolist(), kinds.tolist(),
-                   main_rows.tolist(), anchor.tolist(), reason, np.flatnonzero(has_rest).tolist())
+                   main_rows.tolist(), anchor.tolist(), reason, before.tolist(), after.tolist(),
+                   np.flatnonzero(has_rest).tolist())
 
 
 SPLIT, NON_COMPUTE, COMPUTE = 0, 1, 2
@@ -425,17 +434,18 @@ def _per_side(values: tuple[np.ndarray, np.ndarray], side: np.ndarray, positions
 
 
 def _anchors(walk: _Walk, starts: np.ndarray, unfused: np.ndarray, count: np.ndarray, run_of: np.ndarray,
-             side: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, list[str]]:
+             side: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
     """Per run (first alignment row `starts`, `count` compute kernels at `positions` of `run_of`): the aligned
     row before or after it whose kernel on the other side covers them, best score first (-1: none), and the
-    reason when none does. The one before wins a tie (epilogue_bonus)."""
+    reason when none does. The one before wins a tie (epilogue_bonus). Then, for runs short enough to be fused
+    work, the aligned rows just before and after them (-1: none), for _partial_cover."""
     limits, aligned = walk.limits, walk.aligned
     anchor = np.full(len(starts), -1, dtype=np.int64)
     reason = [STRETCH_REASON if n > limits.max_fused_run else NOT_COVERED_REASON if len(aligned) else NO_NEIGHBOUR_REASON
               for n in count.tolist()]
     candidate = (count > 0) & (count <= limits.max_fused_run)
     if not len(aligned) or not candidate.any():
-        return anchor, reason
+        return anchor, reason, anchor, anchor
     bits = walk.type_sets.bits
     run_types = np.zeros(len(starts), dtype=bits.dtype)
     np.bitwise_or.at(run_types, run_of, bits[_per_side(walk.type_codes, side, positions)])
@@ -448,7 +458,38 @@ def _anchors(walk: _Walk, starts: np.ndarray, unfused: np.ndarray, count: np.nda
     use_after = candidate & (after_score > -np.inf) & (after_score >= before_score)
     use_before = candidate & ~use_after & (before_score > -np.inf)
     anchor[use_after], anchor[use_before] = after[use_after], before[use_before]
-    return anchor, reason
+    return anchor, reason, np.where(candidate & (k > 0), before, -1), np.where(candidate & (k < len(aligned)), after, -1)
+
+
+def _partial_cover(walk: _Walk, unfused: int, compute: list[int], before: int,
+                   after: int) -> tuple[list[tuple[int, list[int]]], list[int]]:
+    """A run no neighbour covers as a whole: the longest part next to the kernel before it that this kernel's name
+    says it performs (its epilogue), then the same for the kernel after it (its prologue); the kernels in between
+    stay one-sided. An extra GEMM right after a SwiGLU-with-add kernel's add does not hide the
+    add's fusion. Returns [(aligned row, positions)] and the positions left over."""
+    parts, left = [], list(compute)
+    if before >= 0:
+        size = _covered_length(walk, before, unfused, left)
+        if size:
+            parts.append((before, left[:size]))
+            left = left[size:]
+    if after >= 0 and left:
+        size = _covered_length(walk, after, unfused, left[::-1])
+        if size:
+            parts.append((after, left[-size:]))
+            left = left[:-size]
+    return parts, left
+
+
+def _covered_length(walk: _Walk, row: int, unfused: int, positions: list[int]) -> int:
+    """How many of `positions` (nearest the kernel at aligned `row` first) that kernel covers by its name's fused
+    components, one after another. A part of a run is credited only on the name's word: a kernel's own type
+    alone (a chain) never takes part of a run."""
+    bits = walk.type_sets.bits[walk.type_codes[unfused - 1][positions]]
+    run_types = np.bitwise_or.accumulate(bits)
+    scores = _cover_scores(walk, np.full(len(positions), row), np.full(len(positions), unfused), run_types)
+    named = scores == walk.limits.cover_by_components_score
+    return len(positions) if named.all() else int(np.argmin(named))
 
 
 def _cover_scores(walk: _Walk, rows: np.ndarray, unfused: np.ndarray, run_types: np.ndarray) -> np.ndarray:
