@@ -498,6 +498,21 @@ CUTLASS_SWIGLU = ("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniver
          "NVIDIA", ("Sort", (), "cub", "sort_pass")),
         ("void cub::DeviceRadixSortHistogramKernel<cub::DeviceRadixSortPolicy<long, int, int>::Policy800, false, long, int>(int*)",
          "NVIDIA", ("Sort", (), "cub", "")),
+        # composable_kernel: the output (CDE) op is the last element_wise template argument. Names shortened; the
+        # mangled one follows the xdit trace's spelling (12element_wise11PassThroughE, later ops after a substitution).
+        ("void ck::kernel_gemm_multiple_d_xdl_cshuffle<ck::GridwiseGemmMultipleD_xdl_cshuffle<ck::half_t, float,"
+         " ck::tensor_operation::element_wise::PassThrough, ck::tensor_operation::element_wise::PassThrough,"
+         " ck::tensor_operation::element_wise::AddFastGelu, 256>, true>(ck::half_t const*)", "AMD",
+         ("GEMM", ("GELU", "Elementwise"), "CK", "")),
+        ("_ZN2ck26kernel_gemm_xdl_cshuffle_v3INS_28GridwiseGemm_xdl_cshuffle_v3INS_13tensor_layout4gemm8RowMajorENS3_11Column"
+         "MajorES4_DF16_S6_fS6_S6_NS_16tensor_operation12element_wise11PassThroughESA_NS8_7AddReluELi256EEELb1EEEvNT_8ArgumentE",
+         "AMD", ("GEMM", ("ReLU", "Elementwise"), "CK", "")),
+        ("void ck::kernel_gemm_xdl_cshuffle_v3<ck::GridwiseGemm_xdl_cshuffle_v3<ck::tensor_layout::gemm::RowMajor,"
+         " ck::tensor_operation::element_wise::PassThrough, ck::tensor_operation::element_wise::Multiply,"
+         " ck::tensor_operation::element_wise::PassThrough, 256> >(int)", "AMD", ("GEMM", (), "CK", "")),
+        ("void ck::kernel_batched_gemm_softmax_gemm_xdl_cshuffle_v1<ck::GridwiseBatchedGemmSoftmaxGemm_Xdl_CShuffle<ck::half_t,"
+         " ck::tensor_operation::element_wise::PassThrough, ck::tensor_operation::element_wise::Scale> >(int)", "AMD",
+         ("Attention", (), "CK", "")),
     ],
     ids=lambda v: str(v)[:40],
 )
