@@ -208,13 +208,13 @@ def _findings(walked: _Walked, with_op_table: bool) -> Findings:
     sides, groups, matching, types, limits = walked.sides, walked.groups, walked.matching, walked.types, walked.limits
     counts1 = groups[0].type_counts[matching.pairs[:, 0]]
     counts2 = groups[1].type_counts[matching.pairs[:, 1]]
-    mappings, notes = fusion_mappings(walked.evidence, sides, limits)
+    check = comparability(sides, types, (len(groups[0]), len(groups[1])), len(matching.pairs),
+                          _attention_per_pair(counts1, counts2, types), limits)
+    mappings, notes = fusion_mappings(walked.evidence, sides, limits, same_workload=check.ok)
     mappings += group_imbalance(walked.evidence, counts1, counts2, partial(_group_ref, walked.index), types, mappings,
                                 sides, limits)
     op_level = compare_ops(sides[0].trace, sides[1].trace, limits, with_table=with_op_table)
     mappings, op_notes = _with_op_findings(mappings, op_level)
-    check = comparability(sides, types, (len(groups[0]), len(groups[1])), len(matching.pairs),
-                          _attention_per_pair(counts1, counts2, types), limits)
     opportunities = fusion_opportunities(walked.stats, _group_counts(groups, matching, types),
                                          len(matching.pairs), limits, whole_trace=not check.checks["per_step"])
     return Findings(mappings, notes, op_notes, opportunities, check, op_level)

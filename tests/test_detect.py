@@ -63,6 +63,18 @@ def test_a_same_type_chain_must_repeat_on_the_same_kernels():
     assert "no pair of aligned kernel names shows them repeatedly" in shapes.one_sided[0].reason
 
 
+def test_a_same_type_chain_between_different_workloads_is_a_note():
+    """The same repeated chain, but trace 1 also runs attention and trace 2 none: the comparability check calls
+    them different workloads, and an extra GEMM there is different work, not a fusion."""
+    side1 = [("attn", "Attention")] * 10 + [("gemm_a", "GEMM"), ("gemm_b", "GEMM"), ("norm", "RMSNorm")] * 10
+    side2 = [("gemm_blas", "GEMM"), ("norm", "RMSNorm")] * 10
+    c = compare(make_trace(steps(side1, 1, eager=True)), make_trace(steps(side2, 1, eager=True)))
+    assert c.comparability.level == "mismatch" and c.mappings == []
+    other_work = ("one-sided; extra kernels of the neighbour's own type, in traces that do not look like the same"
+                  " workload (see comparability): different work, not reported as a fusion")
+    assert [(n.side, n.kernel_type, n.count) for n in c.one_sided if n.reason == other_work] == [(1, "GEMM", 9)]
+
+
 def test_an_epilogue_is_found_when_an_unrelated_kernel_follows_it():
     """Trace 2 runs the add after its SwiGLU and then an extra GEMM; trace 1's SwiGLU kernel says it also adds.
     The add is the SwiGLU kernel's epilogue; the GEMM, which no neighbour performs, stays a one-sided note."""

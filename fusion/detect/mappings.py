@@ -25,16 +25,20 @@ EVIDENCE_SOURCES = {"group": "groups", "stream": "windows"}
 INCONSISTENT_REASON = ("one-sided; covered by a neighbouring kernel in too few of the occurrences that could show it:"
                        " not reported as a fusion")
 RARE_REASON = "one-sided; covered by a neighbouring kernel, but too rarely to be a pattern: not reported as a fusion"
+OTHER_WORK_CHAIN_REASON = ("one-sided; extra kernels of the neighbour's own type, in traces that do not look like the"
+                           " same workload (see comparability): different work, not reported as a fusion")
 UNREPEATED_CHAIN_REASON = ("one-sided; extra kernels of the neighbour's own type, but no pair of aligned kernel names"
                            " shows them repeatedly (different shapes or kernel choices): not reported as a fusion")
 
 
-def fusion_mappings(evidence: Evidence, sides: tuple[Side, Side], limits: Thresholds) -> tuple[list[FusionMapping], list[OneSidedNote]]:
-    """Accepted patterns become mappings (split, chain, Inductor or sequence detector); the rest notes."""
+def fusion_mappings(evidence: Evidence, sides: tuple[Side, Side], limits: Thresholds,
+                    same_workload: bool = True) -> tuple[list[FusionMapping], list[OneSidedNote]]:
+    """Accepted patterns become mappings (split, chain, Inductor or sequence detector); the rest notes.
+    `same_workload` is False when the comparability check finds the traces too different (mismatch)."""
     mappings, notes = [], []
     for pattern in evidence.patterns.values():
         shown, total = could_show(pattern, evidence)
-        reason = _rejected(pattern, shown / total if total else 0.0, sides, limits)
+        reason = _rejected(pattern, shown / total if total else 0.0, sides, limits, same_workload)
         if reason is None:
             mappings.append(_mapping(pattern, (shown, total), sides, limits))
             continue
@@ -45,20 +49,23 @@ def fusion_mappings(evidence: Evidence, sides: tuple[Side, Side], limits: Thresh
     return sorted(mappings, key=lambda m: -m.time_saved_us), _merge_notes(notes)
 
 
-def _rejected(pattern: Pattern, confidence: float, sides: tuple[Side, Side], limits: Thresholds) -> str | None:
-    """Why a pattern is no finding (None: it is one): too rare, inconsistent, or a chain no kernel names repeat.
+def _rejected(pattern: Pattern, confidence: float, sides: tuple[Side, Side], limits: Thresholds,
+              same_workload: bool) -> str | None:
+    """Why a pattern is no finding (None: it is one): too rare, inconsistent, or a chain without support.
 
-    A chain (extra kernels of the covering kernel's own type) is the one finding no kernel name supports, so it
-    must repeat on the same kernels: one pair of aligned names showing it min_pattern_count times. Ten
-    different GEMM tile pairs that each show an extra GEMM once are different shapes, not a fusion."""
+    A chain (extra kernels of the covering kernel's own type) is the one finding no kernel name supports: it
+    rests on both traces doing the same work, and it must repeat on the same kernels (one pair of aligned
+    names showing it min_pattern_count times). Ten different GEMM tile pairs that each show an extra GEMM
+    once are different shapes, not a fusion; two models' extra GEMMs are different work."""
     if pattern.occurrences < limits.min_pattern_count:
         return RARE_REASON
     if confidence < limits.min_pattern_confidence:
         return INCONSISTENT_REASON
-    chain = _detector(pattern, sides[pattern.fused_trace - 1]) == CHAIN_DETECTOR
-    if chain and max(pattern.anchors.values()) < limits.min_pattern_count:
-        return UNREPEATED_CHAIN_REASON
-    return None
+    if _detector(pattern, sides[pattern.fused_trace - 1]) != CHAIN_DETECTOR:
+        return None
+    if not same_workload:
+        return OTHER_WORK_CHAIN_REASON
+    return UNREPEATED_CHAIN_REASON if max(pattern.anchors.values()) < limits.min_pattern_count else None
 
 
 def could_show(pattern: Pattern, evidence: Evidence) -> tuple[int, int]:
