@@ -465,8 +465,8 @@ def _partial_cover(walk: _Walk, unfused: int, compute: list[int], before: int,
                    after: int) -> tuple[list[tuple[int, list[int]]], list[int]]:
     """A run no neighbour covers as a whole: the longest part next to the kernel before it that this kernel's name
     says it performs (its epilogue), then the same for the kernel after it (its prologue); the kernels in between
-    stay one-sided. An extra GEMM right after a SwiGLU-with-add kernel's add does not hide the
-    add's fusion. Returns [(aligned row, positions)] and the positions left over."""
+    stay one-sided, so an extra GEMM right after the add of a SwiGLU-with-add kernel does not hide that fusion.
+    Returns [(aligned row, positions)] and the positions left over."""
     parts, left = [], list(compute)
     if before >= 0:
         size = _covered_length(walk, before, unfused, left)
