@@ -378,7 +378,8 @@ class _Runs:
     reason: list[str]
     """Per run without an anchor: why its compute kernels are notes."""
     before: list[int]
-    """Per run short enough to be fused work: the aligned row just before it (-1: none, or a longer run)."""
+    """Per run short enough to be fused work: the aligned row just before it when that kernel's name has fused
+    components (-1: none, no components, or a longer run)."""
     after: list[int]
     """The same for the aligned row just after it."""
     to_walk: list[int]
@@ -438,7 +439,8 @@ def _anchors(walk: _Walk, starts: np.ndarray, unfused: np.ndarray, count: np.nda
     """Per run (first alignment row `starts`, `count` compute kernels at `positions` of `run_of`): the aligned
     row before or after it whose kernel on the other side covers them, best score first (-1: none), and the
     reason when none does. The one before wins a tie (epilogue_bonus). Then, for runs short enough to be fused
-    work, the aligned rows just before and after them (-1: none), for _partial_cover."""
+    work, the aligned rows just before and after them whose kernels' names have fused components (-1: none), for
+    _partial_cover: only those can take part of a run."""
     limits, aligned = walk.limits, walk.aligned
     anchor = np.full(len(starts), -1, dtype=np.int64)
     reason = [STRETCH_REASON if n > limits.max_fused_run else NOT_COVERED_REASON if len(aligned) else NO_NEIGHBOUR_REASON
@@ -458,7 +460,16 @@ def _anchors(walk: _Walk, starts: np.ndarray, unfused: np.ndarray, count: np.nda
     use_after = candidate & (after_score > -np.inf) & (after_score >= before_score)
     use_before = candidate & ~use_after & (before_score > -np.inf)
     anchor[use_after], anchor[use_before] = after[use_after], before[use_before]
-    return anchor, reason, np.where(candidate & (k > 0), before, -1), np.where(candidate & (k < len(aligned)), after, -1)
+    partial = candidate & (anchor < 0)
+    return (anchor, reason, np.where(partial & (k > 0) & _named_parts(walk, before, unfused), before, -1),
+            np.where(partial & (k < len(aligned)) & _named_parts(walk, after, unfused), after, -1))
+
+
+def _named_parts(walk: _Walk, rows: np.ndarray, unfused: np.ndarray) -> np.ndarray:
+    """Per aligned row: the kernel on the side other than `unfused` has fused components by its name."""
+    fused = 3 - unfused
+    names = _per_side(walk.name_codes, fused, walk.path[rows, fused - 1])
+    return _per_side(walk.type_sets.components, fused, names) != 0
 
 
 def _partial_cover(walk: _Walk, unfused: int, compute: list[int], before: int,
