@@ -185,6 +185,8 @@ def _classify(args: argparse.Namespace) -> int:
         _out(f"helper of {result.kernel_type}: {result.helper}")
     if result.implementation:
         _out(f"implementation: {result.implementation}")
+    if result.single_op:
+        _out("single op: the name says it computes one elementwise operation (never credited with a fusion)")
     return 0
 
 

@@ -3,7 +3,8 @@
 A kernel's *type* is what it computes as a whole (a GEMM with a SiLU-and-mul epilogue is a GEMM); its
 *fused components* are the other operation types it also performs; its *implementation* is the library or
 generator that made it (Inductor, CUTLASS, Tensile, ...); its *helper* role is set when it is one part of
-another operation (a split-K reduce is GEMM with role 'split_k_reduce').
+another operation (a split-K reduce is GEMM with role 'split_k_reduce'); *single_op* is set when its name says
+it computes one elementwise operation and nothing else (an ATen add functor).
 
 The rules are data (fusion/rules.toml and fusion/op_rules.toml, plus an optional user file named by
 FUSION_RULES, read through settings.rules_path()); fusion/rulesets.py loads and validates them, this
@@ -27,6 +28,7 @@ from .rulesets import (
     NameRule,
     NameRules,
     OpRules,
+    SingleOpRule,
     name_rules,
     op_rules,
 )
@@ -38,7 +40,7 @@ __all__ = [
     "classify", "classify_names", "inductor_ops", "type_from_op",
 ]
 
-COLUMNS: tuple[str, ...] = ("type", "rule", "components", "fused_components", "implementation", "helper")
+COLUMNS: tuple[str, ...] = ("type", "rule", "components", "fused_components", "implementation", "helper", "single_op")
 """Columns of classify_names (and of trace.names, with count and time_us)."""
 RULES_ENV = "FUSION_RULES"
 MAX_MATCH_CHARS = 8192
@@ -62,6 +64,8 @@ class Classification:
     """Operation types the kernel also performs besides `kernel_type`."""
     implementation: str = ""
     helper: str = ""
+    single_op: bool = False
+    """The name says the kernel computes one elementwise operation and nothing else ([[single_op]] rules)."""
 
 
 # --- public API ------------------------------------------------------------------------------------
@@ -88,6 +92,7 @@ def classify_names(names: Iterable[str], platform: str = "unknown") -> pd.DataFr
             "fused_components": pd.Series([r.fused_components for r in results], index=index, dtype=object),
             "implementation": [r.implementation for r in results],
             "helper": [r.helper for r in results],
+            "single_op": pd.Series([r.single_op for r in results], index=index, dtype=bool),
         },
         index=index,
     )
@@ -144,11 +149,12 @@ def _classify_one(name: str, platform: str, rules: NameRules) -> Classification:
         return _classify_inductor(name, prefix.group(1), rules)
     text = name[:MAX_MATCH_CHARS].lower()
     implementation = _implementation(text, rules.implementations[platform])
+    single_op = _single_op(text, rules.single_op[platform])
     for rule in rules.by_platform[platform]:
         if rule.matcher.matches(text):
             fused = _epilogue(text, rule, rules.components[platform])
-            return Classification(rule.kernel_type, rule.id, (), fused, implementation, rule.helper)
-    return Classification("Other", UNCLASSIFIED_RULE, (), (), implementation)
+            return Classification(rule.kernel_type, rule.id, (), fused, implementation, rule.helper, single_op)
+    return Classification("Other", UNCLASSIFIED_RULE, (), (), implementation, single_op=single_op)
 
 
 def _kernel_name(name: str) -> str:
@@ -161,6 +167,10 @@ def _kernel_name(name: str) -> str:
 
 def _implementation(text: str, rules: tuple[ImplementationRule, ...]) -> str:
     return next((r.implementation for r in rules if r.matcher.matches(text)), "")
+
+
+def _single_op(text: str, rules: tuple[SingleOpRule, ...]) -> bool:
+    return any(r.matcher.matches(text) for r in rules)
 
 
 def _epilogue(text: str, rule: NameRule, components: tuple[ComponentRule, ...]) -> tuple[str, ...]:

@@ -20,12 +20,12 @@ from .vocabulary import HELPER_ROLES, INDUCTOR_KINDS, KERNEL_TYPES, PLATFORMS, V
 BUILTIN_RULES = Path(__file__).with_name("rules.toml")
 BUILTIN_OP_RULES = Path(__file__).with_name("op_rules.toml")
 
-_NAME_TABLES = ("compound_ops", "inductor", "inductor_op", "rule", "component", "implementation")
+_NAME_TABLES = ("compound_ops", "inductor", "inductor_op", "rule", "component", "implementation", "single_op")
 _OP_TABLES = ("op", "equivalent")
-_MATCHER_TABLES = ("rule", "component", "implementation", "inductor_op")
 _RULE_KEYS = ("id", "type", "pattern", "vendor", "fused", "helper", "note")
 _COMPONENT_KEYS = ("id", "pattern", "fused", "types", "vendor", "note")
 _IMPLEMENTATION_KEYS = ("id", "implementation", "pattern", "vendor", "note")
+_SINGLE_OP_KEYS = ("id", "pattern", "vendor", "note")
 _INDUCTOR_OP_KEYS = ("id", "type", "all", "any", "absorbs", "kinds", "alone", "fused_only", "note")
 _INDUCTOR_KEYS = ("implementation", "fallback", "passive_ops", "note")
 _OP_KEYS = ("id", "type", "pattern", "overrides", "note")
@@ -61,6 +61,15 @@ class ImplementationRule:
 
     id: str
     implementation: str
+    vendor: str | None
+    matcher: Matcher
+
+
+@dataclass(frozen=True)
+class SingleOpRule:
+    """[[single_op]]: a name matching `matcher` computes one elementwise operation and nothing else."""
+
+    id: str
     vendor: str | None
     matcher: Matcher
 
@@ -112,6 +121,7 @@ class NameRules:
     by_platform: Mapping[str, tuple[NameRule, ...]]
     components: Mapping[str, tuple[ComponentRule, ...]]
     implementations: Mapping[str, tuple[ImplementationRule, ...]]
+    single_op: Mapping[str, tuple[SingleOpRule, ...]]
     inductor: InductorRules
     compound_ops: Mapping[str, tuple[tuple[str, ...], ...]]
     """First "_"-token of a compound op name -> its token tuples, longest first."""
@@ -139,11 +149,13 @@ class _NameFile:
     rules: list[NameRule]
     components: list[ComponentRule]
     implementations: list[ImplementationRule]
+    single_op: list[SingleOpRule]
     inductor_ops: list[InductorOpRule]
     compound_ops: list[str]
 
     def ids(self) -> list[str]:
-        return [r.id for r in (*self.rules, *self.components, *self.implementations, *self.inductor_ops)]
+        return [r.id for r in (*self.rules, *self.components, *self.implementations, *self.single_op,
+                               *self.inductor_ops)]
 
 
 @lru_cache(maxsize=8)
@@ -163,6 +175,7 @@ def name_rules(user_path: str) -> NameRules:
         _per_platform([r for f in files for r in f.rules]),
         _per_platform([r for f in files for r in f.components]),
         _per_platform([r for f in files for r in f.implementations]),
+        _per_platform([r for f in files for r in f.single_op]),
         inductor,
         _index_compound_ops([op for f in reversed(files) for op in f.compound_ops]),
     )
@@ -188,6 +201,7 @@ def _name_file(path: Path, data: dict[str, Any]) -> _NameFile:
         [_parse_rule(e) for e in _entries(path, data, "rule", _RULE_KEYS)],
         [_parse_component(e) for e in _entries(path, data, "component", _COMPONENT_KEYS)],
         [_parse_implementation(e) for e in _entries(path, data, "implementation", _IMPLEMENTATION_KEYS)],
+        [SingleOpRule(e.text("id"), _vendor(e), compile_pattern(e)) for e in _entries(path, data, "single_op", _SINGLE_OP_KEYS)],
         [_parse_inductor_op(e) for e in _entries(path, data, "inductor_op", _INDUCTOR_OP_KEYS)],
         _parse_compound_ops(path, data.get("compound_ops", [])),
     )

@@ -17,10 +17,12 @@ Kernel = tuple[str, str, float, int]
 
 
 def make_trace(kernels: list[Kernel], label: str = "T", platform: str = "AMD",
-               fused: dict[str, tuple[str, ...]] | None = None, helpers: dict[str, str] | None = None) -> Trace:
+               fused: dict[str, tuple[str, ...]] | None = None, helpers: dict[str, str] | None = None,
+               single_op: frozenset[str] = frozenset()) -> Trace:
     """A Trace whose kernels run back to back in list order (1 µs apart).
 
-    `fused` gives a name's fused components (operation types), `helpers` a name's helper role.
+    `fused` gives a name's fused components (operation types), `helpers` a name's helper role; `single_op` holds
+    the names that say they compute one operation only.
     """
     names = [k[0] for k in kernels]
     dur = np.array([k[2] for k in kernels], dtype=np.float64)
@@ -42,7 +44,7 @@ def make_trace(kernels: list[Kernel], label: str = "T", platform: str = "AMD",
         {"type": list(name_types.values()), "rule": "test",
          "components": [inductor_ops(n) for n in name_types],
          "fused_components": [fused.get(n, ()) for n in name_types], "implementation": "",
-         "helper": [helpers.get(n, "") for n in name_types],
+         "helper": [helpers.get(n, "") for n in name_types], "single_op": [n in single_op for n in name_types],
          "count": [names.count(n) for n in name_types], "time_us": 0.0},
         index=pd.Index(list(name_types), name="name"),
     )

@@ -360,6 +360,14 @@ def test_user_rules_come_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert inductor_ops("triton_poi_fused_my_fancy_op_add_0") == ("my_fancy_op", "add")
 
 
+def test_a_user_single_op_rule_marks_names_of_any_type(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    name = "void my_scale_kernel<float>(float*, float)"
+    assert not classify(name).single_op
+    _use_rules(tmp_path, monkeypatch, '[[single_op]]\nid = "my_scale"\npattern = "my_scale_kernel"\n')
+    assert classify(name).single_op and classify(name).kernel_type == "Other"
+    assert not classify("my_other_kernel").single_op
+
+
 def test_user_rules_follow_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _use_rules(tmp_path, monkeypatch, USER_RULES)
     assert classify(NVJET, "NVIDIA").kernel_type == "Other"
@@ -388,6 +396,8 @@ def _rule(pattern: str = "'^x_'", extra: str = "", rule_type: str = "GEMM", rule
         (_rule(extra='vendor = "Intel"'), "vendor must be"),
         (_rule() + _rule(), "duplicate id"),
         (_rule(rule_id="tensile_gemm"), "already used by a built-in rule"),
+        ('[[single_op]]\nid = "aten_binary_functor"\npattern = "x"\n', "already used by a built-in rule"),
+        ('[[single_op]]\nid = "no_pattern"\n', "'pattern' must be a non-empty string"),
         ("rules = 3\n", "unknown top-level keys"),
         ("compound_ops = ['plain']\n", "compound_ops"),
         ("[[rule]\n", "cannot read rules file"),
@@ -400,7 +410,7 @@ def test_bad_user_rules_raise(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, t
         type_from_op("Other", "aten::mm", "")
     assert problem in str(error.value)
     rule_id = re.search(r'id = "(\w+)"', text)
-    assert rule_id is None or f"rule {rule_id.group(1)!r}" in str(error.value)
+    assert rule_id is None or f" {rule_id.group(1)!r}: " in str(error.value)
 
 
 def test_missing_user_rules_file_raises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

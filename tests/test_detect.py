@@ -75,6 +75,21 @@ def test_a_same_type_chain_between_different_workloads_is_a_note():
     assert [(n.side, n.kernel_type, n.count) for n in c.one_sided if n.reason == other_work] == [(1, "GEMM", 9)]
 
 
+def test_a_kernel_whose_name_says_it_does_one_operation_fuses_nothing():
+    """Trace 1 runs a multiply and an add where trace 2 runs only the add. A generic elementwise kernel may have
+    done both (a chain); an ATen add functor kernel says it adds and nothing else: the multiply is a note."""
+    add = "vectorized_elementwise_kernel<4, CUDAFunctor_add<float>>"
+    side1 = [("gemm", "GEMM"), ("mul_kernel", "Elementwise"), (add, "Elementwise"), ("norm", "RMSNorm")] * 10
+    side2 = [("gemm", "GEMM"), (add, "Elementwise"), ("norm", "RMSNorm")] * 10
+    generic = compare(make_trace(steps(side1, 4)), make_trace(steps(side2, 4)))
+    assert mapping_keys(generic) == {("intra_type_chain", 2, "Elementwise", ("Elementwise", "Elementwise"))}
+    single = compare(make_trace(steps(side1, 4), single_op=frozenset({add})),
+                     make_trace(steps(side2, 4), single_op=frozenset({add})))
+    assert single.mappings == []
+    assert [(n.side, n.kernel_type, n.count) for n in single.one_sided] == [(1, "Elementwise", 40)]
+    assert "no neighbouring kernel on the other side performs its operations" in single.one_sided[0].reason
+
+
 def test_an_epilogue_is_found_when_an_unrelated_kernel_follows_it():
     """Trace 2 runs the add after its SwiGLU and then an extra GEMM; trace 1's SwiGLU kernel says it also adds.
     The add is the SwiGLU kernel's epilogue; the GEMM, which no neighbour performs, stays a one-sided note."""

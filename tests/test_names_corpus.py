@@ -1,7 +1,7 @@
 """Every name of the names corpus (tests/names_corpus.tsv) classifies as its row says.
 
 The corpus holds real kernel names from public traces and kernel sources, one family per row or few,
-with the expected type, implementation, fused components and helper role. A rule change that
+with the expected type, implementation, fused components, helper role and single-op flag. A rule change that
 breaks a family fails here with the name.
 """
 
@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from fusion.classify import BUILTIN_RULES, HELPER_ROLES, KERNEL_TYPES, RULES_ENV, classify
+from fusion.rulesets import name_rules
 
 CORPUS = Path(__file__).with_name("names_corpus.tsv")
 MIN_ROWS = 200
-FIELDS = 7
+FIELDS = 8
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class Row:
     implementation: str
     fused_components: tuple[str, ...]
     helper: str
+    single_op: bool
     source: str
 
 
@@ -38,9 +40,10 @@ def _rows() -> list[Row]:
             continue
         cells = line.split("\t")
         assert len(cells) == FIELDS, f"{CORPUS.name}: {FIELDS} tab-separated fields expected: {line[:80]}"
-        name, platform, kernel_type, implementation, fused, helper, source = cells
+        name, platform, kernel_type, implementation, fused, helper, single_op, source = cells
+        assert single_op in ("", "yes"), f"{CORPUS.name}: single_op is 'yes' or empty: {line[:80]}"
         rows.append(Row(name, platform, kernel_type, implementation, tuple(filter(None, fused.split(","))), helper,
-                        source))
+                        single_op == "yes", source))
     return rows
 
 
@@ -55,8 +58,8 @@ def _builtin_rules_only(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.name[:60])
 def test_corpus_name_classifies_as_expected(row: Row) -> None:
     result = classify(row.name, row.platform)
-    got = (result.kernel_type, result.implementation, result.fused_components, result.helper)
-    assert got == (row.kernel_type, row.implementation, row.fused_components, row.helper), row.source
+    got = (result.kernel_type, result.implementation, result.fused_components, result.helper, result.single_op)
+    assert got == (row.kernel_type, row.implementation, row.fused_components, row.helper, row.single_op), row.source
 
 
 def test_corpus_is_large_unique_and_uses_known_words() -> None:
@@ -80,3 +83,8 @@ def test_every_builtin_rule_decides_some_corpus_name() -> None:
     assert rule_ids - used == set()
     fused_only = {r["type"] for r in data["inductor_op"] if r.get("fused_only")}
     assert fused_only <= {t for r in ROWS if r.name.startswith("triton_") for t in r.fused_components}
+
+
+def test_every_single_op_rule_marks_some_corpus_name() -> None:
+    for rule in name_rules("").single_op["unknown"]:
+        assert any(rule.matcher.matches(r.name.lower()) for r in ROWS if r.single_op), rule.id

@@ -128,6 +128,7 @@ def name_table(trace: Trace) -> pd.DataFrame:
             "implementation": names["implementation"].astype(str).to_numpy(),
             "fused components": [", ".join(c) for c in names["fused_components"]],
             "helper of its type": names["helper"].astype(str).to_numpy(),
+            "single op": names["single_op"].to_numpy(bool),
             "rule": names["rule"].astype(str).to_numpy(),
             "count": names["count"].astype(int).to_numpy(),
             "total time (ms)": names["time_us"].to_numpy() / 1000,

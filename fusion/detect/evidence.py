@@ -4,8 +4,8 @@ A one-sided helper kernel folded into an aligned kernel of its operation (GEMM +
 is a split: one operation run as more kernels on one side. Any other run of one-sided kernels is
 credited to a neighbouring aligned kernel K on the other side only when K covers it: K's operation type
 plus its fused components include every operation type of the run and of K's counterpart (a CUTLASS GEMM
-with a SiLU-and-mul epilogue covers GEMM + act_and_mul). Otherwise the run is a one-sided note with its
-reason. All occurrences of one (fused side, fused type, unfused sequence) form a Pattern; whether it is a
+with a SiLU-and-mul epilogue covers GEMM + act_and_mul), and K's name does not say it computes one operation
+only (an ATen add functor covers nothing). Otherwise the run is a one-sided note with its reason. All occurrences of one (fused side, fused type, unfused sequence) form a Pattern; whether it is a
 finding is decided in mappings.py over the occurrences that could show it.
 
 The runs of a segment are decided on numpy columns (_Runs); occurrences of the same kernels are counted once,
@@ -50,6 +50,8 @@ class Side:
     components: list[tuple[str, ...]]
     helper_roles: list[str]
     dur: np.ndarray
+    single_op: np.ndarray
+    """Per name code: the name says the kernel computes one elementwise operation and nothing else."""
 
     @classmethod
     def of(cls, number: int, trace: Trace, codes: np.ndarray) -> Side:
@@ -61,7 +63,8 @@ class Side:
         helper = np.array([r != "" for r in roles], dtype=bool)
         return cls(number, trace, codes, helper[names] if len(names) else np.zeros(0, dtype=bool), names, name_list,
                    [str(t) for t in table["type"]], [tuple(c) for c in table["fused_components"]],
-                   [tuple(c) for c in table["components"]], roles, trace.kernels["dur"].to_numpy(np.float64))
+                   [tuple(c) for c in table["components"]], roles, trace.kernels["dur"].to_numpy(np.float64),
+                   table["single_op"].to_numpy(bool))
 
 
 @dataclass
@@ -160,6 +163,8 @@ class _TypeSets:
     """Per side and name code: the bits of the name's fused components."""
     non_fusable: np.ndarray
     """Per type code: NON_FUSABLE_TYPES holds it."""
+    single_op: tuple[np.ndarray, np.ndarray]
+    """Per side and name code: the name says the kernel computes one operation only (Side.single_op)."""
 
     @classmethod
     def of(cls, sides: tuple[Side, Side], types: list[str]) -> _TypeSets:
@@ -168,7 +173,8 @@ class _TypeSets:
         bits = np.array([1 << i for i in range(len(types))], dtype=dtype)
         components = tuple(np.array([sum(1 << index[c] for c in set(comps) if c in index) for comps in side.fused_components],
                                     dtype=dtype) for side in sides)
-        return cls(bits, components, np.array([t in NON_FUSABLE_TYPES for t in types], dtype=bool))
+        return cls(bits, components, np.array([t in NON_FUSABLE_TYPES for t in types], dtype=bool),
+                   (sides[0].single_op, sides[1].single_op))
 
 
 @dataclass
@@ -505,17 +511,20 @@ def _covered_length(walk: _Walk, row: int, unfused: int, positions: list[int]) -
 
 def _cover_scores(walk: _Walk, rows: np.ndarray, unfused: np.ndarray, run_types: np.ndarray) -> np.ndarray:
     """Per run, the score ladder of the kernel at aligned row `rows` on the side other than `unfused`: 0 unless
-    its type plus its fused components include every type of the run (run_types) and of its counterpart;
-    Thresholds.cover_by_type_score when all are its own type, else cover_by_components_score."""
+    its type plus its fused components include every type of the run (run_types) and of its counterpart, and
+    its name does not say it computes one operation only; Thresholds.cover_by_type_score when all are its own
+    type, else cover_by_components_score."""
     fused = 3 - unfused
     fused_pos, counterpart = walk.path[rows, fused - 1], walk.path[rows, unfused - 1]
     bits = walk.type_sets.bits
     own = bits[_per_side(walk.type_codes, fused, fused_pos)]
-    performs = own | _per_side(walk.type_sets.components, fused, _per_side(walk.name_codes, fused, fused_pos))
+    names = _per_side(walk.name_codes, fused, fused_pos)
+    performs = own | _per_side(walk.type_sets.components, fused, names)
     needed = run_types | bits[_per_side(walk.type_codes, unfused, counterpart)]
     limits = walk.limits
-    return np.where(needed == own, limits.cover_by_type_score,
-                    np.where((needed & ~performs) == 0, limits.cover_by_components_score, 0.0)).astype(np.float64)
+    scores = np.where(needed == own, limits.cover_by_type_score,
+                      np.where((needed & ~performs) == 0, limits.cover_by_components_score, 0.0))
+    return np.where(_per_side(walk.type_sets.single_op, fused, names), 0.0, scores).astype(np.float64)
 
 
 def _main_positions(codes: np.ndarray) -> np.ndarray:
