@@ -201,7 +201,7 @@ def _name_file(path: Path, data: dict[str, Any]) -> _NameFile:
         [_parse_rule(e) for e in _entries(path, data, "rule", _RULE_KEYS)],
         [_parse_component(e) for e in _entries(path, data, "component", _COMPONENT_KEYS)],
         [_parse_implementation(e) for e in _entries(path, data, "implementation", _IMPLEMENTATION_KEYS)],
-        [SingleOpRule(e.text("id"), _vendor(e), compile_pattern(e)) for e in _entries(path, data, "single_op", _SINGLE_OP_KEYS)],
+        [_parse_single_op(e) for e in _entries(path, data, "single_op", _SINGLE_OP_KEYS)],
         [_parse_inductor_op(e) for e in _entries(path, data, "inductor_op", _INDUCTOR_OP_KEYS)],
         _parse_compound_ops(path, data.get("compound_ops", [])),
     )
@@ -248,6 +248,10 @@ def _parse_component(entry: Entry) -> ComponentRule:
 
 def _parse_implementation(entry: Entry) -> ImplementationRule:
     return ImplementationRule(entry.text("id"), entry.text("implementation"), _vendor(entry), compile_pattern(entry))
+
+
+def _parse_single_op(entry: Entry) -> SingleOpRule:
+    return SingleOpRule(entry.text("id"), _vendor(entry), compile_pattern(entry))
 
 
 def _parse_inductor_op(entry: Entry) -> InductorOpRule:

@@ -5,8 +5,9 @@ is a split: one operation run as more kernels on one side. Any other run of one-
 credited to a neighbouring aligned kernel K on the other side only when K covers it: K's operation type
 plus its fused components include every operation type of the run and of K's counterpart (a CUTLASS GEMM
 with a SiLU-and-mul epilogue covers GEMM + act_and_mul), and K's name does not say it computes one operation
-only (an ATen add functor covers nothing). Otherwise the run is a one-sided note with its reason. All occurrences of one (fused side, fused type, unfused sequence) form a Pattern; whether it is a
-finding is decided in mappings.py over the occurrences that could show it.
+only (an ATen add functor covers nothing). Otherwise the run is a one-sided note with its reason. All
+occurrences of one (fused side, fused type, unfused sequence) form a Pattern; whether it is a finding is
+decided in mappings.py over the occurrences that could show it.
 
 The runs of a segment are decided on numpy columns (_Runs); occurrences of the same kernels are counted once,
 weighted by how often they occur (_add), so the Python work follows the distinct occurrences.
@@ -445,8 +446,8 @@ def _anchors(walk: _Walk, starts: np.ndarray, unfused: np.ndarray, count: np.nda
     """Per run (first alignment row `starts`, `count` compute kernels at `positions` of `run_of`): the aligned
     row before or after it whose kernel on the other side covers them, best score first (-1: none), and the
     reason when none does. The one before wins a tie (epilogue_bonus). Then, for runs short enough to be fused
-    work, the aligned rows just before and after them whose kernels' names have fused components (-1: none), for
-    _partial_cover: only those can take part of a run."""
+    work, the aligned rows just before and after them whose kernels' names have fused components (-1: none),
+    for _partial_cover: only those can take part of a run."""
     limits, aligned = walk.limits, walk.aligned
     anchor = np.full(len(starts), -1, dtype=np.int64)
     reason = [STRETCH_REASON if n > limits.max_fused_run else NOT_COVERED_REASON if len(aligned) else NO_NEIGHBOUR_REASON
