@@ -22,8 +22,8 @@ OTHER_TYPE = "Other"
 _TYPE_PALETTE = {
     "GEMM": "#1F77B4", "MoE_GEMM": "#17BECF", "Attention": "#FF7F0E", "KV_Cache": "#FFBB78",
     "Communication": "#8C564B", "Convolution": "#C49C94", "RMSNorm": "#9467BD", "LayerNorm": "#C5B0D5",
-    "BatchNorm": "#7B4173", "GroupNorm": "#A55194", "SwiGLU": "#2CA02C", "GELU": "#98DF8A", "ReLU": "#637939",
-    "RoPE": "#BCBD22", "MoE_Routing": "#E377C2", "Softmax": "#D62728", "Embedding": "#AD494A",
+    "BatchNorm": "#7B4173", "GroupNorm": "#A55194", "L2Norm": "#DE9ED6", "SwiGLU": "#2CA02C", "GELU": "#98DF8A",
+    "ReLU": "#637939", "RoPE": "#BCBD22", "MoE_Routing": "#E377C2", "Softmax": "#D62728", "Embedding": "#AD494A",
     "Quantize": "#E7BA52", "Reduce": "#843C39", "Sort": "#393B79", "Scan": "#6B6ECF", "Elementwise": "#DBDB8D",
     "SiLU": "#B5CF6B", "Cast": "#E7969C", "MemCopy": "#C7C7C7", "Memset": "#525252", OTHER_TYPE: "#9E9E9E",
 }
