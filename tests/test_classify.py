@@ -566,6 +566,9 @@ def test_helper_roles_are_known() -> None:
         ("Other", "aten::copy_", "aten::clone", ("MemCopy", "op")),
         ("Other", "aten::add_", "aten::conv2d", ("Convolution", "op")),
         ("Elementwise", "aten::add", "aten::add", ("Elementwise", "name")),
+        ("LayerNorm", "aten::native_group_norm", "aten::group_norm", ("GroupNorm", "op")),
+        ("LayerNorm", "aten::_fused_rms_norm", "aten::rms_norm", ("RMSNorm", "op")),
+        ("LayerNorm", "aten::native_layer_norm", "aten::layer_norm", ("LayerNorm", "name")),
     ],
 )
 def test_type_from_op(name_type: str, op: str, op_top: str, expected: tuple[str, str]) -> None:
