@@ -84,18 +84,23 @@ def _err(line: str) -> None:
     sys.stderr.write(terminal_text(line) + "\n")
 
 
-class _StderrWarnings(logging.Handler):
-    """The library's log warnings (a damaged cache entry, an unwritable cache) as 'warning:' lines."""
+class _StderrLog(logging.Handler):
+    """The library's log records as stderr lines: warnings (a damaged cache entry, an unwritable cache) as
+    'warning:'; notices (the first-run compile of the loader's scan) as 'note:', on a terminal only, so a
+    script's stderr depends on its input, not on what this machine has compiled before."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        _err(f"warning: {record.getMessage()}")
+        if record.levelno >= logging.WARNING:
+            _err(f"warning: {record.getMessage()}")
+        elif sys.stderr.isatty():
+            _err(f"note: {record.getMessage()}")
 
 
 def _log_to_stderr() -> logging.Handler:
-    handler = _StderrWarnings(logging.WARNING)
+    handler = _StderrLog(logging.INFO)
     logger = logging.getLogger("fusion")
     logger.addHandler(handler)
-    logger.setLevel(logging.WARNING)
+    logger.setLevel(logging.INFO)
     return handler
 
 

@@ -134,6 +134,7 @@ class _Decoder:
             return None
         if self.table is None:
             self.table = piece_scan.category_table(self.bucket_of)
+            piece_scan.announce_compile()
         return piece_scan.scan_piece(data, self.table)
 
 

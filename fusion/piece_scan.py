@@ -4,7 +4,7 @@ Decoding a piece with msgspec builds a Python object per event and per field, an
 those objects again to make columns; many events (flows, metadata) are dropped after all that.
 This scan reads the bytes once in compiled code (numba) and writes the fields of the events in kept
 categories straight into arrays; names are deduplicated as byte spans, so Python only decodes each
-distinct name once per piece. Its machine code comes from numba's disk cache (compiled once, about 15 s,
+distinct name once per piece. Its machine code comes from numba's disk cache (compiled once, about 18 s,
 the first time a machine loads a large trace); where numba cannot cache, it is not used (`USABLE`).
 
 It is strict on purpose: it accepts a piece only when the piece is valid JSON that msgspec would decode
@@ -16,7 +16,10 @@ which also names any problem. The tests check both paths give the same columns.
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
+from functools import cache
 
 import msgspec
 import numpy as np
@@ -768,3 +771,24 @@ def _decoded(quoted: bytes) -> str:
 USABLE = sys.byteorder == "little" and not any(name.startswith(__name__ + ".") for name in UNCACHED)
 """False where numba cannot cache the scan (compiling it in each process would cost more than it saves),
 or on a big-endian machine (_word)."""
+
+log = logging.getLogger(__name__)
+
+
+def announce_compile() -> None:
+    """Say once per process, as a notice, that the first large piece compiles the scan, when numba's disk
+    cache has no index for it yet (a new install: about 20 s of silence otherwise)."""
+    if _compile_pending():
+        _announce()
+
+
+def _compile_pending() -> bool:
+    """numba keeps a cached function's index file next to its machine code; no index, nothing cached. (numba
+    offers no public query; where its internals differ, say nothing.)"""
+    index = getattr(getattr(getattr(_scan, "_cache", None), "_cache_file", None), "_index_path", None)
+    return isinstance(index, str) and not os.path.exists(index)
+
+
+@cache
+def _announce() -> None:
+    log.info("compiling the trace scanner for this machine (about 20 s, once; later loads reuse it)")

@@ -10,7 +10,9 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -24,6 +26,7 @@ from hypothesis import strategies as st
 
 from fusion import events as events_module
 from fusion import piece_scan
+from fusion.__main__ import main
 from fusion.event_columns import EventColumns, of_events
 from fusion.errors import TraceError
 from fusion.piece_scan import category_table, scan_piece
@@ -328,3 +331,47 @@ def test_a_large_trace_is_scanned_and_a_small_one_is_not(monkeypatch) -> None:
     assert sizes and all(size >= len(data) // 4 for size in sizes)
     assert len(table) == len(events)
     assert np.array_equal(table["correlation"].to_numpy(), np.arange(len(events)))
+
+
+def _summary_with_the_scan(monkeypatch, tmp_path: Path, runs: int) -> None:
+    """`runs` CLI summaries of a built trace whose every piece goes to the compiled scan."""
+    path = tmp_path / "trace.json"
+    path.write_bytes(trace_json([kernel_event(f"k{i % 5}", float(i), 1.0, i) for i in range(2_000)]))
+    monkeypatch.setattr(events_module, "COMPILED_SCAN_MIN_BYTES", 0)
+    monkeypatch.setattr(events_module, "PIECE_SIZE", path.stat().st_size // 3)
+    for _ in range(runs):
+        assert main(["summary", str(path), "--format", "json"]) == 0
+
+
+COMPILE_NOTE = "note: compiling the trace scanner for this machine (about 20 s, once; later loads reuse it)"
+
+
+@pytest.mark.parametrize(("pending", "terminal", "expected"), [
+    (True, True, [COMPILE_NOTE]),
+    (False, True, []),
+    (True, False, []),
+])
+def test_a_scan_not_yet_compiled_is_announced_once_on_a_terminal(monkeypatch, tmp_path, capsys, pending: bool,
+                                                                  terminal: bool, expected: list[str]) -> None:
+    """A new install compiles the scan on its first large piece (about 20 s): the CLI says so in one note line,
+    however many pieces and loads follow in the process; not when the scan is cached, and not when stderr is no
+    terminal (a script's stderr does not depend on what the machine compiled before)."""
+    monkeypatch.setattr(piece_scan, "_compile_pending", lambda: pending)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)
+    piece_scan._announce.cache_clear()
+    try:
+        _summary_with_the_scan(monkeypatch, tmp_path, runs=2)
+        err = capsys.readouterr().err
+    finally:
+        piece_scan._announce.cache_clear()
+    assert err.splitlines() == expected
+
+
+def test_compile_pending_follows_numbas_index_file(monkeypatch, tmp_path) -> None:
+    """The check reads where numba keeps the scan's cache index: missing means the next call compiles."""
+    cache_file = piece_scan._scan._cache._cache_file
+    index = tmp_path / "piece_scan._scan.nbi"
+    monkeypatch.setattr(cache_file, "_index_path", str(index))
+    assert piece_scan._compile_pending()
+    index.write_bytes(b"")
+    assert not piece_scan._compile_pending()
