@@ -99,6 +99,15 @@ class EventStream:
     warnings: list[str] = field(default_factory=list)
 
 
+def scan_compile_pending(size: int) -> bool:
+    """Reading `size` bytes of JSON would first compile the piece scan (about 20 s on a new install)."""
+    if size < COMPILED_SCAN_MIN_BYTES:
+        return False
+    from . import piece_scan  # imports numba
+
+    return piece_scan.USABLE and piece_scan.compile_pending()
+
+
 def read_events(raw: RawInput, bucket_of: dict[str, int] | None = None) -> EventStream:
     """Find `traceEvents` and return the stream of its pieces; top-level keys fill in as it runs.
 

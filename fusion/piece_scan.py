@@ -778,11 +778,11 @@ log = logging.getLogger(__name__)
 def announce_compile() -> None:
     """Say once per process, as a notice, that the first large piece compiles the scan, when numba's disk
     cache has no index for it yet (a new install: about 20 s of silence otherwise)."""
-    if _compile_pending():
+    if compile_pending():
         _announce()
 
 
-def _compile_pending() -> bool:
+def compile_pending() -> bool:
     """numba keeps a cached function's index file next to its machine code; no index, nothing cached. (numba
     offers no public query; where its internals differ, say nothing.)"""
     index = getattr(getattr(getattr(_scan, "_cache", None), "_cache_file", None), "_index_path", None)

@@ -356,7 +356,7 @@ def test_a_scan_not_yet_compiled_is_announced_once_on_a_terminal(monkeypatch, tm
     """A new install compiles the scan on its first large piece (about 20 s): the CLI says so in one note line,
     however many pieces and loads follow in the process; not when the scan is cached, and not when stderr is no
     terminal (a script's stderr does not depend on what the machine compiled before)."""
-    monkeypatch.setattr(piece_scan, "_compile_pending", lambda: pending)
+    monkeypatch.setattr(piece_scan, "compile_pending", lambda: pending)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)
     piece_scan._announce.cache_clear()
     try:
@@ -372,6 +372,14 @@ def test_compile_pending_follows_numbas_index_file(monkeypatch, tmp_path) -> Non
     cache_file = piece_scan._scan._cache._cache_file
     index = tmp_path / "piece_scan._scan.nbi"
     monkeypatch.setattr(cache_file, "_index_path", str(index))
-    assert piece_scan._compile_pending()
+    assert piece_scan.compile_pending()
     index.write_bytes(b"")
-    assert not piece_scan._compile_pending()
+    assert not piece_scan.compile_pending()
+
+
+def test_only_a_read_large_enough_for_the_scan_waits_for_its_compile(monkeypatch) -> None:
+    monkeypatch.setattr(piece_scan, "compile_pending", lambda: True)
+    assert events_module.scan_compile_pending(events_module.COMPILED_SCAN_MIN_BYTES)
+    assert not events_module.scan_compile_pending(events_module.COMPILED_SCAN_MIN_BYTES - 1)
+    monkeypatch.setattr(piece_scan, "compile_pending", lambda: False)
+    assert not events_module.scan_compile_pending(events_module.COMPILED_SCAN_MIN_BYTES)

@@ -396,3 +396,17 @@ def test_finding_table_says_on_which_ranks_each_finding_holds(batch_with_a_failu
     table = batch.finding_table(findings)
     assert len(table) == findings.groupby(batch.FINDING_KEY).ngroups > 0
     assert set(table["holds on"]) == {"some ranks"} and set(table["ranks"]) == {"0, 1, 2 (3 of 4)"}
+
+
+def test_a_load_that_waits_for_the_scan_compile_says_so(monkeypatch) -> None:
+    """The first large trace on a new server stalls while numba compiles the loader's scan: the progress line
+    says why, and only then."""
+    from ui import data
+
+    monkeypatch.setattr(data, "scan_compile_pending", lambda size: size >= 10)
+    assert data.reading_text("Reading a.json", 5, 20) == "Reading a.json: 0 / 0 MB" + data.COMPILE_HINT
+    assert data.reading_text("Reading a.json", 20, 20) == "Reading a.json: parsing and classifying kernels" + data.COMPILE_HINT
+    assert data.reading_text("Reading b.json", 2_000_000, 5) == "Reading b.json: parsing and classifying kernels"
+    monkeypatch.setattr(data, "scan_compile_pending", lambda size: False)
+    assert data.reading_text("Reading a.json", 1_500_000, 3_000_000) == "Reading a.json: 2 / 3 MB"
+    assert data.reading_text("Reading a.json", 1_500_000, 0) == "Reading a.json: 2 MB"

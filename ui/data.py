@@ -24,6 +24,7 @@ import streamlit as st
 from fusion import settings
 from fusion.align import prepare as prepare_alignment
 from fusion.errors import TraceError
+from fusion.events import scan_compile_pending
 from fusion.parallel import Request, load_traces
 from fusion.phase_compare import pair_steps, step_spans
 from fusion.phases import ALL as ALL_PHASES
@@ -263,9 +264,7 @@ class Progress:
 
         def report(done: int, total: int) -> None:
             share = done / total if total else 0.0
-            size = f"{done / 1e6:,.0f} / {total / 1e6:,.0f} MB" if total else f"{done / 1e6:,.0f} MB"
-            text = f"{what}: {size}" if share < 1 else f"{what}: parsing and classifying kernels"
-            self.update(start + (stop - start) * share, text)
+            self.update(start + (stop - start) * share, reading_text(what, done, total))
 
         return report
 
@@ -276,6 +275,19 @@ class Progress:
     def fail(self, label: str) -> None:
         if self._status is not None:
             self._status.update(label=label, state="error", expanded=False)
+
+
+COMPILE_HINT = " (the first large trace on this server compiles the trace reader: about 20 s, once)"
+
+
+def reading_text(what: str, done: int, total: int) -> str:
+    """A load's progress line: bytes read, then parsing; with COMPILE_HINT while the loader's compiled scan is
+    not in numba's cache yet (a new install stalls on its first large piece)."""
+    if total and done >= total:
+        text = f"{what}: parsing and classifying kernels"
+    else:
+        text = f"{what}: {done / 1e6:,.0f} / {total / 1e6:,.0f} MB" if total else f"{what}: {done / 1e6:,.0f} MB"
+    return text + COMPILE_HINT if scan_compile_pending(total) else text
 
 
 @dataclass
