@@ -39,7 +39,8 @@ KERNEL_TYPES: tuple[str, ...] = (
 )
 """SwiGLU is silu(gate) * up in one kernel, SiLU a silu alone; L2Norm divides each row by its L2 norm
 (no mean subtracted; weight_norm then scales by its gain); Cast converts dtypes (fusable work), MemCopy
-copies without converting. Other (last) is what no rule and no op could type."""
+copies without converting. Other (last) is what no rule and no op could type, and what no type describes
+(token samplers)."""
 
 HELPER_ROLES: tuple[str, ...] = ("split_k_reduce", "split_kv_combine", "sort_pass")
 """Roles of kernels that are one part of another operation (typed as that operation)."""
