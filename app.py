@@ -5,8 +5,9 @@ from __future__ import annotations
 import streamlit as st
 
 import ui.widgets as ui
-from fusion import report, settings
-from fusion.phases import ALL as ALL_PHASES
+from fusion.report import render as report
+from fusion import settings
+from fusion.model.phases import ALL as ALL_PHASES
 from fusion.result import COUNT_RATIO, TIME_US, Comparison, side_column
 from ui import charts, data, tables, text
 from ui.state import View, clean_label

@@ -31,11 +31,11 @@ PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
 
 from fusion import Trace, compare, load  # noqa: E402
-from fusion.align import clear_cache  # noqa: E402
-from fusion.parallel import load_pair  # noqa: E402
-from fusion.synthetic import PairSpec, write_pair  # noqa: E402
-from fusion.tablecache import TableCache  # noqa: E402
-from fusion.trace import MISSING_ID  # noqa: E402
+from fusion.match.align import clear_cache  # noqa: E402
+from fusion.cache.loading import load_pair  # noqa: E402
+from fusion.synthetic.pairs import PairSpec, write_pair  # noqa: E402
+from fusion.cache.tables import TableCache  # noqa: E402
+from fusion.model.trace import MISSING_ID  # noqa: E402
 
 TARGET_S = 0.4
 """Issue 14: compare() of a loaded 2.4 M-kernel pair."""

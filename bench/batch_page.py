@@ -25,8 +25,8 @@ sys.path.insert(0, str(PROJECT))
 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from fusion import batch  # noqa: E402
-from fusion.batch_result import read_batch  # noqa: E402
+from fusion.batch import run as batch  # noqa: E402
+from fusion.batch.results import read_batch  # noqa: E402
 from ui import batch as batch_page  # noqa: E402
 from ui.state import PAGES  # noqa: E402
 

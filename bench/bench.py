@@ -41,7 +41,7 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
 
-from fusion.synthetic import PairSpec, write_pair  # noqa: E402
+from fusion.synthetic.pairs import PairSpec, write_pair  # noqa: E402
 
 _MB = 1_000_000
 MANYKERNEL_SPEC = PairSpec(scenario="full_graph", prefill=True, group_cuts=True, piecewise_every=8, prep_share=0.5)
@@ -76,16 +76,16 @@ print("WAFER", len(result.get("fusion_mappings", [])), len(result.get("fusion_op
 """,
     "load": """
 import sys
-from fusion.trace import load
+from fusion.model.trace import load
 for path in sys.argv[1:3]:
     load(path)
 """,
     "compare": """
 import sys, time
-from fusion.align import prepare
-from fusion.compare import compare
-from fusion.parallel import load_pair
-from fusion.tablecache import TableCache
+from fusion.match.align import prepare
+from fusion.comparison.pair import compare
+from fusion.cache.loading import load_pair
+from fusion.cache.tables import TableCache
 start = time.perf_counter()
 pair = load_pair(sys.argv[1], sys.argv[2], cache=TableCache(), meanwhile=prepare)
 loaded = time.perf_counter()

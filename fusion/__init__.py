@@ -17,11 +17,11 @@ from typing import Any
 
 _EXPORTS = {
     "Comparison": "fusion.result",
-    "Trace": "fusion.trace",
+    "Trace": "fusion.model.trace",
     "TraceError": "fusion.errors",
-    "analyze_fusion_differences": "fusion.compare",
-    "compare": "fusion.compare",
-    "load": "fusion.trace",
+    "analyze_fusion_differences": "fusion.comparison.pair",
+    "compare": "fusion.comparison.pair",
+    "load": "fusion.model.trace",
 }
 
 __all__ = sorted(_EXPORTS)

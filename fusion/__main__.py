@@ -18,9 +18,9 @@ from pathlib import Path
 
 import orjson
 
-from . import settings
-from .errors import ConfigError, TraceError
-from .vocabulary import PHASES
+from fusion import settings
+from fusion.errors import ConfigError, TraceError
+from fusion.vocabulary import PHASES
 
 EXIT_BAD_INPUT = 2
 PHASE_CHOICES = (PHASES[-1], *PHASES[:-1])
@@ -164,8 +164,8 @@ def _positive_int(text: str) -> int:
 
 
 def _summary(args: argparse.Namespace) -> int:
-    from .summary import summarize, summary_text
-    from .trace import load
+    from fusion.report.summary import summarize, summary_text
+    from fusion.model.trace import load
 
     trace = load(args.trace)
     summary = summarize(trace)
@@ -178,7 +178,7 @@ def _summary(args: argparse.Namespace) -> int:
 
 
 def _classify(args: argparse.Namespace) -> int:
-    from .classify import classify
+    from fusion.classify.names import classify
 
     result = classify(args.name, args.platform)
     _out(f"{result.kernel_type}\trule: {result.rule}")
@@ -198,20 +198,20 @@ def _classify(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     params = {"min_group_size": args.min_group_size, "keep_unlaunched": args.keep_unlaunched, "phase": args.phase}
     if args.threshold:  # the detect package imports pandas, which a cold re-open without thresholds avoids
-        from .detect.thresholds import threshold_overrides
+        from fusion.detect.thresholds import threshold_overrides
 
         params.update(threshold_overrides(args.threshold))
     if not args.no_cache and args.format == "json" and _reopen(args, params):
         return 0
-    from .parallel import load_pair
-    from .tablecache import TableCache
+    from fusion.cache.loading import load_pair
+    from fusion.cache.tables import TableCache
 
     table_cache = None if args.no_cache else TableCache()
     trace1, trace2 = load_pair(args.trace1, args.trace2, cache=table_cache, meanwhile=_prepare_analysis, isolated=False)
-    from . import report  # after loading: the loaders start before the analysis is imported
-    from .compare import compare
-    from .phase_compare import require_phase
-    from .resultcache import ResultCache, cached_compare
+    from fusion.report import render as report  # after loading: the loaders start before the analysis is imported
+    from fusion.comparison.pair import compare
+    from fusion.comparison.phases import require_phase
+    from fusion.cache.results import ResultCache, cached_compare
 
     for trace in (trace1, trace2):
         if trace.kernel_count == 0:
@@ -234,15 +234,16 @@ def _compare(args: argparse.Namespace) -> int:
 def _prepare_analysis() -> None:
     """Import the analysis and load the alignment's compiled code on the core that the first finished loader
     frees (not before: the loaders need both cores)."""
-    from . import compare, report  # noqa: F401  (imported for later, while the other trace loads)
-    from .align import prepare
+    from fusion.comparison import pair as compare
+    from fusion.report import render as report  # noqa: F401  (imported for later, while the other trace loads)
+    from fusion.match.align import prepare
 
     prepare()
 
 
 def _reopen(args: argparse.Namespace, params: dict) -> bool:
-    """Print the cached JSON report of an analysed pair, if there is one (fusion.reopen); False if not."""
-    from .reopen import cached_json
+    """Print the cached JSON report of an analysed pair, if there is one (fusion.cache.reopen); False if not."""
+    from fusion.cache.reopen import cached_json
 
     found = cached_json(args.trace1, args.trace2, params)
     if found is None:
@@ -254,7 +255,7 @@ def _reopen(args: argparse.Namespace, params: dict) -> bool:
 
 
 def _batch(args: argparse.Namespace) -> int:
-    from . import batch
+    from fusion.batch import run as batch
 
     if bool(args.manifest) == bool(args.dirs) or (args.dirs and len(args.dirs) != 2):
         print("error: give either --manifest CSV or two directories", file=sys.stderr)

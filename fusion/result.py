@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
-    from .trace import Trace
+    from fusion.model.trace import Trace
 
 # Columns of the per-type tables (Comparison.type_stats, the group counts, the JSON's type_stats records);
 # a side's column is side_column(COUNT, side), e.g. 'trace1_count'.
@@ -142,7 +142,7 @@ class Comparability:
 
 def no_op_table() -> pd.DataFrame:
     """The op table of a comparison without op context: its columns, no rows."""
-    from .opcompare import OP_TABLE_COLUMNS
+    from fusion.comparison.ops import OP_TABLE_COLUMNS
 
     return pd.DataFrame(columns=list(OP_TABLE_COLUMNS))
 
@@ -192,7 +192,7 @@ class Comparison:
     def alignment(self, pair_id: int) -> pd.DataFrame:
         """Aligned kernels of one pair: index1/index2 (global rows or -1), name, type, dur, rel_ts, op."""
         if pair_id not in self._alignments:
-            from .align import alignment_table, kernel_helpers
+            from fusion.match.align import alignment_table, kernel_helpers
 
             idx1, idx2 = self.pair_kernels.kernel_indices(pair_id)
             helpers = [kernel_helpers(t.kernels, t.names) for t in (self.trace1, self.trace2)]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import platformdirs
 
-from .errors import ConfigError
+from fusion.errors import ConfigError
 
 APP_DIR_NAME = "fusion-explorer"
 DEFAULT_CACHE_MAX_MB = 4096

@@ -6,8 +6,8 @@ import pandas as pd
 import streamlit as st
 
 import ui.widgets as ui
-from fusion.classify import canonical_op
-from fusion.opcompare import OP_EVIDENCE_PAIR
+from fusion.classify.names import canonical_op
+from fusion.comparison.ops import OP_EVIDENCE_PAIR
 from fusion.result import Comparison, EvidenceRef, FusionMapping, Opportunity
 from ui import charts, tables, text
 from ui.state import View

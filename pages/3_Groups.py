@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import ui.widgets as ui
-from fusion.classify import KERNEL_TYPES
+from fusion.classify.names import KERNEL_TYPES
 from fusion.result import Comparison
 from ui import charts, data, tables, text
 from ui.state import View

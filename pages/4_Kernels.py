@@ -7,7 +7,7 @@ import streamlit as st
 
 import ui.widgets as ui
 from fusion.result import Comparison
-from fusion.trace import Trace
+from fusion.model.trace import Trace
 from ui import charts, data, tables, text
 from ui.state import KERNEL_TABS, View
 

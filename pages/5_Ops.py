@@ -5,8 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 import ui.widgets as ui
-from fusion.classify import canonical_op
-from fusion.opcompare import OP, op_sequences
+from fusion.classify.names import canonical_op
+from fusion.comparison.ops import OP, op_sequences
 from fusion.result import Comparison, FusionMapping
 from ui import data, tables, text
 from ui.state import View

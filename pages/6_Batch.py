@@ -9,7 +9,7 @@ import streamlit as st
 
 import ui.widgets as ui
 from fusion import settings
-from fusion.batch_result import BatchResult
+from fusion.batch.results import BatchResult
 from ui import batch, text
 from ui.state import BATCH_STATUSES, View
 

@@ -7,10 +7,10 @@ import hashlib
 import numpy as np
 import pandas as pd
 
-from fusion.classify import KERNEL_TYPES, inductor_ops
-from fusion.ops import unrecorded_columns
-from fusion.phases import no_phase_columns
-from fusion.trace import Trace
+from fusion.classify.names import KERNEL_TYPES, inductor_ops
+from fusion.model.ops import unrecorded_columns
+from fusion.model.phases import no_phase_columns
+from fusion.model.trace import Trace
 
 Kernel = tuple[str, str, float, int]
 """(name, kernel_type, dur_us, correlation)."""

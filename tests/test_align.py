@@ -7,27 +7,8 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusion import dp
-from fusion.align import (
-    CODE_DTYPE,
-    FOLDED,
-    GAP,
-    GAP_SCORE,
-    MATCH,
-    MATCH_SCORE,
-    MISMATCH_SCORE,
-    ONLY1,
-    ONLY2,
-    SUBSTITUTE,
-    UNKNOWN,
-    UNKNOWN_MISMATCH_SCORE,
-    align_codes,
-    alignment_table,
-    kernel_helpers,
-    ops,
-    stream_windows,
-    unit_codes,
-)
+from fusion.match import dp
+from fusion.match.align import CODE_DTYPE, FOLDED, GAP, GAP_SCORE, MATCH, MATCH_SCORE, MISMATCH_SCORE, ONLY1, ONLY2, SUBSTITUTE, UNKNOWN, UNKNOWN_MISMATCH_SCORE, align_codes, alignment_table, kernel_helpers, ops, stream_windows, unit_codes
 from kernels import make_trace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -180,7 +161,7 @@ def test_alignment_works_where_numba_finds_no_writable_cache(tmp_path):
 import numpy as np
 from numba.core import caching
 caching.CacheImpl._locator_classes = []  # as if no folder numba could use were writable
-from fusion.align import align_codes
+from fusion.match.align import align_codes
 print(align_codes(np.array([1, 2, 3]), np.array([1, 3])).tolist())
 """
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)

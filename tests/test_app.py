@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT))
 
 from ui import tables  # noqa: E402
 from ui.text import md as md_text  # noqa: E402
-from fusion.compare import compare  # noqa: E402
-from fusion.trace import load  # noqa: E402
+from fusion.comparison.pair import compare  # noqa: E402
+from fusion.model.trace import load  # noqa: E402
 
 SAMPLE = "vllm_moe_full_graph"
 SAMPLE_DIR = ROOT / "sample_traces" / SAMPLE
@@ -443,7 +443,7 @@ def test_ratio_charts_of_a_close_pair_span_half_to_double(eager_pair) -> None:
 @pytest.fixture(scope="module")
 def serving_pair(tmp_path_factory) -> tuple[str, str]:
     """A generated serving pair, 4 + 3 and 1 + 3 prefill + decode steps, a different fusion in each phase."""
-    from fusion.synthetic_phases import ServingSpec, write_serving_pair
+    from fusion.synthetic.phases import ServingSpec, write_serving_pair
 
     paths = write_serving_pair(tmp_path_factory.mktemp("serving"), ServingSpec(schedule1="PPPPDDD", schedule2="PDDD"))
     return str(paths[0]), str(paths[1])

@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 from builders import PROJECT, gzip_bomb, kernel_event, kineto_trace, trace_json
 
-from fusion import events as events_module
-from fusion import reader
+from fusion.loader import events as events_module
+from fusion.loader import reader
 from fusion.__main__ import main
 from fusion.errors import TraceError
-from fusion.pair_checks import pair_warnings
-from fusion.trace import load
+from fusion.match.pair_checks import pair_warnings
+from fusion.model.trace import load
 
 Maker = Callable[[Path], Path]
 

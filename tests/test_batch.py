@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from builders import kineto_trace, write_trace
 
-from fusion import batch
+from fusion.batch import run as batch
 from fusion.__main__ import main
-from fusion.batch_result import BatchError, read_batch
+from fusion.batch.results import BatchError, read_batch
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 FUSED = SAMPLES / "vllm_moe_full_graph"

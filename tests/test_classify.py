@@ -11,21 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusion.classify import (
-    BUILTIN_OP_RULES,
-    BUILTIN_RULES,
-    COLUMNS,
-    HELPER_ROLES,
-    KERNEL_TYPES,
-    MAX_MATCH_CHARS,
-    RULES_ENV,
-    Classification,
-    canonical_op,
-    classify,
-    classify_names,
-    inductor_ops,
-    type_from_op,
-)
+from fusion.classify.names import BUILTIN_OP_RULES, BUILTIN_RULES, COLUMNS, HELPER_ROLES, KERNEL_TYPES, MAX_MATCH_CHARS, RULES_ENV, Classification, canonical_op, classify, classify_names, inductor_ops, type_from_op
 from fusion.errors import ConfigError
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"

@@ -17,10 +17,10 @@ import pytest
 from builders import SHARED_REPRO, SHARED_TRACES, kernel_event, kineto_trace, shared_trace, write_trace
 
 from fusion import settings
-from fusion import summary as summary_module
+from fusion.report import summary as summary_module
 from fusion.__main__ import main, terminal_text
-from fusion.classify import classify
-from fusion.trace import load
+from fusion.classify.names import classify
+from fusion.model.trace import load
 
 ROOT = Path(__file__).resolve().parents[1]
 SUMMARY_KEYS = ["platform", "gpu", "kernels", "kernel_time_us", "types", "type_routes", "launches", "with_op",
@@ -342,10 +342,10 @@ def test_preparing_the_analysis_imports_it_and_loads_the_compiled_alignment() ->
     code = (
         "import sys\n"
         "from fusion.__main__ import _prepare_analysis\n"
-        "assert 'fusion.compare' not in sys.modules and 'numba' not in sys.modules\n"
+        "assert 'fusion.comparison.pair' not in sys.modules and 'numba' not in sys.modules\n"
         "_prepare_analysis()\n"
         "from fusion import dp\n"
-        "assert {'fusion.compare', 'fusion.report'} <= set(sys.modules)\n"
+        "assert {'fusion.comparison.pair', 'fusion.report.render'} <= set(sys.modules)\n"
         "assert dp.fill.signatures and dp.traceback.signatures\n"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)

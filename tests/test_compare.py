@@ -5,10 +5,10 @@ import json
 import pytest
 
 from builders import shared_trace
-from fusion.compare import analyze_fusion_differences, compare
-from fusion.opcompare import OP_KERNELS_DETECTOR
-from fusion.synthetic import PairSpec, ground_truth, write_pair
-from fusion.trace import load
+from fusion.comparison.pair import analyze_fusion_differences, compare
+from fusion.comparison.ops import OP_KERNELS_DETECTOR
+from fusion.synthetic.pairs import PairSpec, ground_truth, write_pair
+from fusion.model.trace import load
 
 SCENARIOS = [
     PairSpec(scenario="full_graph", layers=4, steps=4),

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from fusion.cut_pairs import cut_differently
+from fusion.match.cut_pairs import cut_differently
 
 LAYER = list(range(1, 11))
 STEP = LAYER * 5

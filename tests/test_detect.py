@@ -4,8 +4,8 @@ import math
 
 import numpy as np
 
-from fusion.align import FOLDED
-from fusion.compare import compare
+from fusion.match.align import FOLDED
+from fusion.comparison.pair import compare
 from fusion.detect.evidence import _main_positions
 from kernels import layer, make_trace, steps
 

@@ -301,7 +301,7 @@ def test_op_names_from_a_trace_never_become_markup_on_the_ops_page(server: str, 
 
 def test_a_batch_result_opens_from_the_batch_list(server: str, browser: object, batches: Path, shots: Path) -> None:
     """The Batch page in a browser (its row links live in the data grid's canvas; test_app follows them)."""
-    from fusion import batch
+    from fusion.batch import run as batch
 
     jobs = [batch.Job(str(SAMPLE / "amd.json.gz"), str(SAMPLE / "nvidia.json.gz"), f"rank{rank}", rank=rank)
             for rank in range(2)]

@@ -24,11 +24,12 @@ import orjson
 import pytest
 from builders import PROJECT, SAMPLES
 
-from fusion import settings, tablecache
+from fusion import settings
+from fusion.cache import tables as tablecache
 from fusion.__main__ import main
-from fusion.parallel import WORKDIR_PREFIX, remove_leftovers
-from fusion.sealed import seal, write_sealed
-from fusion.store import STALE_TEMP_SECONDS, TEMP_PREFIX
+from fusion.cache.loading import WORKDIR_PREFIX, remove_leftovers
+from fusion.cache.sealed import seal, write_sealed
+from fusion.cache.store import STALE_TEMP_SECONDS, TEMP_PREFIX
 
 PAIR = [str(SAMPLES / "vllm_moe_full_graph" / name) for name in ("amd.json.gz", "nvidia.json.gz")]
 OTHER_PAIR = [str(SAMPLES / "eager_prefill" / name) for name in ("amd.json.gz", "nvidia.json.gz")]
@@ -290,7 +291,7 @@ def test_simulated_full_disk_once_evicts_and_retries(baseline, cache_dir, monkey
 
 _SLOW_WRITER = """
 import sys, time
-import fusion.tablecache as tablecache
+import fusion.cache.tables as tablecache
 
 def half_then_hang(path, chunks):
     data = b"".join(chunks)
@@ -331,7 +332,7 @@ def test_kill_9_during_a_cache_write(baseline, cache_dir) -> None:
 
 _PARALLEL_PARENT = """
 import sys
-from fusion.parallel import load_pair
+from fusion.cache.loading import load_pair
 load_pair(sys.argv[1], sys.argv[2], parallel=True)
 """
 
@@ -377,7 +378,7 @@ def test_the_dashboard_serves_the_sample_with_a_read_only_cache_and_store(tmp_pa
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from fusion.trace import load
+    from fusion.model.trace import load
 
     with tmpfs(tmp_path / "ro", "1m") as disk:
         remount_read_only(disk)

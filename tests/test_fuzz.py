@@ -23,11 +23,12 @@ from builders import SHARED_TRACES, kineto_trace
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from fusion import events as events_module
-from fusion import reader, report
-from fusion.compare import compare
+from fusion.loader import events as events_module
+from fusion.loader import reader
+from fusion.report import render as report
+from fusion.comparison.pair import compare
 from fusion.errors import TraceError
-from fusion.trace import KERNEL_COLUMNS, Trace, load
+from fusion.model.trace import KERNEL_COLUMNS, Trace, load
 
 FUZZ = settings(
     derandomize=True, database=None, deadline=None, print_blob=True,

@@ -2,8 +2,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusion.classify import KERNEL_TYPES
-from fusion.groups import correlation_groups, type_codes, unique_rows
+from fusion.classify.names import KERNEL_TYPES
+from fusion.match.groups import correlation_groups, type_codes, unique_rows
 from kernels import make_trace, steps
 
 TYPES = list(KERNEL_TYPES)

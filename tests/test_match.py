@@ -1,6 +1,6 @@
 import numpy as np
 
-from fusion.match import match_groups, similarity
+from fusion.match.pairing import match_groups, similarity
 
 
 def vector(**counts):

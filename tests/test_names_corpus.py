@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from fusion.classify import BUILTIN_RULES, HELPER_ROLES, KERNEL_TYPES, RULES_ENV, classify
-from fusion.rulesets import name_rules
+from fusion.classify.names import BUILTIN_RULES, HELPER_ROLES, KERNEL_TYPES, RULES_ENV, classify
+from fusion.classify.rulesets import name_rules
 
 CORPUS = Path(__file__).with_name("names_corpus.tsv")
 MIN_ROWS = 200

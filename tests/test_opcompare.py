@@ -15,31 +15,15 @@ import numpy as np
 import pytest
 
 from builders import EagerTrace, Graph, Launch, Module, Op, shared_trace
-from fusion import report
+from fusion.report import render as report
 from fusion.__main__ import main
-from fusion.compare import compare
+from fusion.comparison.pair import compare
 from fusion.detect.thresholds import Thresholds
-from fusion.classify import canonical_op
-from fusion.opcompare import (
-    CALLS,
-    KERNEL_NAMES,
-    KERNELS_PER_CALL,
-    MODULE,
-    OP,
-    OP_CALLS_SOURCE,
-    OP_EVIDENCE_PAIR,
-    OP_KERNELS_DETECTOR,
-    OP_NAMES,
-    OP_TABLE_COLUMNS,
-    TIME_GAP_US,
-    TIME_RATIO,
-    TIME_US,
-    compare_ops,
-    side_column,
-)
+from fusion.classify.names import canonical_op
+from fusion.comparison.ops import CALLS, KERNEL_NAMES, KERNELS_PER_CALL, MODULE, OP, OP_CALLS_SOURCE, OP_EVIDENCE_PAIR, OP_KERNELS_DETECTOR, OP_NAMES, OP_TABLE_COLUMNS, TIME_GAP_US, TIME_RATIO, TIME_US, compare_ops, side_column
 from fusion.result import EvidenceRef
-from fusion.summary import summarize, summary_text
-from fusion.trace import Trace, load
+from fusion.report.summary import summarize, summary_text
+from fusion.model.trace import Trace, load
 
 ROWWISE = "void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<float, float>(long, float, float const*, float*, float*)"
 LN_FORWARD = ("void at::native::(anonymous namespace)::LayerNormForwardCUDAKernel<float, float>(long, float const*,"

@@ -21,13 +21,13 @@ from builders import (
     trace_json,
 )
 
-from fusion import classify as classify_module
-from fusion import trace as trace_module
+from fusion.classify import names as classify_module
+from fusion.model import trace as trace_module
 from fusion.__main__ import main
-from fusion.compare import compare
-from fusion.ops import LAUNCH_KINDS, OP_COLUMNS, launched_only
-from fusion.summary import summarize
-from fusion.trace import load
+from fusion.comparison.pair import compare
+from fusion.model.ops import LAUNCH_KINDS, OP_COLUMNS, launched_only
+from fusion.report.summary import summarize
+from fusion.model.trace import load
 
 COLUMNS = ["name", "op", "op_top", "module", "op_call", "thread", "launch"]
 

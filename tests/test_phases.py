@@ -8,17 +8,12 @@ import pytest
 
 from builders import kernel_event, kineto_trace, shared_trace, write_trace
 from fusion.__main__ import main
-from fusion.compare import analyze_fusion_differences, compare
-from fusion.phases import (
-    ALL, BACKWARD, DECODE, FORWARD, MIXED, OPTIMIZER, PHASES, PREFILL, SOURCE_GRAPH, SOURCE_NONE,
-    SOURCE_TRAINING_FORWARD, assign_phases, describe, phase_notes, phase_table, phase_view,
-)
-from fusion.cpu_events import Ranges
-from fusion.synthetic_phases import (
-    ServingSpec, serving_truth, training_trace, training_truth, write, write_serving_pair,
-)
+from fusion.comparison.pair import analyze_fusion_differences, compare
+from fusion.model.phases import ALL, BACKWARD, DECODE, FORWARD, MIXED, OPTIMIZER, PHASES, PREFILL, SOURCE_GRAPH, SOURCE_NONE, SOURCE_TRAINING_FORWARD, assign_phases, describe, phase_notes, phase_table, phase_view
+from fusion.loader.cpu_events import Ranges
+from fusion.synthetic.phases import ServingSpec, serving_truth, training_trace, training_truth, write, write_serving_pair
 from fusion.result import NO_PAIR
-from fusion.trace import load
+from fusion.model.trace import load
 
 MAIN, AUTOGRAD = 11, 12
 

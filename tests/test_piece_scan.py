@@ -24,13 +24,13 @@ from builders import SHARED_TRACES, kernel_event, trace_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fusion import events as events_module
-from fusion import piece_scan
+from fusion.loader import events as events_module
+from fusion.loader import piece_scan
 from fusion.__main__ import main
-from fusion.event_columns import EventColumns, of_events
+from fusion.loader.event_columns import EventColumns, of_events
 from fusion.errors import TraceError
-from fusion.piece_scan import category_table, scan_piece
-from fusion.trace import _BUCKET, load
+from fusion.loader.piece_scan import category_table, scan_piece
+from fusion.model.trace import _BUCKET, load
 
 TABLE = category_table(_BUCKET)
 CHECKS = settings(derandomize=True, database=None, deadline=None, print_blob=True,

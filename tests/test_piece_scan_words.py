@@ -8,7 +8,7 @@ import json
 import pytest
 from test_piece_scan import TABLE, assert_same_or_declined
 
-from fusion.piece_scan import _ARGS_KEYS, _KEYS, _SKIPPED_KEYS, scan_piece
+from fusion.loader.piece_scan import _ARGS_KEYS, _KEYS, _SKIPPED_KEYS, scan_piece
 
 KNOWN = [k.decode() for k in _KEYS + _ARGS_KEYS + _SKIPPED_KEYS]
 NEAR_MISSES = sorted({m for k in KNOWN for m in (k[:-1], k + "x", k[:-1] + "X", " " + k, k + " ")} - set(KNOWN))

@@ -1,4 +1,4 @@
-"""Re-opening an analysed pair from the caches (fusion.reopen): the --no-cache output, without pandas."""
+"""Re-opening an analysed pair from the caches (fusion.cache.reopen): the --no-cache output, without pandas."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import sys
 from builders import PROJECT, SAMPLES
 from test_faults import compare_json
 
-from fusion import reopen, settings
+from fusion.cache import reopen
+from fusion import settings
 
 PAIR = [str(SAMPLES / "vllm_moe_full_graph" / name) for name in ("amd.json.gz", "nvidia.json.gz")]
 _NO_PANDAS = """

@@ -2,10 +2,10 @@ import csv
 import io
 import json
 
-from fusion.compare import compare
+from fusion.comparison.pair import compare
 from fusion.detect.mappings import headline
-from fusion.phase_compare import phase_lines
-from fusion.report import to_csv, to_json, to_text
+from fusion.comparison.phases import phase_lines
+from fusion.report.render import to_csv, to_json, to_text
 from kernels import layer, make_trace, steps
 
 FUSED_NORM = {"fused_add_rms_norm_kernel": ("Elementwise",)}

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 from builders import SAMPLES
 
-from fusion import resultcache, tablecache
-from fusion.compare import compare
-from fusion.resultcache import ResultCache, cached_compare
-from fusion.trace import load
+from fusion.cache import results as resultcache, tables as tablecache
+from fusion.comparison.pair import compare
+from fusion.cache.results import ResultCache, cached_compare
+from fusion.model.trace import load
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +78,7 @@ def test_a_result_that_would_not_read_back_equal_is_not_cached(traces, tmp_path,
 
 
 def test_only_our_dataclasses_are_rebuilt_from_an_entry() -> None:
-    for name in ("os:system", "subprocess:Popen", "fusion.result:plain", "fusion.trace:np", "fusion.nothing:X"):
+    for name in ("os:system", "subprocess:Popen", "fusion.result:plain", "fusion.model.trace:np", "fusion.nothing:X"):
         with pytest.raises(ValueError):
             resultcache._class_named(name)
     assert resultcache._class_named("fusion.result:EvidenceRef").__name__ == "EvidenceRef"

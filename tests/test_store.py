@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from fusion import store as store_module
-from fusion.store import STALE_TEMP_SECONDS, TEMP_PREFIX, StoreError, TraceStore, TraceUnavailable, is_digest
+from fusion.cache import store as store_module
+from fusion.cache.store import STALE_TEMP_SECONDS, TEMP_PREFIX, StoreError, TraceStore, TraceUnavailable, is_digest
 
 
 @pytest.fixture

@@ -10,19 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from fusion.classify import classify
-from fusion.synthetic import (
-    ALL_FUSIONS,
-    CASES,
-    PLATFORMS,
-    SITES,
-    PairSpec,
-    ground_truth,
-    kernel_counts,
-    main,
-    trace_passes,
-    write_pair,
-)
+from fusion.classify.names import classify
+from fusion.synthetic.pairs import ALL_FUSIONS, CASES, PLATFORMS, SITES, PairSpec, ground_truth, kernel_counts, main, trace_passes, write_pair
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 SMALL = PairSpec(layers=4, steps=3)

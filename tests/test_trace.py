@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 from builders import kernel_event, shared_trace, shared_trace_names, trace_json, write_trace
 
-from fusion import events as events_module
-from fusion import reader
-from fusion.columns import used_categories
+from fusion.loader import events as events_module
+from fusion.loader import reader
+from fusion.loader.columns import used_categories
 from fusion.errors import TraceError
-from fusion.trace import KERNEL_COLUMNS, load
+from fusion.model.trace import KERNEL_COLUMNS, load
 
 # name: (platform, GPU as reported, kernels) — checked by hand against MANIFEST.md.
 SHARED_EXPECTED = {
@@ -294,7 +294,7 @@ def test_thread_pairs_are_numbered_in_order_of_first_appearance() -> None:
     """distinct_pairs numbers (pid, tid) pairs as a dict of tuples numbers them; an unset value is None."""
     import random
 
-    from fusion.event_columns import distinct_pairs
+    from fusion.loader.event_columns import distinct_pairs
 
     draw = random.Random(7)
     for size in (0, 1, 7, 500):
@@ -310,7 +310,7 @@ def test_thread_pairs_are_numbered_in_order_of_first_appearance() -> None:
 
 def test_interning_codes_follows_first_appearance_across_pieces() -> None:
     """intern_coded enters values in the order a dict of the values would, and merges codes of equal values."""
-    from fusion.columns import intern_coded
+    from fusion.loader.columns import intern_coded
 
     table: dict = {}
     first = intern_coded(np.array([2, 0, 2, 1], dtype=np.int32), ["a", "b", "c"], table)
@@ -321,7 +321,7 @@ def test_interning_codes_follows_first_appearance_across_pieces() -> None:
 
 
 def test_small_unique_is_numpy_unique() -> None:
-    from fusion.ops import small_unique
+    from fusion.model.ops import small_unique
 
     for values in (np.array([4, -1, 4, 0, 9, -1], dtype=np.int64), np.array([2, 2], dtype=np.int32), np.zeros(0, np.int64)):
         distinct, inverse = small_unique(values)
@@ -332,7 +332,7 @@ def test_small_unique_is_numpy_unique() -> None:
 
 def test_duplicates_found_among_equal_ts_are_pandas_duplicated() -> None:
     """_duplicated checks only rows sharing a ts, and marks exactly what DataFrame.duplicated marks."""
-    from fusion.trace import _duplicated
+    from fusion.model.trace import _duplicated
 
     rng = np.random.default_rng(0)
     table = pd.DataFrame({

@@ -16,9 +16,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fusion.compare import compare  # noqa: E402
-from fusion.synthetic import PairSpec, write_pair  # noqa: E402
-from fusion.trace import load  # noqa: E402
+from fusion.comparison.pair import compare  # noqa: E402
+from fusion.synthetic.pairs import PairSpec, write_pair  # noqa: E402
+from fusion.model.trace import load  # noqa: E402
 from kernels import layer, make_trace, steps  # noqa: E402
 from ui import charts, tables, text  # noqa: E402
 from ui.state import View, parse  # noqa: E402
@@ -241,14 +241,14 @@ def test_evidence_window_marks_the_rows_of_either_side() -> None:
 @pytest.fixture(scope="module")
 def serving(tmp_path_factory):
     """A generated serving pair: 4 + 3 and 1 + 3 prefill + decode steps, a different fusion in each phase."""
-    from fusion.synthetic_phases import ServingSpec, write_serving_pair
+    from fusion.synthetic.phases import ServingSpec, write_serving_pair
 
     paths = write_serving_pair(tmp_path_factory.mktemp("serving"), ServingSpec(schedule1="PPPPDDD", schedule2="PDDD"))
     return [load(path) for path in paths]
 
 
 def test_step_timeline_draws_each_traces_steps_coloured_by_phase(serving) -> None:
-    from fusion.phase_compare import step_spans
+    from fusion.comparison.phases import step_spans
 
     spans = tuple(step_spans(trace.kernels) for trace in serving)
     assert [len(s) for s in spans] == [7, 4] and list(spans[1]["phase"]) == ["prefill", "decode", "decode", "decode"]
@@ -262,7 +262,7 @@ def test_step_timeline_draws_each_traces_steps_coloured_by_phase(serving) -> Non
 
 
 def test_phase_colours_are_distinct_and_cover_every_phase() -> None:
-    from fusion.phases import PHASES
+    from fusion.model.phases import PHASES
 
     assert set(charts.PHASE_COLORS) == set(PHASES) and len(set(charts.PHASE_COLORS.values())) == len(PHASES)
 
@@ -290,7 +290,7 @@ def test_op_sequences_list_what_each_call_of_an_op_launched() -> None:
     builder.run(*[Op("aten::layer_norm", [Launch("fill", 1.0), Launch("ln_fwd", 4.0)]) for _ in range(3)],
                 Op("aten::layer_norm", [Launch("ln_fwd", 4.0)]), Op("aten::mm", [Launch("gemm", 9.0)]))
     trace = load(builder.data())
-    from fusion.opcompare import op_sequences
+    from fusion.comparison.ops import op_sequences
 
     shown = tables.sequence_rows(op_sequences(trace, "aten::layer_norm"))
     assert shown[["calls", "kernels per call", "kernels, in launch order"]].values.tolist() == [
@@ -301,7 +301,7 @@ def test_op_sequences_list_what_each_call_of_an_op_launched() -> None:
 
 # --- the Batch page: its link keys, which folders a link may open, its tables --------------------------
 
-from fusion.batch_result import BatchError, read_batch  # noqa: E402
+from fusion.batch.results import BatchError, read_batch  # noqa: E402
 from test_batch import batch_with_a_failure, rank_dirs  # noqa: E402,F401  (fixtures: a real batch result)
 from ui import batch  # noqa: E402
 

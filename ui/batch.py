@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from fusion import settings
-from fusion.batch_result import BatchError, BatchRecord, BatchResult, PairRecord, read_batch, read_record
+from fusion.batch.results import BatchError, BatchRecord, BatchResult, PairRecord, read_batch, read_record
 from fusion.detect.mappings import headline
 from fusion.result import COUNT, KERNEL_TYPE, TIME_US
 from ui import text

@@ -14,7 +14,7 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
-from fusion.classify import KERNEL_TYPES
+from fusion.classify.names import KERNEL_TYPES
 from fusion.result import ONLY_IN, side_column
 from ui import text
 
@@ -36,7 +36,7 @@ TYPE_COLORS: dict[str, str] = {
 SIDE_COLORS = {1: "#C8102E", 2: "#5A9E00"}
 """Trace 1 and trace 2 keep their own colours (by side, not by vendor)."""
 OP_COLORS = {"match": "#E0E0E0", "substitute": "#F5A623", "only1": SIDE_COLORS[1], "only2": SIDE_COLORS[2]}
-"""The alignment lane: one colour per alignment op (fusion.align.OP_NAMES)."""
+"""The alignment lane: one colour per alignment op (fusion.match.align.OP_NAMES)."""
 MIN_RATIO_SPAN = 1
 """A ratio axis reaches at least 2^1 = 2× and ½× around 1×, so a 4 % difference is drawn as small."""
 TOOLBAR_MARGIN = 40
@@ -246,7 +246,7 @@ PHASE_COLORS = {
     "prefill": "#1F77B4", "decode": "#FF7F0E", "mixed": "#9467BD",
     "forward": "#2CA02C", "backward": "#D62728", "optimizer": "#8C564B", "all": "#9E9E9E",
 }
-"""Hand-picked, one per fusion.phases.PHASES value; 'all' (no phase signal) is grey."""
+"""Hand-picked, one per fusion.model.phases.PHASES value; 'all' (no phase signal) is grey."""
 
 
 def step_timeline(labels: tuple[str, str], spans: tuple[pd.DataFrame, pd.DataFrame]) -> go.Figure:

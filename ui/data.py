@@ -22,17 +22,17 @@ import pandas as pd
 import streamlit as st
 
 from fusion import settings
-from fusion.align import prepare as prepare_alignment
+from fusion.match.align import prepare as prepare_alignment
 from fusion.errors import TraceError
-from fusion.events import scan_compile_pending
-from fusion.parallel import Request, load_traces
-from fusion.phase_compare import pair_steps, step_spans
-from fusion.phases import ALL as ALL_PHASES
+from fusion.loader.events import scan_compile_pending
+from fusion.cache.loading import Request, load_traces
+from fusion.comparison.phases import pair_steps, step_spans
+from fusion.model.phases import ALL as ALL_PHASES
 from fusion.result import Comparison
-from fusion.resultcache import ResultCache, cached_compare
-from fusion.store import StoreError, TraceStore, TraceUnavailable
-from fusion.tablecache import TableCache
-from fusion.trace import Trace, load
+from fusion.cache.results import ResultCache, cached_compare
+from fusion.cache.store import StoreError, TraceStore, TraceUnavailable
+from fusion.cache.tables import TableCache
+from fusion.model.trace import Trace, load
 from ui import batch
 from ui.state import View
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from fusion import settings
-from fusion.classify import KERNEL_TYPES
-from fusion.phases import ALL as ALL_PHASES
-from fusion.phases import PHASES
-from fusion.store import is_digest
+from fusion.classify.names import KERNEL_TYPES
+from fusion.model.phases import ALL as ALL_PHASES
+from fusion.model.phases import PHASES
+from fusion.cache.store import is_digest
 
 DEFAULT_MIN_GROUP_SIZE = 50
 SOURCE_KEYS = ("sample", "t1", "t2", "p1", "p2", "bpair")
@@ -66,7 +66,7 @@ class View:
     tab: str = "joined"
     q: str = ""
     phase: str = ALL_PHASES
-    """The phase compared (fusion.phases.PHASES); 'all' compares every kernel."""
+    """The phase compared (fusion.model.phases.PHASES); 'all' compares every kernel."""
     op: str | None = None
     """The op the Ops page shows (a canonical op as in the op table), only ever looked up and shown as text."""
     batch: str | None = None

@@ -22,10 +22,11 @@ import plotly.graph_objects as go
 import streamlit as st
 from streamlit import config
 
-from fusion import report, settings
+from fusion.report import render as report
+from fusion import settings
 from fusion.errors import ConfigError, TraceError
-from fusion.opcompare import OP_CALLS_SOURCE
-from fusion.phases import ALL as ALL_PHASES
+from fusion.comparison.ops import OP_CALLS_SOURCE
+from fusion.model.phases import ALL as ALL_PHASES
 from fusion.result import Comparison, FusionMapping
 from ui import charts, data, tables, text
 from ui.state import PAGE_TITLES, PAGES, SOURCE_KEYS, View, parse

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..align import UNKNOWN_TYPE
-from ..pair_checks import pair_warnings
-from ..phase_compare import recorded_steps
-from ..result import Comparability
-from .evidence import Side
-from .opportunities import unknown_could_hide
-from .thresholds import Thresholds
+from fusion.match.align import UNKNOWN_TYPE
+from fusion.match.pair_checks import pair_warnings
+from fusion.comparison.phases import recorded_steps
+from fusion.result import Comparability
+from fusion.detect.evidence import Side
+from fusion.detect.opportunities import unknown_could_hide
+from fusion.detect.thresholds import Thresholds
 
 CHECKED_OPERATIONS = (("GEMM", ("GEMM", "MoE_GEMM")), ("attention", ("Attention",)))
 """Operations whose counts tell a workload apart: label and the types counted."""

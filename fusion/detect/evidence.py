@@ -23,10 +23,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..align import FOLDED, ONLY1, SUBSTITUTE, align_codes, ops, type_code
-from ..result import EvidenceRef
-from ..trace import Trace
-from .thresholds import Thresholds
+from fusion.match.align import FOLDED, ONLY1, SUBSTITUTE, align_codes, ops, type_code
+from fusion.result import EvidenceRef
+from fusion.model.trace import Trace
+from fusion.detect.thresholds import Thresholds
 
 NON_FUSABLE_TYPES = frozenset({"Memset", "MemCopy", "Communication"})
 """One-sided kernels of these types are notes, never fusions (an extra memset is not a fused op)."""

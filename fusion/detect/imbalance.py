@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..result import EvidenceRef, FusionMapping
-from .evidence import NON_FUSABLE_TYPES, Evidence, Side
-from .mappings import EVIDENCE_SOURCES, PLATFORM_NAMES, short_name, top_names
-from .thresholds import Thresholds
+from fusion.result import EvidenceRef, FusionMapping
+from fusion.detect.evidence import NON_FUSABLE_TYPES, Evidence, Side
+from fusion.detect.mappings import EVIDENCE_SOURCES, PLATFORM_NAMES, short_name, top_names
+from fusion.detect.thresholds import Thresholds
 
 IMBALANCE_DETECTOR = "group_imbalance"
 

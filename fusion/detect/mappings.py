@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from ..result import TIME_DECIMALS, FusionMapping, OneSidedNote
-from .evidence import Evidence, Pattern, Side
-from .thresholds import Thresholds
+from fusion.result import TIME_DECIMALS, FusionMapping, OneSidedNote
+from fusion.detect.evidence import Evidence, Pattern, Side
+from fusion.detect.thresholds import Thresholds
 
 PLATFORM_NAMES = {1: "Trace 1", 2: "Trace 2"}
 SPLIT_DETECTOR = "split_kernel"

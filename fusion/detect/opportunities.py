@@ -5,12 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..align import UNKNOWN_TYPE
-from ..result import (COUNT, COUNT_RATIO, GROUPS_AFFECTED, KERNEL_TYPE, ONLY_IN, TIME_RATIO, TIME_US, Opportunity,
-                      side_column)
-from .evidence import NON_FUSABLE_TYPES, Side
-from .mappings import PLATFORM_NAMES
-from .thresholds import Thresholds
+from fusion.match.align import UNKNOWN_TYPE
+from fusion.result import COUNT, COUNT_RATIO, GROUPS_AFFECTED, KERNEL_TYPE, ONLY_IN, TIME_RATIO, TIME_US, Opportunity, side_column
+from fusion.detect.evidence import NON_FUSABLE_TYPES, Side
+from fusion.detect.mappings import PLATFORM_NAMES
+from fusion.detect.thresholds import Thresholds
 
 
 

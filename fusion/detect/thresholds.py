@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..errors import ConfigError
+from fusion.errors import ConfigError
 
 
 @dataclass(frozen=True)
