@@ -8,7 +8,8 @@ import ui.widgets as ui
 from fusion.report import render as report
 from fusion import settings
 from fusion.model.phases import ALL as ALL_PHASES
-from fusion.result import COUNT_RATIO, TIME_US, Comparison, side_column
+from fusion.result import COUNT_RATIO, TIME_US, side_column
+from fusion.comparison.result import Comparison
 from ui import charts, data, tables, text
 from ui.state import View, clean_label
 

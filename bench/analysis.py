@@ -35,7 +35,7 @@ from fusion.match.align import clear_cache  # noqa: E402
 from fusion.cache.loading import load_pair  # noqa: E402
 from fusion.synthetic.pairs import PairSpec, write_pair  # noqa: E402
 from fusion.cache.tables import TableCache  # noqa: E402
-from fusion.model.trace import MISSING_ID  # noqa: E402
+from fusion.loader.columns import MISSING_ID  # noqa: E402
 
 TARGET_S = 0.4
 """Issue 14: compare() of a loaded 2.4 M-kernel pair."""

@@ -76,7 +76,7 @@ print("WAFER", len(result.get("fusion_mappings", [])), len(result.get("fusion_op
 """,
     "load": """
 import sys
-from fusion.model.trace import load
+from fusion.classify.trace import load
 for path in sys.argv[1:3]:
     load(path)
 """,

@@ -21,7 +21,7 @@ _EXPORTS = {
     "TraceError": "fusion.errors",
     "analyze_fusion_differences": "fusion.comparison.pair",
     "compare": "fusion.comparison.pair",
-    "load": "fusion.model.trace",
+    "load": "fusion.classify.trace",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -165,7 +165,7 @@ def _positive_int(text: str) -> int:
 
 def _summary(args: argparse.Namespace) -> int:
     from fusion.report.summary import summarize, summary_text
-    from fusion.model.trace import load
+    from fusion.classify.trace import load
 
     trace = load(args.trace)
     summary = summarize(trace)
@@ -210,7 +210,7 @@ def _compare(args: argparse.Namespace) -> int:
     trace1, trace2 = load_pair(args.trace1, args.trace2, cache=table_cache, meanwhile=_prepare_analysis, isolated=False)
     from fusion.report import render as report  # after loading: the loaders start before the analysis is imported
     from fusion.comparison.pair import compare
-    from fusion.comparison.phases import require_phase
+    from fusion.model.phases import require_phase
     from fusion.cache.results import ResultCache, cached_compare
 
     for trace in (trace1, trace2):

@@ -7,8 +7,9 @@ import streamlit as st
 
 import ui.widgets as ui
 from fusion.classify.names import canonical_op
-from fusion.comparison.ops import OP_EVIDENCE_PAIR
-from fusion.result import Comparison, EvidenceRef, FusionMapping, Opportunity
+from fusion.detect.op_kernels import OP_EVIDENCE_PAIR
+from fusion.comparison.result import Comparison
+from fusion.result import EvidenceRef, FusionMapping, Opportunity
 from ui import charts, tables, text
 from ui.state import View
 

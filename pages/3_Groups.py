@@ -12,7 +12,7 @@ import streamlit as st
 
 import ui.widgets as ui
 from fusion.classify.names import KERNEL_TYPES
-from fusion.result import Comparison
+from fusion.comparison.result import Comparison
 from ui import charts, data, tables, text
 from ui.state import View
 

@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import ui.widgets as ui
-from fusion.result import Comparison
+from fusion.comparison.result import Comparison
 from fusion.model.trace import Trace
 from ui import charts, data, tables, text
 from ui.state import KERNEL_TABS, View

@@ -6,8 +6,10 @@ import streamlit as st
 
 import ui.widgets as ui
 from fusion.classify.names import canonical_op
-from fusion.comparison.ops import OP, op_sequences
-from fusion.result import Comparison, FusionMapping
+from fusion.result import OP
+from fusion.comparison.ops import op_sequences
+from fusion.comparison.result import Comparison
+from fusion.result import FusionMapping
 from ui import data, tables, text
 from ui.state import View
 

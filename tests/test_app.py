@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from ui import tables  # noqa: E402
 from ui.text import md as md_text  # noqa: E402
 from fusion.comparison.pair import compare  # noqa: E402
-from fusion.model.trace import load  # noqa: E402
+from fusion.classify.trace import load  # noqa: E402
 
 SAMPLE = "vllm_moe_full_graph"
 SAMPLE_DIR = ROOT / "sample_traces" / SAMPLE

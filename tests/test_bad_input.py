@@ -25,7 +25,7 @@ from fusion.loader import reader
 from fusion.__main__ import main
 from fusion.errors import TraceError
 from fusion.match.pair_checks import pair_warnings
-from fusion.model.trace import load
+from fusion.classify.trace import load
 
 Maker = Callable[[Path], Path]
 

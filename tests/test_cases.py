@@ -9,7 +9,7 @@ import pytest
 from builders import SHARED_REPRO
 from fusion.comparison.pair import compare
 from fusion.synthetic.pairs import CASES, SCENARIOS, PairSpec, ground_truth, write_pair
-from fusion.model.trace import load
+from fusion.classify.trace import load
 
 SMALL_MODEL = PairSpec(layers=3, steps=3, fusions=("add_rmsnorm", "sort_chain"), non_fusion=False)
 """Full-graph steps of 56 kernels on AMD and 44 on NVIDIA: they straddle min_group_size 50."""

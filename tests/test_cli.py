@@ -20,7 +20,7 @@ from fusion import settings
 from fusion.report import summary as summary_module
 from fusion.__main__ import main, terminal_text
 from fusion.classify.names import classify
-from fusion.model.trace import load
+from fusion.classify.trace import load
 
 ROOT = Path(__file__).resolve().parents[1]
 SUMMARY_KEYS = ["platform", "gpu", "kernels", "kernel_time_us", "types", "type_routes", "launches", "with_op",
@@ -344,7 +344,7 @@ def test_preparing_the_analysis_imports_it_and_loads_the_compiled_alignment() ->
         "from fusion.__main__ import _prepare_analysis\n"
         "assert 'fusion.comparison.pair' not in sys.modules and 'numba' not in sys.modules\n"
         "_prepare_analysis()\n"
-        "from fusion import dp\n"
+        "from fusion.match import dp\n"
         "assert {'fusion.comparison.pair', 'fusion.report.render'} <= set(sys.modules)\n"
         "assert dp.fill.signatures and dp.traceback.signatures\n"
     )

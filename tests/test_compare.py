@@ -6,9 +6,9 @@ import pytest
 
 from builders import shared_trace
 from fusion.comparison.pair import analyze_fusion_differences, compare
-from fusion.comparison.ops import OP_KERNELS_DETECTOR
+from fusion.detect.op_kernels import OP_KERNELS_DETECTOR
 from fusion.synthetic.pairs import PairSpec, ground_truth, write_pair
-from fusion.model.trace import load
+from fusion.classify.trace import load
 
 SCENARIOS = [
     PairSpec(scenario="full_graph", layers=4, steps=4),

@@ -378,7 +378,7 @@ def test_the_dashboard_serves_the_sample_with_a_read_only_cache_and_store(tmp_pa
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from fusion.model.trace import load
+    from fusion.classify.trace import load
 
     with tmpfs(tmp_path / "ro", "1m") as disk:
         remount_read_only(disk)

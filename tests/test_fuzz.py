@@ -28,7 +28,9 @@ from fusion.loader import reader
 from fusion.report import render as report
 from fusion.comparison.pair import compare
 from fusion.errors import TraceError
-from fusion.model.trace import KERNEL_COLUMNS, Trace, load
+from fusion.model.columns import KERNEL_COLUMNS
+from fusion.model.trace import Trace
+from fusion.classify.trace import load
 
 FUZZ = settings(
     derandomize=True, database=None, deadline=None, print_blob=True,

@@ -20,10 +20,13 @@ from fusion.__main__ import main
 from fusion.comparison.pair import compare
 from fusion.detect.thresholds import Thresholds
 from fusion.classify.names import canonical_op
-from fusion.comparison.ops import CALLS, KERNEL_NAMES, KERNELS_PER_CALL, MODULE, OP, OP_CALLS_SOURCE, OP_EVIDENCE_PAIR, OP_KERNELS_DETECTOR, OP_NAMES, OP_TABLE_COLUMNS, TIME_GAP_US, TIME_RATIO, TIME_US, compare_ops, side_column
+from fusion.result import CALLS, KERNEL_NAMES, KERNELS_PER_CALL, MODULE, OP, OP_NAMES, OP_TABLE_COLUMNS, TIME_GAP_US, TIME_RATIO, TIME_US, side_column
+from fusion.detect.op_kernels import OP_CALLS_SOURCE, OP_EVIDENCE_PAIR, OP_KERNELS_DETECTOR
+from fusion.comparison.ops import compare_ops
 from fusion.result import EvidenceRef
 from fusion.report.summary import summarize, summary_text
-from fusion.model.trace import Trace, load
+from fusion.model.trace import Trace
+from fusion.classify.trace import load
 
 ROWWISE = "void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<float, float>(long, float, float const*, float*, float*)"
 LN_FORWARD = ("void at::native::(anonymous namespace)::LayerNormForwardCUDAKernel<float, float>(long, float const*,"

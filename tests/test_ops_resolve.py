@@ -22,12 +22,13 @@ from builders import (
 )
 
 from fusion.classify import names as classify_module
-from fusion.model import trace as trace_module
+from fusion.classify import trace as trace_module
 from fusion.__main__ import main
 from fusion.comparison.pair import compare
-from fusion.model.ops import LAUNCH_KINDS, OP_COLUMNS, launched_only
+from fusion.model.columns import LAUNCH_KINDS, OP_COLUMNS
+from fusion.model.ops import launched_only
 from fusion.report.summary import summarize
-from fusion.model.trace import load
+from fusion.classify.trace import load
 
 COLUMNS = ["name", "op", "op_top", "module", "op_call", "thread", "launch"]
 

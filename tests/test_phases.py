@@ -13,7 +13,7 @@ from fusion.model.phases import ALL, BACKWARD, DECODE, FORWARD, MIXED, OPTIMIZER
 from fusion.loader.cpu_events import Ranges
 from fusion.synthetic.phases import ServingSpec, serving_truth, training_trace, training_truth, write, write_serving_pair
 from fusion.result import NO_PAIR
-from fusion.model.trace import load
+from fusion.classify.trace import load
 
 MAIN, AUTOGRAD = 11, 12
 

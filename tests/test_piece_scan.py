@@ -30,7 +30,8 @@ from fusion.__main__ import main
 from fusion.loader.event_columns import EventColumns, of_events
 from fusion.errors import TraceError
 from fusion.loader.piece_scan import category_table, scan_piece
-from fusion.model.trace import _BUCKET, load
+from fusion.loader.kineto import _BUCKET
+from fusion.classify.trace import load
 
 TABLE = category_table(_BUCKET)
 CHECKS = settings(derandomize=True, database=None, deadline=None, print_blob=True,

@@ -3,8 +3,8 @@ import io
 import json
 
 from fusion.comparison.pair import compare
-from fusion.detect.mappings import headline
-from fusion.comparison.phases import phase_lines
+from fusion.report.render import headline
+from fusion.report.render import phase_lines
 from fusion.report.render import to_csv, to_json, to_text
 from kernels import layer, make_trace, steps
 

@@ -13,7 +13,7 @@ from builders import SAMPLES
 from fusion.cache import results as resultcache, tables as tablecache
 from fusion.comparison.pair import compare
 from fusion.cache.results import ResultCache, cached_compare
-from fusion.model.trace import load
+from fusion.classify.trace import load
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,8 @@ from fusion.cache import tables as tablecache
 from fusion.errors import TraceError
 from fusion.cache.loading import Request, load_pair, load_traces
 from fusion.cache.tables import TableCache
-from fusion.model.trace import Trace, load
+from fusion.model.trace import Trace
+from fusion.classify.trace import load
 
 
 def _sample_pair() -> tuple[Path, Path]:
@@ -134,7 +135,7 @@ def test_a_bad_file_loaded_at_once_names_that_file(tmp_path, isolated: bool) -> 
 
 
 def test_a_bug_in_a_loader_thread_is_raised_in_the_calling_thread(monkeypatch) -> None:
-    from fusion.model import trace as trace_module
+    from fusion.classify import trace as trace_module
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("a bug")
@@ -145,7 +146,7 @@ def test_a_bug_in_a_loader_thread_is_raised_in_the_calling_thread(monkeypatch) -
 
 
 def test_a_loader_thread_out_of_memory_gives_that_sides_error(monkeypatch) -> None:
-    from fusion.model import trace as trace_module
+    from fusion.classify import trace as trace_module
 
     real_load = trace_module.load
 

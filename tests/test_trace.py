@@ -16,7 +16,8 @@ from fusion.loader import events as events_module
 from fusion.loader import reader
 from fusion.loader.columns import used_categories
 from fusion.errors import TraceError
-from fusion.model.trace import KERNEL_COLUMNS, load
+from fusion.model.columns import KERNEL_COLUMNS
+from fusion.classify.trace import load
 
 # name: (platform, GPU as reported, kernels) — checked by hand against MANIFEST.md.
 SHARED_EXPECTED = {
@@ -332,7 +333,7 @@ def test_small_unique_is_numpy_unique() -> None:
 
 def test_duplicates_found_among_equal_ts_are_pandas_duplicated() -> None:
     """_duplicated checks only rows sharing a ts, and marks exactly what DataFrame.duplicated marks."""
-    from fusion.model.trace import _duplicated
+    from fusion.loader.kineto import _duplicated
 
     rng = np.random.default_rng(0)
     table = pd.DataFrame({

@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT))
 
 from fusion.comparison.pair import compare  # noqa: E402
 from fusion.synthetic.pairs import PairSpec, write_pair  # noqa: E402
-from fusion.model.trace import load  # noqa: E402
+from fusion.classify.trace import load  # noqa: E402
 from kernels import layer, make_trace, steps  # noqa: E402
 from ui import charts, tables, text  # noqa: E402
 from ui.state import View, parse  # noqa: E402
@@ -248,7 +248,7 @@ def serving(tmp_path_factory):
 
 
 def test_step_timeline_draws_each_traces_steps_coloured_by_phase(serving) -> None:
-    from fusion.comparison.phases import step_spans
+    from fusion.model.phases import step_spans
 
     spans = tuple(step_spans(trace.kernels) for trace in serving)
     assert [len(s) for s in spans] == [7, 4] and list(spans[1]["phase"]) == ["prefill", "decode", "decode", "decode"]

@@ -18,7 +18,7 @@ import pandas as pd
 
 from fusion import settings
 from fusion.batch.results import BatchError, BatchRecord, BatchResult, PairRecord, read_batch, read_record
-from fusion.detect.mappings import headline
+from fusion.report.render import headline
 from fusion.result import COUNT, KERNEL_TYPE, TIME_US
 from ui import text
 from ui.state import View, is_sample_name

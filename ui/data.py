@@ -26,13 +26,14 @@ from fusion.match.align import prepare as prepare_alignment
 from fusion.errors import TraceError
 from fusion.loader.events import scan_compile_pending
 from fusion.cache.loading import Request, load_traces
-from fusion.comparison.phases import pair_steps, step_spans
+from fusion.model.phases import pair_steps, step_spans
 from fusion.model.phases import ALL as ALL_PHASES
-from fusion.result import Comparison
+from fusion.comparison.result import Comparison
 from fusion.cache.results import ResultCache, cached_compare
 from fusion.cache.store import StoreError, TraceStore, TraceUnavailable
 from fusion.cache.tables import TableCache
-from fusion.model.trace import Trace, load
+from fusion.model.trace import Trace
+from fusion.classify.trace import load
 from ui import batch
 from ui.state import View
 

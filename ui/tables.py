@@ -14,9 +14,10 @@ import numpy as np
 import pandas as pd
 
 from fusion.report import render as report
-from fusion.comparison.ops import CALLS, KERNEL_NAMES, KERNELS_PER_CALL, MODULE, OP, OP_NAMES, TIME_GAP_US
+from fusion.result import CALLS, KERNEL_NAMES, KERNELS_PER_CALL, MODULE, OP, OP_NAMES, TIME_GAP_US
 from fusion.model.phases import ALL as ALL_PHASES
-from fusion.result import COUNT, COUNT_RATIO, KERNEL_TYPE, ONLY_IN, TIME_RATIO, TIME_US, Comparison, FusionMapping, Opportunity, side_column
+from fusion.result import COUNT, COUNT_RATIO, KERNEL_TYPE, ONLY_IN, TIME_RATIO, TIME_US, FusionMapping, Opportunity, side_column
+from fusion.comparison.result import Comparison
 from fusion.model.trace import Trace
 from ui import text
 from ui.charts import OTHER_TYPE

@@ -25,9 +25,10 @@ from streamlit import config
 from fusion.report import render as report
 from fusion import settings
 from fusion.errors import ConfigError, TraceError
-from fusion.comparison.ops import OP_CALLS_SOURCE
+from fusion.detect.op_kernels import OP_CALLS_SOURCE
 from fusion.model.phases import ALL as ALL_PHASES
-from fusion.result import Comparison, FusionMapping
+from fusion.comparison.result import Comparison
+from fusion.result import FusionMapping
 from ui import charts, data, tables, text
 from ui.state import PAGE_TITLES, PAGES, SOURCE_KEYS, View, parse
 

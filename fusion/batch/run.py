@@ -224,7 +224,7 @@ def _run_pair(job: Job, out_dir: Path, params: BatchParams) -> PairOutcome:
     from fusion.comparison.pair import compare
     from fusion.report.render import to_json
     from fusion.cache.tables import TableCache
-    from fusion.model.trace import load
+    from fusion.classify.trace import load
 
     stamps = (file_stamp(job.trace1), file_stamp(job.trace2))
     digests = (content_digest(job.trace1), content_digest(job.trace2))

@@ -119,7 +119,7 @@ def load_traces(
 
 
 def _load_here(request: Request, progress: Callable[[int, int], None] | None, max_bytes: int) -> Trace | TraceError:
-    from fusion.model.trace import load
+    from fusion.classify.trace import load
 
     try:
         return load(request.source, request.label, name=request.name, progress=progress, max_bytes=max_bytes)

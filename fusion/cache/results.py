@@ -29,7 +29,7 @@ import pyarrow as pa
 from fusion import result as result_module
 from fusion.comparison.pair import Progress, compare
 from fusion.report.render import to_json
-from fusion.result import Comparison
+from fusion.comparison.result import Comparison
 from fusion.cache.sealed import Damaged, frame_bytes, frame_from, seal
 from fusion.cache.reopen import EXPORT_PART, FORMAT_VERSION, result_key_of
 from fusion.cache.tables import RESULT_SUFFIX, CacheDir

@@ -155,7 +155,7 @@ class TableCache(CacheDir):
     def lookup(self, path: str | os.PathLike, label: str | None = None, *, name: str | None = None) -> Trace | None:
         """The cached trace for the file at `path` when it is unchanged since it was stored, else None.
 
-        `name` is what messages call the trace (else the path), as for fusion.model.trace.load."""
+        `name` is what messages call the trace (else the path), as for fusion.classify.trace.load."""
         located = self._locate(Path(path))
         if located is None:
             return None

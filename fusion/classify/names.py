@@ -236,10 +236,3 @@ def _active_rules() -> NameRules:
 
 def _active_op_rules() -> OpRules:
     return op_rules(settings.rules_path())
-
-
-    text = op.lower()
-    for rule in rules:
-        if (name_type == "Other" or name_type in rule.overrides) and rule.pattern.fullmatch(text):
-            return rule
-    return None

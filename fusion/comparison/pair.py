@@ -27,8 +27,10 @@ from fusion.comparison.ops import OpComparison, compare_ops
 from fusion.model.ops import launched_only
 from fusion.comparison.phases import phase_summary
 from fusion.model.phases import ALL, phase_view
-from fusion.result import COUNT, GROUPS_AFFECTED, KERNEL_TYPE, TIME_US, Comparability, Comparison, EvidenceRef, FusionMapping, OneSidedNote, Opportunity, side_column
-from fusion.model.trace import Trace, load
+from fusion.result import COUNT, GROUPS_AFFECTED, KERNEL_TYPE, TIME_US, Comparability, EvidenceRef, FusionMapping, OneSidedNote, Opportunity, side_column
+from fusion.comparison.result import Comparison
+from fusion.model.trace import Trace
+from fusion.classify.trace import load
 
 Progress = Callable[[str, float], None]
 

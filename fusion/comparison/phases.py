@@ -6,21 +6,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 
-from fusion.detect.mappings import headline
-from fusion.errors import TraceError
-from fusion.model.phases import ALL, MIXED, NO_STEP, PHASES, phase_notes, phase_table, phase_view, step_count, view_rows
-from fusion.result import COUNT, KERNEL_TYPE, NO_PAIR, Comparison, EvidenceRef, FusionMapping, plain, side_column
+from fusion.comparison.result import Comparison
+from fusion.model.phases import ALL, MIXED, PHASES, phase_notes, phase_table, phase_view, step_count, view_rows
 from fusion.model.trace import Trace
+from fusion.result import (COUNT, KERNEL_TYPE, NO_PAIR, Comparability, EvidenceRef, FusionMapping, Opportunity, plain,
+                           side_column)
 
-if TYPE_CHECKING:
-    from fusion.comparison.pair import Findings
 
-Compare = Callable[..., "Findings"]
+
+class PhaseFindings(Protocol):
+    """What a phase's own comparison gives: its findings."""
+
+    mappings: list[FusionMapping]
+    opportunities: list[Opportunity]
+    comparability: Comparability
+
+
+Compare = Callable[..., PhaseFindings]
 """The findings of one phase's comparison: called as compare(trace1, trace2, **comparison.params)."""
 PER_STEP = "per_step"
 """A side's count of a type divided by its steps in the phase (side_column(PER_STEP, side))."""
@@ -122,62 +129,3 @@ def pair_notes(traces: tuple[Trace, Trace], tables: list[pd.DataFrame]) -> list[
                 notes.append(f"trace 1 has {step_count(steps[0], phase)}, trace 2 has {steps[1]}: "
                              "compare its counts per step (phases.per_phase.*.type_stats)")
     return notes
-
-
-def phase_lines(summary: dict[str, Any]) -> list[str]:
-    """The section as text: one line per phase (steps, kernels, ms on each side), then the notes."""
-    if not summary or list(summary["per_phase"]) == [ALL]:
-        return [f"note: {note}" for note in summary.get("notes", [])] if summary else []
-    lines = [f"{'phase':<11}{'steps 1':>9}{'steps 2':>9}{'kernels 1':>11}{'kernels 2':>11}{'ms 1':>11}{'ms 2':>11}"]
-    for phase, section in summary["per_phase"].items():
-        one, two = section["trace1"], section["trace2"]
-        lines.append(f"{phase:<11}{one['steps']:>9}{two['steps']:>9}{one['kernels']:>11,}{two['kernels']:>11,}"
-                     f"{one['time_us'] / 1e3:>11,.3f}{two['time_us'] / 1e3:>11,.3f}")
-    for phase, section in summary["per_phase"].items():
-        if "fusion_mappings" in section:
-            found = [headline(m["detector"], m["fused_trace"], m["unfused_sequence"], m["fused_kernel_type"])
-                     + f" x{m['pattern_count']}" for m in section["fusion_mappings"]]
-            lines.append(f"{phase} alone: " + ("; ".join(found) or "no fusion"))
-    return lines + [f"note: {note}" for note in summary["notes"]]
-
-
-def require_phase(traces: tuple[Trace, Trace], phase: str) -> tuple[Trace, Trace]:
-    """Both traces' views of `phase`; a TraceError naming the file when one has kernels but none in it."""
-    views = (phase_view(traces[0], phase), phase_view(traces[1], phase))
-    for trace, view in zip(traces, views):
-        if trace.kernel_count and not view.kernel_count:
-            found = ", ".join(step_count(int(r["steps"]), p) for p, r in phase_table(trace.kernels).iterrows())
-            raise TraceError(trace.source, f"no {phase} kernels; its phases: {found}")
-    return views
-
-
-def pair_steps(traces: tuple[Trace, Trace]) -> dict[str, tuple[int, int]]:
-    """The phases both traces have kernels in (PHASES order, 'all' last: every kernel), each with both sides' steps."""
-    tables = [phase_table(t.kernels) for t in traces]
-    shared = [p for p in PHASES if p != ALL and all(p in table.index for table in tables)]
-    steps = {p: (int(tables[0].loc[p, "steps"]), int(tables[1].loc[p, "steps"])) for p in shared}
-    return steps | {ALL: (recorded_steps(traces[0].kernels), recorded_steps(traces[1].kernels))}
-
-
-def recorded_steps(kernels: pd.DataFrame) -> int:
-    """Steps the kernels record (ProfilerStep, serving steps); 0 when they record none."""
-    step = kernels["step"].to_numpy()
-    return len(pd.unique(step[step != NO_STEP]))  # hashing: linear in the kernels
-
-
-STEP_SPAN_COLUMNS = ("step", "phase", "start_us", "end_us", "kernels", "time_us")
-
-
-def step_spans(kernels: pd.DataFrame) -> pd.DataFrame:
-    """One row per recorded step: its phase, first kernel start, last kernel end, kernels and kernel time.
-
-    Kernels without a step (NO_STEP) are left out; a trace without steps gives no rows."""
-    stepped = kernels[(kernels["step"] != NO_STEP).to_numpy()]
-    if stepped.empty:
-        return pd.DataFrame(columns=list(STEP_SPAN_COLUMNS))
-    ends = stepped["ts"] + stepped["dur"]
-    spans = stepped.assign(end=ends).groupby(["step", "phase"], observed=True, sort=False).agg(
-        start_us=("ts", "min"), end_us=("end", "max"), kernels=("dur", "size"), time_us=("dur", "sum"))
-    spans = spans.reset_index().sort_values("start_us", kind="stable").reset_index(drop=True)
-    spans["phase"] = spans["phase"].astype(str)
-    return spans[list(STEP_SPAN_COLUMNS)]

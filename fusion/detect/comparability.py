@@ -6,7 +6,7 @@ import numpy as np
 
 from fusion.match.align import UNKNOWN_TYPE
 from fusion.match.pair_checks import pair_warnings
-from fusion.comparison.phases import recorded_steps
+from fusion.model.phases import recorded_steps
 from fusion.result import Comparability
 from fusion.detect.evidence import Side
 from fusion.detect.opportunities import unknown_could_hide

@@ -135,14 +135,6 @@ def _mapping(pattern: Pattern, shown: tuple[int, int], sides: tuple[Side, Side],
     )
 
 
-def headline(detector: str, fused_trace: int, unfused_sequence: list[str], fused_type: str) -> str:
-    """A finding in a few words: 'Trace 2 fuses GEMM + SwiGLU -> GEMM', or for a split 'Trace 1 runs GEMM as 2
-    kernels, Trace 2 as 1' (the fused trace runs one kernel; it fuses nothing)."""
-    if detector == SPLIT_DETECTOR:
-        return f"Trace {3 - fused_trace} runs {fused_type} as {len(unfused_sequence)} kernels, Trace {fused_trace} as 1"
-    return f"Trace {fused_trace} fuses {' + '.join(unfused_sequence)} -> {fused_type}"
-
-
 def _side_label(side: Side) -> str:
     return f"{PLATFORM_NAMES[side.number]} ({side.trace.label})"
 

@@ -11,7 +11,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from fusion.model.trace import MISSING_ID
+from fusion.loader.columns import MISSING_ID
 
 
 @dataclass

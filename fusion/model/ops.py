@@ -11,20 +11,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from fusion.loader.cpu_events import CpuEvents, RangeKind, Ranges
+from fusion.model.columns import LAUNCH_KINDS, OP_COLUMNS
+from fusion.model.trace import Trace
 
-if TYPE_CHECKING:
-    from fusion.model.trace import Trace
-
-LAUNCH_KINDS = ("kernel", "graph", "none", "unrecorded")
-"""kernel: an eager runtime launch; graph: a graph launch; none: the trace records launches but none
-for this kernel; unrecorded: the trace records no runtime launches at all."""
-OP_COLUMNS = ("op", "op_top", "module", "op_call", "thread", "launch")
 GRAPH_LAUNCH = re.compile("GraphLaunch")
 """A runtime call that replays a captured graph: every kernel of the replay shares its correlation."""
 MODULE_SEPARATOR = "/"

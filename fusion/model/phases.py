@@ -23,20 +23,19 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from fusion.errors import TraceError
 from fusion.loader.cpu_events import CpuEvents, Ranges
-from fusion.model.ops import LAUNCH_KINDS, Nesting, launch_rows
+from fusion.model.columns import LAUNCH_KINDS, PHASE_COLUMNS
+from fusion.model.ops import Nesting, launch_rows
+from fusion.model.trace import Trace
 from fusion.vocabulary import ALL, BACKWARD, DECODE, FORWARD, MIXED, OPTIMIZER, PHASES, PREFILL
 
-if TYPE_CHECKING:
-    from fusion.model.trace import Trace
-
 NO_STEP = -1
-PHASE_COLUMNS = ("phase", "step", "phase_source")
 UNLAUNCHED = LAUNCH_KINDS[2:]
 """'none' and 'unrecorded': kernels whose launch time is not known, so no range can place them."""
 
@@ -317,3 +316,45 @@ def describe(kernels: pd.DataFrame) -> dict[str, Any]:
 def step_count(count: int, phase: str) -> str:
     """'1 prefill step', '4 decode steps'."""
     return f"{count} {phase} step" + ("" if count == 1 else "s")
+
+
+def require_phase(traces: tuple[Trace, Trace], phase: str) -> tuple[Trace, Trace]:
+    """Both traces' views of `phase`; a TraceError naming the file when one has kernels but none in it."""
+    views = (phase_view(traces[0], phase), phase_view(traces[1], phase))
+    for trace, view in zip(traces, views):
+        if trace.kernel_count and not view.kernel_count:
+            found = ", ".join(step_count(int(r["steps"]), p) for p, r in phase_table(trace.kernels).iterrows())
+            raise TraceError(trace.source, f"no {phase} kernels; its phases: {found}")
+    return views
+
+
+def pair_steps(traces: tuple[Trace, Trace]) -> dict[str, tuple[int, int]]:
+    """The phases both traces have kernels in (PHASES order, 'all' last: every kernel), each with both sides' steps."""
+    tables = [phase_table(t.kernels) for t in traces]
+    shared = [p for p in PHASES if p != ALL and all(p in table.index for table in tables)]
+    steps = {p: (int(tables[0].loc[p, "steps"]), int(tables[1].loc[p, "steps"])) for p in shared}
+    return steps | {ALL: (recorded_steps(traces[0].kernels), recorded_steps(traces[1].kernels))}
+
+
+def recorded_steps(kernels: pd.DataFrame) -> int:
+    """Steps the kernels record (ProfilerStep, serving steps); 0 when they record none."""
+    step = kernels["step"].to_numpy()
+    return len(pd.unique(step[step != NO_STEP]))  # hashing: linear in the kernels
+
+
+STEP_SPAN_COLUMNS = ("step", "phase", "start_us", "end_us", "kernels", "time_us")
+
+
+def step_spans(kernels: pd.DataFrame) -> pd.DataFrame:
+    """One row per recorded step: its phase, first kernel start, last kernel end, kernels and kernel time.
+
+    Kernels without a step (NO_STEP) are left out; a trace without steps gives no rows."""
+    stepped = kernels[(kernels["step"] != NO_STEP).to_numpy()]
+    if stepped.empty:
+        return pd.DataFrame(columns=list(STEP_SPAN_COLUMNS))
+    ends = stepped["ts"] + stepped["dur"]
+    spans = stepped.assign(end=ends).groupby(["step", "phase"], observed=True, sort=False).agg(
+        start_us=("ts", "min"), end_us=("end", "max"), kernels=("dur", "size"), time_us=("dur", "sum"))
+    spans = spans.reset_index().sort_values("start_us", kind="stable").reset_index(drop=True)
+    spans["phase"] = spans["phase"].astype(str)
+    return spans[list(STEP_SPAN_COLUMNS)]

@@ -5,15 +5,18 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import asdict
+from typing import Any
 
 import orjson
 import pandas as pd
 
-from fusion.detect.mappings import SPLIT_DETECTOR, headline
-from fusion.comparison.ops import CALLS, KERNEL_NAMES, KERNELS_PER_CALL, MODULE, OP_CALLS_SOURCE, OP_KERNELS_DETECTOR, OP_NAMES, TIME_RATIO, TIME_US, side_column
+from fusion.comparison.result import Comparison
+from fusion.detect.mappings import SPLIT_DETECTOR
+from fusion.detect.op_kernels import OP_CALLS_SOURCE, OP_KERNELS_DETECTOR
 from fusion.model.ops import MODULE_SEPARATOR
-from fusion.comparison.phases import phase_lines
-from fusion.result import COUNT, COUNT_RATIO, ONLY_IN, TIME_US, Comparison, EvidenceRef, FusionMapping, OneSidedNote, Opportunity, field_names, plain, side_column
+from fusion.model.phases import ALL
+from fusion.result import (CALLS, COUNT, COUNT_RATIO, KERNEL_NAMES, KERNELS_PER_CALL, MODULE, ONLY_IN, OP, OP_NAMES, TIME_RATIO,
+                           TIME_US, EvidenceRef, FusionMapping, OneSidedNote, Opportunity, field_names, plain, side_column)
 
 TOP_OPPORTUNITIES = 10
 NAME_LABELS = {SPLIT_DETECTOR: ("single kernel", "split into"), OP_KERNELS_DETECTOR: ("the op launches", "the op launches"),
@@ -208,3 +211,28 @@ def op_table_csv(table: pd.DataFrame) -> str:
     """The op table as CSV; lists (op names, each side's kernel names) joined by ' | '."""
     names = [OP_NAMES, *(side_column(KERNEL_NAMES, s) for s in (1, 2))]
     return table.assign(**{c: table[c].map(NAME_SEPARATOR.join) for c in names}).to_csv(index=False)
+
+
+def headline(detector: str, fused_trace: int, unfused_sequence: list[str], fused_type: str) -> str:
+    """A finding in a few words: 'Trace 2 fuses GEMM + SwiGLU -> GEMM', or for a split 'Trace 1 runs GEMM as 2
+    kernels, Trace 2 as 1' (the fused trace runs one kernel; it fuses nothing)."""
+    if detector == SPLIT_DETECTOR:
+        return f"Trace {3 - fused_trace} runs {fused_type} as {len(unfused_sequence)} kernels, Trace {fused_trace} as 1"
+    return f"Trace {fused_trace} fuses {' + '.join(unfused_sequence)} -> {fused_type}"
+
+
+def phase_lines(summary: dict[str, Any]) -> list[str]:
+    """The section as text: one line per phase (steps, kernels, ms on each side), then the notes."""
+    if not summary or list(summary["per_phase"]) == [ALL]:
+        return [f"note: {note}" for note in summary.get("notes", [])] if summary else []
+    lines = [f"{'phase':<11}{'steps 1':>9}{'steps 2':>9}{'kernels 1':>11}{'kernels 2':>11}{'ms 1':>11}{'ms 2':>11}"]
+    for phase, section in summary["per_phase"].items():
+        one, two = section["trace1"], section["trace2"]
+        lines.append(f"{phase:<11}{one['steps']:>9}{two['steps']:>9}{one['kernels']:>11,}{two['kernels']:>11,}"
+                     f"{one['time_us'] / 1e3:>11,.3f}{two['time_us'] / 1e3:>11,.3f}")
+    for phase, section in summary["per_phase"].items():
+        if "fusion_mappings" in section:
+            found = [headline(m["detector"], m["fused_trace"], m["unfused_sequence"], m["fused_kernel_type"])
+                     + f" x{m['pattern_count']}" for m in section["fusion_mappings"]]
+            lines.append(f"{phase} alone: " + ("; ".join(found) or "no fusion"))
+    return lines + [f"note: {note}" for note in summary["notes"]]

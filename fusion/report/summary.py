@@ -6,7 +6,8 @@ from typing import Any
 
 import pandas as pd
 
-from fusion.comparison.ops import CALLS, KERNELS_PER_CALL, MODULE, OP, OP_NAMES, TIME_US, op_times
+from fusion.result import CALLS, KERNELS_PER_CALL, MODULE, OP, OP_NAMES, TIME_US
+from fusion.comparison.ops import op_times
 from fusion.model.ops import unlaunched_note
 from fusion.model.phases import describe
 from fusion.model.trace import Trace
