@@ -26,7 +26,7 @@ import orjson
 import pandas as pd
 import pyarrow as pa
 
-from fusion import result as result_module
+from fusion.comparison import result as result_module
 from fusion.comparison.pair import Progress, compare
 from fusion.report.render import to_json
 from fusion.comparison.result import Comparison
@@ -125,7 +125,7 @@ def decode(data: memoryview, trace1: Trace, trace2: Trace) -> Comparison:
     """The Comparison of `encode`, with the given traces attached."""
     traces = (trace1, trace2)
     raw = msgspec.msgpack.decode(data, ext_hook=lambda code, payload: _from_ext(code, payload, traces))
-    hints = typing.get_type_hints(Comparison, globalns=vars(result_module), localns={"Trace": Trace})
+    hints = typing.get_type_hints(Comparison, globalns=vars(result_module))
     values: dict[str, Any] = {}
     for name, stored in raw.items():
         cls = _class_named(stored["class"]) if stored["class"] else hints[name]

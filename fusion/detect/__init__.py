@@ -1,6 +1,13 @@
-"""Findings from aligned kernels, one module per kind: evidence (walk the alignments), mappings (fusions
-and splits), imbalance (per-type differences across group pairs), opportunities (type counts) and
-comparability; every number they decide with is a field of Thresholds."""
+"""Stage 5, detect: findings from aligned kernels and op calls, one module per kind.
+
+In: the matched and aligned data of fusion.match. Out: findings as fusion.result types, each with its evidence:
+`evidence` walks the alignments, `mappings` turns repeated patterns into fusions and splits, `imbalance` finds
+per-type differences across group pairs, `op_kernels` kernel-count differences of aligned op calls,
+`opportunities` type-count differences, `comparability` whether the traces look like the same workload. Every
+number they decide with is a field of `thresholds.Thresholds`.
+
+May import: fusion.match, fusion.classify, fusion.model, fusion.loader and the top-level modules (result).
+"""
 
 from fusion.detect.comparability import comparability
 from fusion.detect.evidence import Evidence, Segment, Side, collect_evidence
