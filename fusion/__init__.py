@@ -15,6 +15,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+__version__ = "0.30.0"
+"""The version `fusion --version` prints and pyproject.toml reads."""
+
 _EXPORTS = {
     "Comparison": "fusion.result",
     "Trace": "fusion.model.trace",

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import orjson
 
-from fusion import settings
+from fusion import __version__, settings
 from fusion.errors import ConfigError, TraceError
 from fusion.vocabulary import PHASES
 
@@ -105,7 +105,8 @@ def _log_to_stderr() -> logging.Handler:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m fusion", description="Compare kernel fusion across GPU traces.")
+    parser = argparse.ArgumentParser(prog="fusion", description="Compare kernel fusion across GPU traces.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     summary = commands.add_parser("summary", help="platform, GPU and per-type kernel counts of one trace")

@@ -214,3 +214,9 @@ def write_op_pair(folder: Path, norm_op: str = "aten::layer_norm") -> tuple[Path
         paths.append(folder / f"{platform.lower()}.json")
         paths[-1].write_bytes(builder.data())
     return paths[0], paths[1]
+
+
+FUSED_SAMPLE = SAMPLES / "vllm_moe_full_graph"
+BATCH_RANKS = 4
+BATCH_SAME_RANK = 3
+"""The rank whose second trace is the first one again: no finding there, so the others' findings hold on some ranks."""

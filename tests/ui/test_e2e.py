@@ -21,7 +21,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 SAMPLE = ROOT / "sample_traces" / "vllm_moe_full_graph"
 README_SHOTS = ROOT / "docs" / "screenshots"

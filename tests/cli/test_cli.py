@@ -22,7 +22,7 @@ from fusion.__main__ import main, terminal_text
 from fusion.classify.names import classify
 from fusion.classify.trace import load
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SUMMARY_KEYS = ["platform", "gpu", "kernels", "kernel_time_us", "types", "type_routes", "launches", "with_op",
                 "unlaunched", "phases", "ops", "unclassified"]
 
@@ -200,7 +200,7 @@ def test_usage_errors_exit_2_with_argparse_message(argv: list[str], message: str
         main(argv)
     assert caught.value.code == 2
     out, err = capsys.readouterr()
-    assert out == "" and message in err and err.startswith("usage: python -m fusion")
+    assert out == "" and message in err and err.startswith("usage: fusion")
 
 
 def test_help_exits_0(capsys) -> None:

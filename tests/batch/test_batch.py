@@ -9,31 +9,15 @@ from pathlib import Path
 import orjson
 import pandas as pd
 import pytest
-from builders import kineto_trace, write_trace
+from builders import BATCH_RANKS as RANKS
+from builders import BATCH_SAME_RANK as SAME_RANK
+from builders import FUSED_SAMPLE as FUSED
+from builders import SAMPLES, kineto_trace, write_trace
 
 from fusion.batch import run as batch
 from fusion.__main__ import main
 from fusion.batch.results import BatchError, read_batch
 
-SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
-FUSED = SAMPLES / "vllm_moe_full_graph"
-RANKS = 4
-SAME_RANK = 3
-"""The rank whose second trace is the first one again: no finding there, so the others' findings hold on some ranks."""
-
-
-@pytest.fixture(scope="module")
-def rank_dirs(tmp_path_factory) -> tuple[Path, Path]:
-    """Two directories of rank traces: ranks 0-2 the sample AMD/NVIDIA pair, rank 3 AMD against itself."""
-    root = tmp_path_factory.mktemp("ranks")
-    amd, nvidia = root / "mi300x", root / "h100"
-    amd.mkdir()
-    nvidia.mkdir()
-    for rank in range(RANKS):
-        shutil.copy(FUSED / "amd.json.gz", amd / f"trace_rank{rank}.json.gz")
-        second = FUSED / ("amd.json.gz" if rank == SAME_RANK else "nvidia.json.gz")
-        shutil.copy(second, nvidia / f"trace-rank-{rank}.json.gz")
-    return amd, nvidia
 
 
 @pytest.fixture(scope="module")
@@ -41,17 +25,6 @@ def local_run(rank_dirs, tmp_path_factory) -> tuple[Path, pd.DataFrame]:
     out = tmp_path_factory.mktemp("batch-local")
     jobs = batch.jobs_from_directories(*rank_dirs)
     return out, batch.run_batch(jobs, out, engine="local", workers=2)
-
-
-@pytest.fixture(scope="module")
-def batch_with_a_failure(rank_dirs, tmp_path_factory) -> Path:
-    """A batch result folder `run1` (alone in its parent): the rank pairs, then a pair `broken` that fails."""
-    root = tmp_path_factory.mktemp("batches")
-    broken = root.parent / f"{root.name}-broken.json"
-    broken.write_text('{"traceEvents": [{"cat": "kernel",')
-    jobs = [*batch.jobs_from_directories(*rank_dirs), batch.Job(str(broken), str(FUSED / "nvidia.json.gz"), "broken")]
-    batch.run_batch(jobs, root / "run1", workers=1)
-    return root / "run1"
 
 
 def test_directories_pair_by_rank_in_the_file_names(rank_dirs):

@@ -11,7 +11,7 @@ from fusion.match import dp
 from fusion.match.align import CODE_DTYPE, FOLDED, GAP, GAP_SCORE, MATCH, MATCH_SCORE, MISMATCH_SCORE, ONLY1, ONLY2, SUBSTITUTE, UNKNOWN, UNKNOWN_MISMATCH_SCORE, align_codes, alignment_table, kernel_helpers, ops, stream_windows, unit_codes
 from kernels import make_trace
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_one_sided_run_beside_its_match():

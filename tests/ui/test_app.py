@@ -20,7 +20,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from ui import tables  # noqa: E402
@@ -559,7 +559,6 @@ from urllib.parse import parse_qsl, urlsplit  # noqa: E402
 
 import pandas as pd  # noqa: E402
 
-from test_batch import batch_with_a_failure, rank_dirs  # noqa: E402,F401  (fixtures: a real batch result)
 
 BATCH_PAGE = "pages/6_Batch.py"
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from fusion.classify.names import BUILTIN_OP_RULES, BUILTIN_RULES, COLUMNS, HELPER_ROLES, KERNEL_TYPES, MAX_MATCH_CHARS, RULES_ENV, Classification, canonical_op, classify, classify_names, inductor_ops, type_from_op
 from fusion.errors import ConfigError
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
 needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason=f"shared traces not found at {TRACES}")
 MIN_COVERAGE = 0.98
 LINEAR_SLACK = 3.0

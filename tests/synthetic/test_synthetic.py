@@ -13,7 +13,7 @@ import pytest
 from fusion.classify.names import classify
 from fusion.synthetic.pairs import ALL_FUSIONS, CASES, PLATFORMS, SITES, PairSpec, ground_truth, kernel_counts, main, trace_passes, write_pair
 
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 SMALL = PairSpec(layers=4, steps=3)
 
 

@@ -1,0 +1,27 @@
+"""Refactors and speed-ups change no finding: `compare` gives byte for byte the JSON recorded in tests/golden for
+the sample pairs and every pairing of the shared traces (those skip where ../shared is absent).
+
+After an intended change of findings: `python -m tests.golden.pairs --record`, and review the diff of
+tests/golden/full/*.json.gz (the samples and the cross-vendor pairs) in the same commit."""
+
+from __future__ import annotations
+
+import pytest
+from golden import pairs
+
+
+def test_the_sample_pairs_give_the_recorded_json() -> None:
+    assert pairs.check(pairs.sample_pairs()) == []
+
+
+def test_every_pairing_of_the_shared_traces_gives_the_recorded_json() -> None:
+    shared = pairs.shared_pairs()
+    if not shared:
+        pytest.skip("../shared/traces is absent")
+    differ = pairs.check(shared)
+    assert differ == [], f"{len(differ)} of {len(shared)} pairs differ from tests/golden (first: {differ[:5]})"
+
+
+def test_the_recording_covers_every_pair() -> None:
+    recorded = set(pairs.recorded())
+    assert {name for name, _, _ in [*pairs.sample_pairs(), *pairs.shared_pairs()]} <= recorded
