@@ -5,11 +5,11 @@ from __future__ import annotations
 import streamlit as st
 
 import ui.widgets as ui
-from fusion.report import render as report
 from fusion import settings
-from fusion.model.phases import ALL as ALL_PHASES
-from fusion.result import COUNT_RATIO, TIME_US, side_column
 from fusion.comparison.result import Comparison
+from fusion.model.phases import ALL as ALL_PHASES
+from fusion.report import render as report
+from fusion.result import COUNT_RATIO, TIME_US, side_column
 from ui import charts, data, tables, text
 from ui.state import View, clean_label
 
@@ -116,7 +116,9 @@ def path_side(view: View, side: int) -> None:
         paths[f"p{side}"] = st.session_state[f"path{side}"].strip() or None
         ui.set_view(current.with_sources(**paths))
 
-    st.text_input(f"Trace {side} path on this server", key=f"path{side}", on_change=changed, placeholder="/data/trace.json.gz")
+    st.text_input(
+        f"Trace {side} path on this server", key=f"path{side}", on_change=changed, placeholder="/data/trace.json.gz"
+    )
 
 
 def controls(view: View, comparison: Comparison) -> None:
@@ -128,7 +130,9 @@ def controls(view: View, comparison: Comparison) -> None:
             f"Label of trace {side}",
             key=f"label{side}",
             placeholder=comparison.trace(side).label,
-            on_change=lambda s=side: ui.set_view(ui.session_view().with_(**{f"l{s}": clean_label(st.session_state[f"label{s}"])})),
+            on_change=lambda s=side: ui.set_view(
+                ui.session_view().with_(**{f"l{s}": clean_label(st.session_state[f"label{s}"])})
+            ),
         )
     ui.bind("mgs", view.mgs)
     label_cols[2].number_input(
@@ -153,7 +157,11 @@ def headline(comparison: Comparison) -> None:
             compared = "Only the kernels compared: those with a launch event, in the phase chosen (the warnings say what was left out)"
             cells[0].metric("Kernels compared", f"{trace.kernel_count:,}", help=compared)
             cells[1].metric("Kernel time", text.ms(trace.kernel_time_us), help=compared)
-            cells[2].metric("Unclassified time", f"{other_share(comparison, side):.1%}", help="Share of kernel time in names no rule matched (type Other)")
+            cells[2].metric(
+                "Unclassified time",
+                f"{other_share(comparison, side):.1%}",
+                help="Share of kernel time in names no rule matched (type Other)",
+            )
 
 
 def what_was_compared(comparison: Comparison) -> None:
@@ -168,8 +176,11 @@ def steps_and_phases(analysis: data.Analysis) -> None:
     if not phased and not notes:
         return
     with st.expander("Steps and phases", expanded=phased):
-        if phased and st.toggle("Draw each trace's steps on a time axis, coloured by phase", key="show_steps",
-                                help="Drawn on request: the chart library is loaded when a chart is first drawn."):
+        if phased and st.toggle(
+            "Draw each trace's steps on a time axis, coloured by phase",
+            key="show_steps",
+            help="Drawn on request: the chart library is loaded when a chart is first drawn.",
+        ):
             labels = (analysis.comparison.trace1.label, analysis.comparison.trace2.label)
             ui.plot(charts.step_timeline(labels, spans), "steps")
         if notes:
@@ -217,9 +228,12 @@ def findings(view: View, comparison: Comparison) -> None:
         st.caption(f"…and {len(ranked) - TOP_FINDINGS} more.")
     if comparison.one_sided:
         st.markdown("**Kernels on one side only** (not explained as a fusion)")
-        st.markdown("\n".join(
-            f"- trace {n.side}: {n.count:,} × {text.code(n.kernel_type)} — {text.md(n.reason)}" for n in comparison.one_sided
-        ))
+        st.markdown(
+            "\n".join(
+                f"- trace {n.side}: {n.count:,} × {text.code(n.kernel_type)} — {text.md(n.reason)}"
+                for n in comparison.one_sided
+            )
+        )
     ui.link("fusion", "All findings with their evidence →", view)
 
 
@@ -230,15 +244,22 @@ def differences(view: View, comparison: Comparison) -> None:
         findings(view, comparison)
     with right:
         st.subheader("Kernel count ratio per type")
-        ui.picture(charts.ratio_svg(comparison.type_stats, COUNT_RATIO, "trace 1 / trace 2 kernels"),
-                   "Kernel count ratio per type")
+        ui.picture(
+            charts.ratio_svg(comparison.type_stats, COUNT_RATIO, "trace 1 / trace 2 kernels"),
+            "Kernel count ratio per type",
+        )
         ui.link("overview", "Counts and times per type →", view)
 
 
 def explore(view: View) -> None:
     st.subheader("Explore")
-    pages = [("overview", "Kernel types"), ("fusion", "Fusion findings"), ("groups", "Pairs and aligned kernels"),
-             ("kernels", "Kernel names"), ("ops", "Launching ops")]
+    pages = [
+        ("overview", "Kernel types"),
+        ("fusion", "Fusion findings"),
+        ("groups", "Pairs and aligned kernels"),
+        ("kernels", "Kernel names"),
+        ("ops", "Launching ops"),
+    ]
     cells = st.columns(len(pages))
     for cell, (key, label) in zip(cells, pages):
         with cell:
@@ -250,9 +271,15 @@ def export(view: View, comparison: Comparison) -> None:
     ui.share_box(view, "share_home")
     stem = tables.file_stem(comparison)
     cells = st.columns(3)
-    cells[0].download_button("Comparison (JSON)", lambda: report.to_json(comparison), f"{stem}.json", "application/json", on_click="ignore")
-    cells[1].download_button("Tables (CSV, zip)", lambda: tables.csv_zip(comparison), f"{stem}_csv.zip", "application/zip", on_click="ignore")
-    cells[2].download_button("Report (text)", lambda: report.to_text(comparison), f"{stem}.txt", "text/plain", on_click="ignore")
+    cells[0].download_button(
+        "Comparison (JSON)", lambda: report.to_json(comparison), f"{stem}.json", "application/json", on_click="ignore"
+    )
+    cells[1].download_button(
+        "Tables (CSV, zip)", lambda: tables.csv_zip(comparison), f"{stem}_csv.zip", "application/zip", on_click="ignore"
+    )
+    cells[2].download_button(
+        "Report (text)", lambda: report.to_text(comparison), f"{stem}.txt", "text/plain", on_click="ignore"
+    )
 
 
 with ui.page("Fusion Explorer", analysed=False) as shown:

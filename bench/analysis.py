@@ -31,11 +31,11 @@ PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
 
 from fusion import Trace, compare, load  # noqa: E402
-from fusion.match.align import clear_cache  # noqa: E402
 from fusion.cache.loading import load_pair  # noqa: E402
-from fusion.synthetic.pairs import PairSpec, write_pair  # noqa: E402
 from fusion.cache.tables import TableCache  # noqa: E402
 from fusion.loader.columns import MISSING_ID  # noqa: E402
+from fusion.match.align import clear_cache  # noqa: E402
+from fusion.synthetic.pairs import PairSpec, write_pair  # noqa: E402
 
 TARGET_S = 0.4
 """Issue 14: compare() of a loaded 2.4 M-kernel pair."""
@@ -51,8 +51,9 @@ def loaded_pair(data: Path, target_mb: float) -> tuple[Trace, Trace]:
     if cached.exists():
         with cached.open("rb") as f:
             return pickle.load(f)
-    files = write_pair(data / f"full_graph_{target_mb:g}mb", PairSpec(scenario="full_graph"),
-                       target_bytes=int(target_mb * 1_000_000))
+    files = write_pair(
+        data / f"full_graph_{target_mb:g}mb", PairSpec(scenario="full_graph"), target_bytes=int(target_mb * 1_000_000)
+    )
     pair = (load(files.trace1), load(files.trace2))
     with cached.open("wb") as f:
         pickle.dump(pair, f, protocol=pickle.HIGHEST_PROTOCOL)
@@ -67,14 +68,25 @@ def many_groups(trace: Trace, copies: int, seed: int) -> Trace:
     shift = int(corr.max()) + 1
     parts = []
     for copy in range(copies):
-        part = kernels.assign(ts=kernels["ts"] + copy * span,
-                              correlation=np.where(corr == MISSING_ID, MISSING_ID, corr + copy * shift))
+        part = kernels.assign(
+            ts=kernels["ts"] + copy * span, correlation=np.where(corr == MISSING_ID, MISSING_ID, corr + copy * shift)
+        )
         parts.append(part)
     tiled = pd.concat(parts, ignore_index=True)
     tiled["correlation"] = _cut_launches(tiled["correlation"].to_numpy(), np.random.default_rng(seed))
-    return Trace(trace.label, trace.source, trace.platform, trace.platform_evidence, trace.gpu, trace.gpu_recorded,
-                 trace.device_properties, tiled, trace.names, trace.digest + f"-many{copies}-{seed}",
-                 list(trace.warnings))
+    return Trace(
+        trace.label,
+        trace.source,
+        trace.platform,
+        trace.platform_evidence,
+        trace.gpu,
+        trace.gpu_recorded,
+        trace.device_properties,
+        tiled,
+        trace.names,
+        trace.digest + f"-many{copies}-{seed}",
+        list(trace.warnings),
+    )
 
 
 def _cut_launches(corr: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -100,7 +112,7 @@ def timed_compare(pair: tuple[Trace, Trace], runs: int) -> tuple[float, dict[str
         clear_cache()
         marks: list[tuple[str, float]] = []
         start = time.perf_counter()
-        compare(*pair, progress=lambda stage, _fraction: marks.append((stage, time.perf_counter())))
+        compare(*pair, progress=lambda stage, _fraction: marks.append((stage, time.perf_counter())))  # noqa: B023
         end = time.perf_counter()
         totals.append(end - start)
         bounds = [("setup", start)] + marks + [("end", end)]
@@ -118,20 +130,29 @@ def main() -> None:
     parser.add_argument("--target-mb", type=float, default=800)
     parser.add_argument("--copies", type=int, default=2, help="repeats of the pair in the many_groups pair")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--traces", nargs=2, type=Path, metavar=("TRACE1", "TRACE2"),
-                        help="also compare this pair of trace files (through the table cache)")
+    parser.add_argument(
+        "--traces",
+        nargs=2,
+        type=Path,
+        metavar=("TRACE1", "TRACE2"),
+        help="also compare this pair of trace files (through the table cache)",
+    )
     args = parser.parse_args()
     args.data.mkdir(parents=True, exist_ok=True)
     base = loaded_pair(args.data, args.target_mb)
-    pairs = {"full_graph": base,
-             "many_groups": tuple(many_groups(t, args.copies, seed) for seed, t in enumerate(base, start=1))}
+    pairs = {
+        "full_graph": base,
+        "many_groups": tuple(many_groups(t, args.copies, seed) for seed, t in enumerate(base, start=1)),
+    }
     if args.traces:
         pairs[args.traces[0].parent.name or "files"] = load_pair(*args.traces, cache=TableCache())
     for name, pair in pairs.items():
         total, stages = timed_compare(pair, args.runs)
         groups = [int(pair[i].kernels["correlation"].nunique()) for i in (0, 1)]
-        print(f"{name}: {len(pair[0].kernels):,} + {len(pair[1].kernels):,} kernels, "
-              f"{groups[0]:,} + {groups[1]:,} correlation ids")
+        print(
+            f"{name}: {len(pair[0].kernels):,} + {len(pair[1].kernels):,} kernels, "
+            f"{groups[0]:,} + {groups[1]:,} correlation ids"
+        )
         print(f"  compare {total:.3f} s (median of {args.runs}), target {TARGET_S} s: {total / TARGET_S:.2f}x")
         print("  " + ", ".join(f"{stage} {seconds:.3f} s" for stage, seconds in stages.items()))
 

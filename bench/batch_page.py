@@ -36,8 +36,16 @@ SEED_PAIRS = 3
 
 def seed_batch(root: Path) -> Path:
     """A real batch: ranks 0-1 AMD vs NVIDIA, rank 2 AMD vs itself."""
-    jobs = [batch.Job(str(SAMPLE / "amd.json.gz"), str(SAMPLE / ("amd.json.gz" if r == 2 else "nvidia.json.gz")),
-                      f"rank{r}", "seed", r) for r in range(SEED_PAIRS)]
+    jobs = [
+        batch.Job(
+            str(SAMPLE / "amd.json.gz"),
+            str(SAMPLE / ("amd.json.gz" if r == 2 else "nvidia.json.gz")),
+            f"rank{r}",
+            "seed",
+            r,
+        )
+        for r in range(SEED_PAIRS)
+    ]
     out = root / "seed"
     batch.run_batch(jobs, out, workers=1)
     return out
@@ -51,7 +59,9 @@ def repeated(seed: Path, out: Path, pairs: int) -> Path:
     (out / batch.BATCH_FILE).write_bytes(orjson.dumps(record))
     for name in (batch.SUMMARY_FILE, batch.FINDINGS_FILE):
         table = pd.read_parquet(seed / name)
-        parts = [table[table["label"] == f"rank{i % SEED_PAIRS}"].assign(label=f"rank{i}", rank=i) for i in range(pairs)]
+        parts = [
+            table[table["label"] == f"rank{i % SEED_PAIRS}"].assign(label=f"rank{i}", rank=i) for i in range(pairs)
+        ]
         pd.concat(parts, ignore_index=True).to_parquet(out / name)
     return out
 
@@ -78,8 +88,10 @@ def main() -> None:
             app.run()
             page = time.perf_counter()
             assert not app.exception and len(app.dataframe[0].value) == args.pairs
-            print(f"{args.pairs} pairs ({len(result.summary):,} summary rows, {len(result.findings):,} findings): "
-                  f"read {read - started:.3f} s, tables {tables - read:.3f} s, Batch page script {page - tables:.2f} s")
+            print(
+                f"{args.pairs} pairs ({len(result.summary):,} summary rows, {len(result.findings):,} findings): "
+                f"read {read - started:.3f} s, tables {tables - read:.3f} s, Batch page script {page - tables:.2f} s"
+            )
 
 
 if __name__ == "__main__":

@@ -174,8 +174,9 @@ def per_file(snippet: str, args: list[str], env: dict[str, str], runs: int) -> R
     return Run(wall=sum(r.wall for r in sides), rss=max(r.rss for r in sides))
 
 
-def bench_pair(files: tuple[Path, Path], runs: int, cache_dir: Path, before: Path | None,
-               wafer: Path | None) -> dict[str, Run]:
+def bench_pair(
+    files: tuple[Path, Path], runs: int, cache_dir: Path, before: Path | None, wafer: Path | None
+) -> dict[str, Run]:
     env = {"PATH": "/usr/bin:/bin", "FUSION_CACHE_DIR": str(cache_dir)}
     args = [str(files[0]), str(files[1])]
     _warm(files)
@@ -235,8 +236,11 @@ def wafer_python(data_dir: Path) -> Path | None:
     if python.exists() and subprocess.run(check, capture_output=True).returncode == 0:
         return python
     print(f"installing wafer-core=={WAFER_VERSION} into {venv} ...", flush=True)
-    for command in ([sys.executable, "-m", "venv", str(venv)],
-                    [str(python), "-m", "pip", "install", "-q", f"wafer-core=={WAFER_VERSION}"], check):
+    for command in (
+        [sys.executable, "-m", "venv", str(venv)],
+        [str(python), "-m", "pip", "install", "-q", f"wafer-core=={WAFER_VERSION}"],
+        check,
+    ):
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode:
             why = (done.stderr.strip().splitlines() or ["no message"])[-1]
@@ -281,25 +285,37 @@ def _generated(folder: Path, spec: PairSpec, gz: bool, size_mb: int) -> tuple[Pa
 def report(name: str, files: tuple[Path, Path], runs: dict[str, Run]) -> None:
     base, floor = runs["orjson"], runs["read"]
     json_mb = max(_json_size(f) for f in files) / _MB
-    print(f"\n{name}: {files[0].stat().st_size / _MB:.0f} MB + {files[1].stat().st_size / _MB:.0f} MB on disk, "
-          f"larger JSON {json_mb:.0f} MB, kernels {runs['compare'].kernels}; load average at the end "
-          f"{_load_average()}")
-    print(f"  {'step':<13}{'wall s':>9}{'x orjson':>10}{'x read':>8}{'peak RSS MB':>13}{'x orjson':>10}"
-          f"{'x JSON size':>13}")
+    print(
+        f"\n{name}: {files[0].stat().st_size / _MB:.0f} MB + {files[1].stat().st_size / _MB:.0f} MB on disk, "
+        f"larger JSON {json_mb:.0f} MB, kernels {runs['compare'].kernels}; load average at the end "
+        f"{_load_average()}"
+    )
+    print(
+        f"  {'step':<13}{'wall s':>9}{'x orjson':>10}{'x read':>8}{'peak RSS MB':>13}{'x orjson':>10}"
+        f"{'x JSON size':>13}"
+    )
     for step, run in runs.items():
-        print(f"  {step:<13}{run.wall:>9.2f}{run.wall / base.wall:>10.3f}{run.wall / floor.wall:>8.2f}"
-              f"{run.rss / _MB:>13.0f}{run.rss / base.rss:>10.3f}{run.rss / _MB / json_mb:>13.3f}")
+        print(
+            f"  {step:<13}{run.wall:>9.2f}{run.wall / base.wall:>10.3f}{run.wall / floor.wall:>8.2f}"
+            f"{run.rss / _MB:>13.0f}{run.rss / base.rss:>10.3f}{run.rss / _MB / json_mb:>13.3f}"
+        )
     fresh = runs["compare"]
-    print(f"  analysis after loading: {fresh.analysis_s:.3f} s = {100 * fresh.analysis_s / fresh.load_s:.1f}% "
-          f"of the {fresh.load_s:.2f} s load (reopen: load {runs['reopen'].load_s:.3f} s, "
-          f"analysis {runs['reopen'].analysis_s:.3f} s)")
+    print(
+        f"  analysis after loading: {fresh.analysis_s:.3f} s = {100 * fresh.analysis_s / fresh.load_s:.1f}% "
+        f"of the {fresh.load_s:.2f} s load (reopen: load {runs['reopen'].load_s:.3f} s, "
+        f"analysis {runs['reopen'].analysis_s:.3f} s)"
+    )
     cli = runs["cli no-cache"]
     if "wafer-core" in runs:
-        print(f"  wafer-core {WAFER_VERSION} / our cli compare --no-cache: {runs['wafer-core'].wall / cli.wall:.1f}x "
-              f"the time, {runs['wafer-core'].rss / cli.rss:.1f}x the peak")
-    print(f"  issue 14: cli compare --no-cache {cli.wall / base.wall:.3f}x orjson (goal <= 0.15), {cli.wall / floor.wall:.1f}x "
-          f"the floor, peak {cli.rss / _MB / json_mb:.2f}x the larger JSON (goal <= 0.8), cold re-open "
-          f"{runs['cli reopen'].wall:.2f} s (goal <= 1 s)")
+        print(
+            f"  wafer-core {WAFER_VERSION} / our cli compare --no-cache: {runs['wafer-core'].wall / cli.wall:.1f}x "
+            f"the time, {runs['wafer-core'].rss / cli.rss:.1f}x the peak"
+        )
+    print(
+        f"  issue 14: cli compare --no-cache {cli.wall / base.wall:.3f}x orjson (goal <= 0.15), {cli.wall / floor.wall:.1f}x "
+        f"the floor, peak {cli.rss / _MB / json_mb:.2f}x the larger JSON (goal <= 0.8), cold re-open "
+        f"{runs['cli reopen'].wall:.2f} s (goal <= 1 s)"
+    )
 
 
 def _load_average() -> str:
@@ -323,10 +339,19 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000], help="MB of JSON per trace (sized)")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--formats", nargs="+", choices=["plain", "gz"], default=["plain", "gz"])
-    parser.add_argument("--data-dir", "--workdir", type=Path, default=PROJECT / "bench" / "out",
-                        help="where generated pairs (and wafer-core's venv) are kept")
-    parser.add_argument("--before", type=Path, help="another source tree (e.g. `git archive main | tar -x -C DIR`) "
-                        "whose load is measured beside ours, as 'load was'")
+    parser.add_argument(
+        "--data-dir",
+        "--workdir",
+        type=Path,
+        default=PROJECT / "bench" / "out",
+        help="where generated pairs (and wafer-core's venv) are kept",
+    )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="another source tree (e.g. `git archive main | tar -x -C DIR`) "
+        "whose load is measured beside ours, as 'load was'",
+    )
     parser.add_argument("--wafer", action="store_true", help=f"also run wafer-core {WAFER_VERSION} (own venv)")
     args = parser.parse_args()
     args.data_dir.mkdir(parents=True, exist_ok=True)
@@ -334,7 +359,9 @@ def main() -> None:
     if args.pair == "manykernel":
         pairs = generate_manykernel(args.data_dir)
     else:
-        pairs = {name: files for size in args.sizes for name, files in generate(args.data_dir, size, args.formats).items()}
+        pairs = {
+            name: files for size in args.sizes for name, files in generate(args.data_dir, size, args.formats).items()
+        }
     print(f"load average at the start {_load_average()}", flush=True)
     with tempfile.TemporaryDirectory() as cache_dir:
         for name, files in pairs.items():

@@ -65,8 +65,21 @@ BARE_PAGE = 'import streamlit as st\n\nst.write("A bare Streamlit page.")\n'
 @contextmanager
 def server(env: dict[str, str], script: str = "app.py") -> Iterator[str]:
     port = _free_port()
-    command = [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true", "--server.port", str(port),
-               "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
+    command = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        script,
+        "--server.headless",
+        "true",
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
     process = subprocess.Popen(command, cwd=PROJECT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         url = f"http://127.0.0.1:{port}"
@@ -90,7 +103,9 @@ class Requests:
         self.open += change
 
 
-def idle_after(page: Page, requests: Requests, action: Callable[[], None], *, navigation: bool = False) -> tuple[float, float]:
+def idle_after(
+    page: Page, requests: Requests, action: Callable[[], None], *, navigation: bool = False
+) -> tuple[float, float]:
     """Seconds from the action's last click (or the start of a navigation) until the page is usable (the script
     has finished and its output is drawn) and until it is idle (also nothing loading, e.g. chart code, and no
     change for QUIET_MS, which is not counted). The time Playwright takes to find and open widgets before
@@ -126,6 +141,7 @@ def fresh_page(browser: object) -> Iterator[tuple[Page, Requests]]:
 def session(browser: object, base: str, query: str) -> dict[str, tuple[float, float]]:
     """One teammate's walk through the app in a fresh browser context."""
     with fresh_page(browser) as (page, requests):
+
         def step(action: Callable[[], object], **kwargs: bool) -> tuple[float, float]:
             return idle_after(page, requests, action, **kwargs)
 
@@ -154,7 +170,11 @@ def main() -> None:
     parser.add_argument("trace2", type=Path, nargs="?")
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    pair = {"p1": str(args.trace1.resolve()), "p2": str(args.trace2.resolve())} if args.trace1 else {"sample": "vllm_moe_full_graph"}
+    pair = (
+        {"p1": str(args.trace1.resolve()), "p2": str(args.trace2.resolve())}
+        if args.trace1
+        else {"sample": "vllm_moe_full_graph"}
+    )
     query = urlencode(pair)
     load = f"{os.getloadavg()[0]:.1f}"
     with tempfile.TemporaryDirectory() as folder:
@@ -174,7 +194,9 @@ def main() -> None:
                 bare.append(bare_page(browser, bare_base))
             browser.close()
     print(f"load average before and after: {load} -> {os.getloadavg()[0]:.1f}")
-    print(f"{'step (fresh browser context each run)':<32}{'usable: median':>16}{'max':>6}{'idle: median':>14}{'max':>6}")
+    print(
+        f"{'step (fresh browser context each run)':<32}{'usable: median':>16}{'max':>6}{'idle: median':>14}{'max':>6}"
+    )
     for step in runs[0]:
         usable, idle = ([run[step][i] for run in runs] for i in (0, 1))
         _row(step, usable, idle)
@@ -182,7 +204,9 @@ def main() -> None:
 
 
 def _row(step: str, usable: list[float], idle: list[float]) -> None:
-    print(f"{step:<32}{statistics.median(usable):>16.2f}{max(usable):>6.2f}{statistics.median(idle):>14.2f}{max(idle):>6.2f}")
+    print(
+        f"{step:<32}{statistics.median(usable):>16.2f}{max(usable):>6.2f}{statistics.median(idle):>14.2f}{max(idle):>6.2f}"
+    )
 
 
 if __name__ == "__main__":

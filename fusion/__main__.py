@@ -124,19 +124,28 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("trace2")
     compare.add_argument("--min-group-size", type=_positive_int, default=50, metavar="N")
     compare.add_argument("--format", choices=("text", "json", "csv"), default="text")
-    compare.add_argument("--phase", choices=PHASE_CHOICES, default="all",
-                         help="compare only the kernels of one phase (see `summary` for a trace's phases)")
+    compare.add_argument(
+        "--phase",
+        choices=PHASE_CHOICES,
+        default="all",
+        help="compare only the kernels of one phase (see `summary` for a trace's phases)",
+    )
     compare.add_argument("-o", "--output", metavar="FILE", help="write here (csv: FILE_<table>.csv)")
     compare.add_argument(
-        "--threshold", action="append", default=[], metavar="NAME=VALUE",
+        "--threshold",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
         help="change a detection threshold (repeatable; names and defaults: the JSON output's params)",
     )
     compare.add_argument(
-        "--no-cache", action="store_true",
+        "--no-cache",
+        action="store_true",
         help="parse and compare even if these files were compared before (see FUSION_CACHE_DIR)",
     )
     compare.add_argument(
-        "--keep-unlaunched", action="store_true",
+        "--keep-unlaunched",
+        action="store_true",
         help="also compare kernels without a launch event in the trace (by default left out, with a warning)",
     )
     compare.set_defaults(run=_compare)
@@ -165,8 +174,8 @@ def _positive_int(text: str) -> int:
 
 
 def _summary(args: argparse.Namespace) -> int:
-    from fusion.report.summary import summarize, summary_text
     from fusion.classify.trace import load
+    from fusion.report.summary import summarize, summary_text
 
     trace = load(args.trace)
     summary = summarize(trace)
@@ -209,10 +218,10 @@ def _compare(args: argparse.Namespace) -> int:
 
     table_cache = None if args.no_cache else TableCache()
     trace1, trace2 = load_pair(args.trace1, args.trace2, cache=table_cache, meanwhile=_prepare_analysis, isolated=False)
-    from fusion.report import render as report  # after loading: the loaders start before the analysis is imported
+    from fusion.cache.results import ResultCache, cached_compare
     from fusion.comparison.pair import compare
     from fusion.model.phases import require_phase
-    from fusion.cache.results import ResultCache, cached_compare
+    from fusion.report import render as report  # after loading: the loaders start before the analysis is imported
 
     for trace in (trace1, trace2):
         if trace.kernel_count == 0:
@@ -235,9 +244,8 @@ def _compare(args: argparse.Namespace) -> int:
 def _prepare_analysis() -> None:
     """Import the analysis and load the alignment's compiled code on the core that the first finished loader
     frees (not before: the loaders need both cores)."""
-    from fusion.comparison import pair as compare
-    from fusion.report import render as report  # noqa: F401  (imported for later, while the other trace loads)
     from fusion.match.align import prepare
+    from fusion.report import render as report  # noqa: F401  (imported for later, while the other trace loads)
 
     prepare()
 
@@ -267,8 +275,15 @@ def _batch(args: argparse.Namespace) -> int:
         jobs = batch.jobs_from_directories(*args.dirs, pair_by=args.pair_by)
         _warn([f"{path}: no trace to pair it with; left out" for path in batch.unpaired(*args.dirs, jobs)])
     params = batch.BatchParams(min_group_size=args.min_group_size)
-    summary = batch.run_batch(jobs, args.output, engine=args.engine, params=params, workers=args.workers,
-                              address=args.address, progress=batch.print_progress)
+    summary = batch.run_batch(
+        jobs,
+        args.output,
+        engine=args.engine,
+        params=params,
+        workers=args.workers,
+        address=args.address,
+        progress=batch.print_progress,
+    )
     failed = summary.loc[summary["status"] == "error", ["label", "message"]].drop_duplicates()
     for label, message in failed.itertuples(index=False):
         print(f"error: {label}: {message}", file=sys.stderr)

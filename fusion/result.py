@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-
 # Columns of the per-type tables (Comparison.type_stats, the group counts, the JSON's type_stats records);
 # a side's column is side_column(COUNT, side), e.g. 'trace1_count'.
 KERNEL_TYPE = "kernel_type"
@@ -54,8 +53,14 @@ TIME_PER_CALL_US = "time_per_call_us"
 TIME_GAP_US = "time_gap_us"
 """trace1 time - trace2 time; the table is ranked by its absolute value."""
 OP_SIDE_COLUMNS = (CALLS, KERNELS_PER_CALL, KERNEL_NAMES, TIME_US, TIME_PER_CALL_US)
-OP_TABLE_COLUMNS = (OP, OP_NAMES, MODULE, *(side_column(c, s) for s in (1, 2) for c in OP_SIDE_COLUMNS),
-                    TIME_RATIO, TIME_GAP_US)
+OP_TABLE_COLUMNS = (
+    OP,
+    OP_NAMES,
+    MODULE,
+    *(side_column(c, s) for s in (1, 2) for c in OP_SIDE_COLUMNS),
+    TIME_RATIO,
+    TIME_GAP_US,
+)
 
 
 NO_PAIR = -1

@@ -30,13 +30,17 @@ with ui.page("Overview") as shown:
     st.subheader("Per type")
     st.dataframe(
         tables.type_table(stats),
-        column_config={c: st.column_config.NumberColumn(format="%.3f") for c in ("trace 1 time (ms)", "trace 2 time (ms)")},
+        column_config={
+            c: st.column_config.NumberColumn(format="%.3f") for c in ("trace 1 time (ms)", "trace 2 time (ms)")
+        },
     )
     by_phase = tables.phase_counts(comparison)
     if not by_phase.empty:
         st.subheader("Per type and phase")
-        st.caption("Each phase compared on its own: both traces' kernel counts and, where both record steps, "
-                   "the ratio per step (so 4 prefill steps compare with 1).")
+        st.caption(
+            "Each phase compared on its own: both traces' kernel counts and, where both record steps, "
+            "the ratio per step (so 4 prefill steps compare with 1)."
+        )
         st.dataframe(by_phase)
     differing = tables.differing_types(stats)
     if differing:

@@ -7,8 +7,8 @@ import streamlit as st
 
 import ui.widgets as ui
 from fusion.classify.names import canonical_op
-from fusion.detect.op_kernels import OP_EVIDENCE_PAIR
 from fusion.comparison.result import Comparison
+from fusion.detect.op_kernels import OP_EVIDENCE_PAIR
 from fusion.result import EvidenceRef, FusionMapping, Opportunity
 from ui import charts, tables, text
 from ui.state import View
@@ -19,11 +19,17 @@ OP_ROWS = 10
 
 def impact_chart(opportunities: list[Opportunity]) -> str:
     """The opportunities' time impact as bars, largest first, each with its kernel counts written out."""
-    notes = [f"{o.time_impact_ms:,.3f} ms · kernels {o.trace1_total:,} vs {o.trace2_total:,} · fused by trace {o.fused_trace}"
-             for o in opportunities]
-    return charts.bars_svg([o.kernel_type for o in opportunities], [o.time_impact_ms for o in opportunities],
-                           [charts.type_color(o.kernel_type) for o in opportunities], notes,
-                           "|trace 1 time − trace 2 time| (ms)")
+    notes = [
+        f"{o.time_impact_ms:,.3f} ms · kernels {o.trace1_total:,} vs {o.trace2_total:,} · fused by trace {o.fused_trace}"
+        for o in opportunities
+    ]
+    return charts.bars_svg(
+        [o.kernel_type for o in opportunities],
+        [o.time_impact_ms for o in opportunities],
+        [charts.type_color(o.kernel_type) for o in opportunities],
+        notes,
+        "|trace 1 time − trace 2 time| (ms)",
+    )
 
 
 def evidence_label(ref: EvidenceRef) -> str:
@@ -39,28 +45,44 @@ def show_mapping(view: View, comparison: Comparison, mapping: FusionMapping, num
         cells = st.columns(4)
         cells[0].metric("Confidence", f"{mapping.pattern_confidence:.0%}")
         cells[1].metric("Occurrences", f"{mapping.pattern_count:,}")
-        cells[2].metric("Pairs with the pattern", f"{mapping.pairs_with_pattern:,}", help="Matched pairs (groups, stream windows or op calls) in which this pattern occurs")
+        cells[2].metric(
+            "Pairs with the pattern",
+            f"{mapping.pairs_with_pattern:,}",
+            help="Matched pairs (groups, stream windows or op calls) in which this pattern occurs",
+        )
         cells[3].metric("Unfused extra time", text.ms(mapping.time_saved_us))
         counts = ", ".join(f"{t} × {n}" for t, n in mapping.unfused_count_per_type.items())
         source = ui.EVIDENCE_SOURCES.get(mapping.evidence_source, mapping.evidence_source)
-        st.caption(text.md(
-            f"Detector: {mapping.detector}" + (f" · found in {source}" if source else "")
-            + f" · fused kernels: {mapping.fused_count:,} · unfused kernels per type: {counts}"
-            + tables.phases_text(tables.finding_phases(comparison, mapping))
-        ))
+        st.caption(
+            text.md(
+                f"Detector: {mapping.detector}"
+                + (f" · found in {source}" if source else "")
+                + f" · fused kernels: {mapping.fused_count:,} · unfused kernels per type: {counts}"
+                + tables.phases_text(tables.finding_phases(comparison, mapping))
+            )
+        )
         names = ui.kernel_names(mapping)
         if names:
             st.markdown(names)
         st.markdown(text.md(mapping.evidence))
         if mapping.op:
-            ui.link("ops", f"Open {mapping.op} on the Ops page: what each of its calls launched →",
-                    view.with_(op=canonical_op(mapping.op)))
+            ui.link(
+                "ops",
+                f"Open {mapping.op} on the Ops page: what each of its calls launched →",
+                view.with_(op=canonical_op(mapping.op)),
+            )
         for ref in mapping.evidence_refs[:EVIDENCE_LINKS]:
             if ref.pair_id == OP_EVIDENCE_PAIR:
-                st.caption(f"op call: kernels {ref.window1[0]}–{ref.window1[1] - 1} (trace 1) · "
-                           f"{ref.window2[0]}–{ref.window2[1] - 1} (trace 2)")
+                st.caption(
+                    f"op call: kernels {ref.window1[0]}–{ref.window1[1] - 1} (trace 1) · "
+                    f"{ref.window2[0]}–{ref.window2[1] - 1} (trace 2)"
+                )
             else:
-                ui.link("groups", evidence_label(ref), view.with_type(None).with_pair(ref.pair_id, tuple(ref.window1), tuple(ref.window2)))
+                ui.link(
+                    "groups",
+                    evidence_label(ref),
+                    view.with_type(None).with_pair(ref.pair_id, tuple(ref.window1), tuple(ref.window2)),
+                )
         if len(mapping.evidence_refs) > EVIDENCE_LINKS:
             st.caption(f"…and {len(mapping.evidence_refs) - EVIDENCE_LINKS} more cited occurrences in the JSON export.")
 
@@ -70,8 +92,10 @@ def op_table(view: View, comparison: Comparison) -> None:
     table = comparison.op_table
     st.subheader("Ops by time gap")
     if table.empty:
-        st.info("No op-level comparison: the traces record no CPU ops around eager launches "
-                "(graph replays have no ops inside).")
+        st.info(
+            "No op-level comparison: the traces record no CPU ops around eager launches "
+            "(graph replays have no ops inside)."
+        )
         return
     ui.op_rows(table.head(OP_ROWS))
     if len(table) > OP_ROWS:
@@ -105,7 +129,16 @@ with ui.page("Fusion") as shown:
         st.dataframe(
             tables.opportunity_table(comparison, opportunities),
             hide_index=True,
-            column_config={c: st.column_config.NumberColumn(format="%.3f") for c in ("time impact (ms)", "trace 1 time (ms)", "trace 2 time (ms)", "trace 1 per pair", "trace 2 per pair")},
+            column_config={
+                c: st.column_config.NumberColumn(format="%.3f")
+                for c in (
+                    "time impact (ms)",
+                    "trace 1 time (ms)",
+                    "trace 2 time (ms)",
+                    "trace 1 per pair",
+                    "trace 2 per pair",
+                )
+            },
         )
         cells = st.columns(min(len(opportunities), 6))
         for i, opportunity in enumerate(opportunities):

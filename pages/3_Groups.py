@@ -55,7 +55,10 @@ def choose_pair(view: View, comparison: Comparison, rows: pd.DataFrame) -> int |
     if view.pair is not None and view.pair not in known:
         st.warning(f"The link names pair {view.pair}, which this comparison does not have.")
     shown = view.pair if view.pair in known else (listed[0] if listed else None)
-    ui.bind("pairs_table", {"selection": {"rows": [listed.index(shown)] if shown in listed else [], "columns": [], "cells": []}})
+    ui.bind(
+        "pairs_table",
+        {"selection": {"rows": [listed.index(shown)] if shown in listed else [], "columns": [], "cells": []}},
+    )
 
     def ticked() -> None:
         picked = st.session_state["pairs_table"]["selection"]["rows"]
@@ -104,9 +107,13 @@ def visible_rows(alignment: pd.DataFrame, marked: np.ndarray) -> slice:
     pages = -(-len(alignment) // PAGE_SIZE)
     if pages <= 1:
         return slice(0, len(alignment))
-    number = st.number_input(f"Page of aligned rows (of {pages})", min_value=1, max_value=pages, value=1, key="align_page")
+    number = st.number_input(
+        f"Page of aligned rows (of {pages})", min_value=1, max_value=pages, value=1, key="align_page"
+    )
     start = (int(number) - 1) * PAGE_SIZE
-    st.caption(f"Rows {start:,}–{min(start + PAGE_SIZE, len(alignment)) - 1:,} of {len(alignment):,} aligned positions.")
+    st.caption(
+        f"Rows {start:,}–{min(start + PAGE_SIZE, len(alignment)) - 1:,} of {len(alignment):,} aligned positions."
+    )
     return slice(start, start + PAGE_SIZE)
 
 
@@ -125,7 +132,14 @@ def timeline(rows: pd.DataFrame, comparison: Comparison, kernels_only: bool) -> 
             y=np.full(len(part), f"trace {side}: {text.plotly(comparison.trace(side).label)}"),
             orientation="h",
             marker_color=[charts.type_color(t) for t in types],
-            customdata=np.stack([[text.plotly(n[:120]) for n in part[f"name{side}"]], [text.plotly(t) for t in types], part[f"index{side}"]], axis=1),
+            customdata=np.stack(
+                [
+                    [text.plotly(n[:120]) for n in part[f"name{side}"]],
+                    [text.plotly(t) for t in types],
+                    part[f"index{side}"],
+                ],
+                axis=1,
+            ),
             hovertemplate="%{customdata[0]}<br>%{customdata[1]} · %{x:,.2f} µs · starts %{base:,.1f} µs<br>kernel %{customdata[2]}<extra></extra>",
             showlegend=False,
         )
@@ -151,23 +165,40 @@ def show_pair(view: View, comparison: Comparison, pair_id: int) -> None:
     rows = alignment.iloc[window]
     st.subheader("Aligned kernels")
     shown = (pair_id, window.start, window.stop)
-    ui.picture(data.derived(comparison, ("alignment strip", *shown), lambda _: charts.alignment_svg(rows)),
-               "Aligned kernels: each side's types and how they align", stretch=True)
-    st.html(f'<div style="font-size:0.85em">Middle lane: {LEGEND}. Top and bottom lanes: each kernel\'s type; '
-            "blank: no kernel on that side. The axis numbers the rows of the table below, which names each kernel.</div>")
+    ui.picture(
+        data.derived(comparison, ("alignment strip", *shown), lambda _: charts.alignment_svg(rows)),
+        "Aligned kernels: each side's types and how they align",
+        stretch=True,
+    )
+    st.html(
+        f'<div style="font-size:0.85em">Middle lane: {LEGEND}. Top and bottom lanes: each kernel\'s type; '
+        "blank: no kernel on that side. The axis numbers the rows of the table below, which names each kernel.</div>"
+    )
     st.dataframe(
         tables.aligned_table(rows, marked[window]),
         height=420,
         column_config={
-            "kernel name, trace 1": st.column_config.TextColumn(width="medium", help="Raw name; click a cell to read all of it"),
-            "kernel name, trace 2": st.column_config.TextColumn(width="medium", help="Raw name; click a cell to read all of it"),
+            "kernel name, trace 1": st.column_config.TextColumn(
+                width="medium", help="Raw name; click a cell to read all of it"
+            ),
+            "kernel name, trace 2": st.column_config.TextColumn(
+                width="medium", help="Raw name; click a cell to read all of it"
+            ),
         },
     )
     st.subheader("Timeline")
-    if st.toggle(f"Draw the {len(rows):,} aligned rows' kernels on a time axis", key="show_timeline",
-                 help="One bar per kernel. Drawn on request: redrawing it for every pair costs the browser time."):
-        axis = st.radio("Time axis", [KERNELS_ONLY, WALL_CLOCK], index=0 if pair["kind"] == "stream" else 1,
-                        horizontal=True, key="time_axis")
+    if st.toggle(
+        f"Draw the {len(rows):,} aligned rows' kernels on a time axis",
+        key="show_timeline",
+        help="One bar per kernel. Drawn on request: redrawing it for every pair costs the browser time.",
+    ):
+        axis = st.radio(
+            "Time axis",
+            [KERNELS_ONLY, WALL_CLOCK],
+            index=0 if pair["kind"] == "stream" else 1,
+            horizontal=True,
+            key="time_axis",
+        )
         kernels_only = axis == KERNELS_ONLY
         figure = data.derived(comparison, ("timeline", *shown, kernels_only), lambda c: timeline(rows, c, kernels_only))
         ui.plot(figure, f"pair_{pair_id}_timeline")
@@ -190,7 +221,9 @@ with ui.page("Groups") as shown:
             st.info(f"No pair has a different number of {kernel_type} kernels; showing all pairs.")
             rows = comparison.pairs
         elif kernel_type:
-            st.caption(f"{len(rows):,} pairs where the number of {kernel_type} kernels differs; largest difference first.")
+            st.caption(
+                f"{len(rows):,} pairs where the number of {kernel_type} kernels differs; largest difference first."
+            )
         pair_id = choose_pair(view, comparison, rows)
         if pair_id is not None:
             show_pair(view, comparison, int(pair_id))

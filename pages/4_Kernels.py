@@ -25,12 +25,18 @@ def choose(view: View, comparison: Comparison) -> tuple[str, str]:
     """Which view and filter, both from and into the link."""
     ui.bind("kernel_tab", view.tab)
     tab = st.segmented_control(
-        "Show", KERNEL_TABS, key="kernel_tab", required=True, format_func=lambda t: tab_name(comparison, t),
+        "Show",
+        KERNEL_TABS,
+        key="kernel_tab",
+        required=True,
+        format_func=lambda t: tab_name(comparison, t),
         on_change=lambda: ui.set_view(ui.session_view().with_(tab=st.session_state["kernel_tab"] or "joined")),
     )
     ui.bind("name_filter", view.q)
     query = st.text_input(
-        "Filter names", key="name_filter", placeholder="substring, e.g. gemm",
+        "Filter names",
+        key="name_filter",
+        placeholder="substring, e.g. gemm",
         on_change=lambda: ui.set_view(ui.session_view().with_(q=st.session_state["name_filter"].strip()[:200])),
     )
     return tab or "joined", query.strip()

@@ -6,10 +6,9 @@ import streamlit as st
 
 import ui.widgets as ui
 from fusion.classify.names import canonical_op
-from fusion.result import OP
 from fusion.comparison.ops import op_sequences
 from fusion.comparison.result import Comparison
-from fusion.result import FusionMapping
+from fusion.result import OP, FusionMapping
 from ui import data, tables, text
 from ui.state import View
 
@@ -30,12 +29,19 @@ def op_list(view: View, comparison: Comparison) -> None:
         st.subheader("Ops whose calls launch different kernels")
         for number, mapping in enumerate(found):
             op = canonical_op(mapping.op)
-            st.button(text.label(f"{mapping.op}: {mapping.fused_kernel_type} on trace {mapping.fused_trace}, "
-                                 f"{' → '.join(mapping.unfused_sequence)} on trace {3 - mapping.fused_trace} →"),
-                      key=f"open_op_{number}", on_click=lambda o=op: ui.set_view(ui.session_view().with_(op=o)))
+            st.button(
+                text.label(
+                    f"{mapping.op}: {mapping.fused_kernel_type} on trace {mapping.fused_trace}, "
+                    f"{' → '.join(mapping.unfused_sequence)} on trace {3 - mapping.fused_trace} →"
+                ),
+                key=f"open_op_{number}",
+                on_click=lambda o=op: ui.set_view(ui.session_view().with_(op=o)),
+            )
     st.subheader("Ops by time gap")
-    st.caption("Top-level ops in each trace's eager launches, matched by op and module; pick a row to see what "
-               "each call launched. Ratio and gap are trace 1 against trace 2.")
+    st.caption(
+        "Top-level ops in each trace's eager launches, matched by op and module; pick a row to see what "
+        "each call launched. Ratio and gap are trace 1 against trace 2."
+    )
     listed = comparison.op_table.head(OP_ROWS)
     ops = listed[OP].astype(str).tolist()
 
@@ -46,8 +52,10 @@ def op_list(view: View, comparison: Comparison) -> None:
 
     ui.op_rows(listed, key="ops_table", on_select=picked, selection_mode="single-row")
     if len(comparison.op_table) > OP_ROWS:
-        st.caption(f"The {OP_ROWS:,} ops with the largest time gap of {len(comparison.op_table):,}; "
-                   "all are in the JSON and CSV exports.")
+        st.caption(
+            f"The {OP_ROWS:,} ops with the largest time gap of {len(comparison.op_table):,}; "
+            "all are in the JSON and CSV exports."
+        )
     if comparison.op_notes:
         st.markdown("**Notes on the op comparison**")
         st.caption("\n".join(f"- {text.md(note)}" for note in comparison.op_notes))
@@ -69,15 +77,21 @@ def op_detail(view: View, comparison: Comparison, op: str) -> None:
             calls = int(totals[f"calls {side}"].sum())
             cells[0].metric("Calls", f"{calls:,}")
             cells[1].metric("Kernel time", text.ms(float(totals[f"time {side} (ms)"].sum()) * 1000))
-            cells[2].metric("Per call", text.ms(float(totals[f"time {side} (ms)"].sum()) * 1000 / calls) if calls else "—")
+            cells[2].metric(
+                "Per call", text.ms(float(totals[f"time {side} (ms)"].sum()) * 1000 / calls) if calls else "—"
+            )
     for mapping in op_findings(comparison, op):
         with st.container(border=True):
             st.markdown(text.md(mapping.evidence))
             names = ui.kernel_names(mapping)
             if names:
                 st.markdown(names)
-            st.caption(text.md(f"Detector: {mapping.detector} · found in matched op calls · "
-                               f"{mapping.pattern_count:,} calls, {mapping.pattern_confidence:.0%} of the op's aligned calls"))
+            st.caption(
+                text.md(
+                    f"Detector: {mapping.detector} · found in matched op calls · "
+                    f"{mapping.pattern_count:,} calls, {mapping.pattern_confidence:.0%} of the op's aligned calls"
+                )
+            )
     notes = [n for n in comparison.op_notes if n.startswith(f"{op}:")]
     if notes:
         st.caption(text.md(" ".join(notes)))
@@ -96,8 +110,10 @@ def op_detail(view: View, comparison: Comparison, op: str) -> None:
 with ui.page("Ops") as shown:
     view, comparison = shown.view, shown.comparison
     if comparison.op_table.empty:
-        st.info("No op-level view: the traces record no CPU ops around eager kernel launches "
-                "(graph replays have no ops inside, and traces without CPU events have none).")
+        st.info(
+            "No op-level view: the traces record no CPU ops around eager kernel launches "
+            "(graph replays have no ops inside, and traces without CPU events have none)."
+        )
         if comparison.op_notes:
             st.caption(text.md(" ".join(comparison.op_notes)))
     elif view.op:

@@ -15,16 +15,33 @@ from ui.state import BATCH_STATUSES, View
 
 ALL = "all"
 MS = st.column_config.NumberColumn(format="%.3f")
-PAIR_COLUMNS = ("label", "rank", "status", "comparison", "findings", "headline", "time ratio", "kernels 1", "kernels 2",
-                "time 1 (ms)", "time 2 (ms)", "trace files", "message")
+PAIR_COLUMNS = (
+    "label",
+    "rank",
+    "status",
+    "comparison",
+    "findings",
+    "headline",
+    "time ratio",
+    "kernels 1",
+    "kernels 2",
+    "time 1 (ms)",
+    "time 2 (ms)",
+    "trace files",
+    "message",
+)
 
 
 def pick_folder(view: View) -> None:
     """Locally, a batch folder anywhere on this server by its path (`bp` in the link)."""
     ui.bind("batch_path", view.bp or "")
     st.text_input(
-        "Batch result folder on this server", key="batch_path", placeholder="/data/batch-out",
-        on_change=lambda: ui.set_view(ui.session_view().with_(bp=st.session_state["batch_path"].strip() or None, batch=None)),
+        "Batch result folder on this server",
+        key="batch_path",
+        placeholder="/data/batch-out",
+        on_change=lambda: ui.set_view(
+            ui.session_view().with_(bp=st.session_state["batch_path"].strip() or None, batch=None)
+        ),
     )
 
 
@@ -39,22 +56,34 @@ def show_listing(view: View) -> None:
             st.warning(f"{text.md(item.name)}: {text.md(item.problem)}")
             continue
         record = item.record
-        ui.link("batch", f"{text.md(item.name)}: {len(record.pairs):,} pairs, {record.failures:,} failed, "
-                         f"written {batch.when(record.written)}", View(batch=item.name))
+        ui.link(
+            "batch",
+            f"{text.md(item.name)}: {len(record.pairs):,} pairs, {record.failures:,} failed, "
+            f"written {batch.when(record.written)}",
+            View(batch=item.name),
+        )
 
 
 def filters(view: View) -> tuple[str, str | None]:
     left, right = st.columns([3, 1], vertical_alignment="bottom")
     ui.bind("batch_filter", view.bq)
     query = left.text_input(
-        "Filter pairs", key="batch_filter", placeholder="label, status, message or headline text",
+        "Filter pairs",
+        key="batch_filter",
+        placeholder="label, status, message or headline text",
         on_change=lambda: ui.set_view(ui.session_view().with_(bq=st.session_state["batch_filter"].strip()[:200])),
     )
     ui.bind("batch_status", view.bs or ALL)
     status = right.segmented_control(
-        "Status", (ALL, *BATCH_STATUSES), key="batch_status", required=True,
-        on_change=lambda: ui.set_view(ui.session_view().with_(bs=None if st.session_state["batch_status"] in (None, ALL)
-                                                               else st.session_state["batch_status"])),
+        "Status",
+        (ALL, *BATCH_STATUSES),
+        key="batch_status",
+        required=True,
+        on_change=lambda: ui.set_view(
+            ui.session_view().with_(
+                bs=None if st.session_state["batch_status"] in (None, ALL) else st.session_state["batch_status"]
+            )
+        ),
     )
     return query.strip(), None if status in (None, ALL) else status
 
@@ -77,17 +106,24 @@ def show_pairs(view: View, result: BatchResult) -> list[str]:
     every = batch.pair_table(result)
     changed = int((every["trace files"] != batch.AS_COMPARED).sum())
     if changed:
-        st.warning(f"{changed:,} pairs' trace files changed since the batch ran (see the column *trace files*): their "
-                   "figures here are of the files as they were; their link compares the files as they are now.")
+        st.warning(
+            f"{changed:,} pairs' trace files changed since the batch ran (see the column *trace files*): their "
+            "figures here are of the files as they were; their link compares the files as they are now."
+        )
     table = batch.filtered(every, query, status)
     table.insert(1, "comparison", [comparison_link(view, result, int(i)) for i in table["pair"]])
     st.dataframe(
-        table, hide_index=True, key="batch_pairs", column_order=PAIR_COLUMNS,
+        table,
+        hide_index=True,
+        key="batch_pairs",
+        column_order=PAIR_COLUMNS,
         column_config={
             "comparison": st.column_config.LinkColumn(display_text="open"),
-            "time 1 (ms)": MS, "time 2 (ms)": MS,
+            "time 1 (ms)": MS,
+            "time 2 (ms)": MS,
             "time ratio": st.column_config.NumberColumn(format="%.2f×", help="trace 1 / trace 2 kernel time"),
-            "message": st.column_config.TextColumn(width="medium"), "headline": st.column_config.TextColumn(width="large"),
+            "message": st.column_config.TextColumn(width="medium"),
+            "headline": st.column_config.TextColumn(width="large"),
         },
     )
     if len(table) < len(record.pairs):

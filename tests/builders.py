@@ -7,7 +7,7 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import orjson
 import pytest
@@ -117,7 +117,7 @@ class Annotation:
     body: list[Item] = field(default_factory=list)
 
 
-Item = Union[Launch, Graph, Op, Module, Annotation]
+Item = Launch | Graph | Op | Module | Annotation
 _RANGE_CATEGORY = {Op: "cpu_op", Module: "python_function", Annotation: "user_annotation"}
 
 
@@ -156,15 +156,35 @@ class EagerTrace:
             return self._launch(item, now, pid, tid)
         end = self.run(*item.body, tid=tid, pid=pid, start=now + 1.0) + 1.0
         name = f"nn.Module: {item.name}" if isinstance(item, Module) else item.name
-        self.events.append({"ph": "X", "cat": _RANGE_CATEGORY[type(item)], "name": name, "pid": pid, "tid": tid,
-                            "ts": now, "dur": end - now, "args": {}})
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": _RANGE_CATEGORY[type(item)],
+                "name": name,
+                "pid": pid,
+                "tid": tid,
+                "ts": now,
+                "dur": end - now,
+                "args": {},
+            }
+        )
         return end
 
     def _launch(self, item: Launch | Graph, now: float, pid: int, tid: int) -> float:
         self.correlation += 1
         name = self.launch_name if isinstance(item, Launch) else self.graph_name
-        self.events.append({"ph": "X", "cat": "cuda_runtime", "name": name, "pid": pid, "tid": tid, "ts": now,
-                            "dur": 1.0, "args": {"correlation": self.correlation}})
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": name,
+                "pid": pid,
+                "tid": tid,
+                "ts": now,
+                "dur": 1.0,
+                "args": {"correlation": self.correlation},
+            }
+        )
         kernels = [(item.kernel, item.dur)] if isinstance(item, Launch) else [(k, 2.0) for k in item.kernels]
         for kernel, dur in kernels:
             self._kernel(kernel, self.correlation, max(self.gpu_clock, now + 0.5), dur)
@@ -204,13 +224,20 @@ def gzip_bomb(path: Path, expanded: int, prefix: bytes = b'{"traceEvents": [', s
 def write_op_pair(folder: Path, norm_op: str = "aten::layer_norm") -> tuple[Path, Path]:
     """Eager AMD and NVIDIA traces with CPU ops: each of 6 `norm_op` calls launches 2 kernels on the AMD
     trace (layer_norm_stats, layer_norm_fwd) and 1 on the NVIDIA one; aten::mm launches gemm_kernel on both."""
-    norm = {"AMD": [Launch("layer_norm_stats", 1.0), Launch("layer_norm_fwd", 4.0)],
-            "NVIDIA": [Launch("layer_norm_fwd", 3.0)]}
+    norm = {
+        "AMD": [Launch("layer_norm_stats", 1.0), Launch("layer_norm_fwd", 4.0)],
+        "NVIDIA": [Launch("layer_norm_fwd", 3.0)],
+    }
     paths = []
     for platform in ("AMD", "NVIDIA"):
         builder = EagerTrace(platform)
-        builder.run(*[call for _ in range(6) for call in (Op(norm_op, norm[platform]),
-                                                           Op("aten::mm", [Launch("gemm_kernel", 9.0)]))])
+        builder.run(
+            *[
+                call
+                for _ in range(6)
+                for call in (Op(norm_op, norm[platform]), Op("aten::mm", [Launch("gemm_kernel", 9.0)]))
+            ]
+        )
         paths.append(folder / f"{platform.lower()}.json")
         paths[-1].write_bytes(builder.data())
     return paths[0], paths[1]

@@ -106,8 +106,13 @@ def test_the_import_contracts_hold() -> None:
     """import-linter in its own process (it reconfigures logging, which other tests read): the engine never
     imports the dashboard, the plain dashboard modules never import streamlit, the dashboard's layers and
     the engine's pipeline layers hold."""
-    command = [sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()",
-               str(ROOT / ".importlinter"), "--no-cache"]
+    command = [
+        sys.executable,
+        "-c",
+        "from importlinter.cli import lint_imports_command; lint_imports_command()",
+        str(ROOT / ".importlinter"),
+        "--no-cache",
+    ]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "4 kept, 0 broken" in done.stdout

@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -166,14 +165,25 @@ def pair_table(result: BatchResult) -> pd.DataFrame:
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(time2 > 0, time1 / time2, np.nan)
     found = findings.groupby("label").size().reindex(labels, fill_value=0).to_numpy()
-    table = pd.DataFrame({
-        "pair": [pair.index for pair in pairs], "label": labels, "rank": [pair.rank for pair in pairs],
-        "status": [FAILED if pair.failed else pair.status for pair in pairs], "message": [pair.message for pair in pairs],
-        "kernels 1": column(COUNT, 1), "kernels 2": column(COUNT, 2), "time 1 (ms)": time1 / 1000,
-        "time 2 (ms)": time2 / 1000, "time ratio": ratio, "findings": np.where(failed, np.nan, found),
-        "headline": np.where(failed, "", headlines(findings, summary).reindex(labels, fill_value="no difference found")),
-        "trace files": [files_state(pair) for pair in pairs],
-    })
+    table = pd.DataFrame(
+        {
+            "pair": [pair.index for pair in pairs],
+            "label": labels,
+            "rank": [pair.rank for pair in pairs],
+            "status": [FAILED if pair.failed else pair.status for pair in pairs],
+            "message": [pair.message for pair in pairs],
+            "kernels 1": column(COUNT, 1),
+            "kernels 2": column(COUNT, 2),
+            "time 1 (ms)": time1 / 1000,
+            "time 2 (ms)": time2 / 1000,
+            "time ratio": ratio,
+            "findings": np.where(failed, np.nan, found),
+            "headline": np.where(
+                failed, "", headlines(findings, summary).reindex(labels, fill_value="no difference found")
+            ),
+            "trace files": [files_state(pair) for pair in pairs],
+        }
+    )
     return table.astype({column: "Int64" for column in ("rank", "kernels 1", "kernels 2", "findings")})
 
 
@@ -212,9 +222,12 @@ def headlines(findings: pd.DataFrame, summary: pd.DataFrame) -> pd.Series:
 
 def finding_texts(findings: pd.DataFrame) -> pd.Series:
     """Each finding in a few words: 'Trace 2 fuses GEMM + SwiGLU -> GEMM x8' (mappings.headline)."""
-    texts = [headline(detector, int(trace), str(sequence).split(" + "), str(fused_type)) + f" x{int(count)}"
-             for detector, trace, sequence, fused_type, count in
-             findings[["detector", "fused_trace", "unfused_sequence", "fused_kernel_type", "count"]].itertuples(index=False)]
+    texts = [
+        headline(detector, int(trace), str(sequence).split(" + "), str(fused_type)) + f" x{int(count)}"
+        for detector, trace, sequence, fused_type, count in findings[
+            ["detector", "fused_trace", "unfused_sequence", "fused_kernel_type", "count"]
+        ].itertuples(index=False)
+    ]
     return pd.Series(texts, index=findings.index, dtype=object)
 
 
@@ -236,20 +249,31 @@ FINDING_KEY = ["group", "detector", "fused_trace", "fused_kernel_type", "unfused
 def finding_table(findings: pd.DataFrame) -> pd.DataFrame:
     """One row per finding across the pairs of a group: on which ranks it holds (every rank, some ranks: a straggler)."""
     if findings.empty:
-        return pd.DataFrame(columns=["finding", "holds on", "ranks", "pairs", "time saved (ms)", "group", "fused kernels"])
+        return pd.DataFrame(
+            columns=["finding", "holds on", "ranks", "pairs", "time saved (ms)", "group", "fused kernels"]
+        )
     grouped = findings.assign(rank=findings["rank"].astype("Int64")).groupby(FINDING_KEY, dropna=False, sort=False)
     table = grouped.agg(
-        holds_on=("holds_on", "first"), ranks_with=("ranks_with", "first"), ranks_in_group=("ranks_in_group", "first"),
-        ranks=("rank", lambda r: ", ".join(str(v) for v in sorted(r.dropna().unique()))), pairs=("label", "nunique"),
-        count=("count", "max"), saved=("time_saved_us", "sum"), names=("fused_kernel_names", "first"),
+        holds_on=("holds_on", "first"),
+        ranks_with=("ranks_with", "first"),
+        ranks_in_group=("ranks_in_group", "first"),
+        ranks=("rank", lambda r: ", ".join(str(v) for v in sorted(r.dropna().unique()))),
+        pairs=("label", "nunique"),
+        count=("count", "max"),
+        saved=("time_saved_us", "sum"),
+        names=("fused_kernel_names", "first"),
     ).reset_index()
-    return pd.DataFrame({
-        "finding": finding_texts(table).to_numpy(),
-        "holds on": table["holds_on"],
-        "ranks": [f"{r} ({w} of {n})" if n > 1 else r for r, w, n in zip(table["ranks"], table["ranks_with"],
-                                                                          table["ranks_in_group"])],
-        "pairs": table["pairs"],
-        "time saved (ms)": table["saved"] / 1000,
-        "group": table["group"],
-        "fused kernels": table["names"],
-    }).sort_values(["holds on", "time saved (ms)"], ascending=[True, False], ignore_index=True)
+    return pd.DataFrame(
+        {
+            "finding": finding_texts(table).to_numpy(),
+            "holds on": table["holds_on"],
+            "ranks": [
+                f"{r} ({w} of {n})" if n > 1 else r
+                for r, w, n in zip(table["ranks"], table["ranks_with"], table["ranks_in_group"])
+            ],
+            "pairs": table["pairs"],
+            "time saved (ms)": table["saved"] / 1000,
+            "group": table["group"],
+            "fused kernels": table["names"],
+        }
+    ).sort_values(["holds on", "time saved (ms)"], ascending=[True, False], ignore_index=True)

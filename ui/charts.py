@@ -20,12 +20,34 @@ from ui import text
 
 OTHER_TYPE = "Other"
 _TYPE_PALETTE = {
-    "GEMM": "#1F77B4", "MoE_GEMM": "#17BECF", "Attention": "#FF7F0E", "KV_Cache": "#FFBB78",
-    "Communication": "#8C564B", "Convolution": "#C49C94", "RMSNorm": "#9467BD", "LayerNorm": "#C5B0D5",
-    "BatchNorm": "#7B4173", "GroupNorm": "#A55194", "L2Norm": "#DE9ED6", "SwiGLU": "#2CA02C", "GELU": "#98DF8A",
-    "ReLU": "#637939", "RoPE": "#BCBD22", "MoE_Routing": "#E377C2", "Softmax": "#D62728", "Embedding": "#AD494A",
-    "Quantize": "#E7BA52", "Reduce": "#843C39", "Sort": "#393B79", "Scan": "#6B6ECF", "Elementwise": "#DBDB8D",
-    "SiLU": "#B5CF6B", "Cast": "#E7969C", "MemCopy": "#C7C7C7", "Memset": "#525252", OTHER_TYPE: "#9E9E9E",
+    "GEMM": "#1F77B4",
+    "MoE_GEMM": "#17BECF",
+    "Attention": "#FF7F0E",
+    "KV_Cache": "#FFBB78",
+    "Communication": "#8C564B",
+    "Convolution": "#C49C94",
+    "RMSNorm": "#9467BD",
+    "LayerNorm": "#C5B0D5",
+    "BatchNorm": "#7B4173",
+    "GroupNorm": "#A55194",
+    "L2Norm": "#DE9ED6",
+    "SwiGLU": "#2CA02C",
+    "GELU": "#98DF8A",
+    "ReLU": "#637939",
+    "RoPE": "#BCBD22",
+    "MoE_Routing": "#E377C2",
+    "Softmax": "#D62728",
+    "Embedding": "#AD494A",
+    "Quantize": "#E7BA52",
+    "Reduce": "#843C39",
+    "Sort": "#393B79",
+    "Scan": "#6B6ECF",
+    "Elementwise": "#DBDB8D",
+    "SiLU": "#B5CF6B",
+    "Cast": "#E7969C",
+    "MemCopy": "#C7C7C7",
+    "Memset": "#525252",
+    OTHER_TYPE: "#9E9E9E",
 }
 """Hand-picked so that the types seen together most (GEMM, attention, norms, MoE, sort) differ in hue."""
 _SPARE = px.colors.qualitative.Dark24
@@ -129,8 +151,10 @@ def ratio_chart(stats: pd.DataFrame, column: str, title: str) -> go.Figure:
 def _svg(width: int, height: int, body: list[str]) -> str:
     """An SVG picture of `width` x `height` px (it scales: the pages show it with widgets.picture, as an image,
     so it can hold no link or script)."""
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-            f'font-family="sans-serif" font-size="12">{"".join(body)}</svg>')
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'font-family="sans-serif" font-size="12">{"".join(body)}</svg>'
+    )
 
 
 RATIO_ROW, RATIO_NAMES, RATIO_PLOT, RATIO_VALUES, RATIO_TOP = 22, 110, 230, 100, 58
@@ -148,12 +172,16 @@ def ratio_svg(stats: pd.DataFrame, column: str, title: str) -> str:
     def x(value: float) -> float:
         return round(RATIO_NAMES + (value + points.limit) / (2 * points.limit) * RATIO_PLOT, 1)
 
-    parts = [f'<text x="{x(0)}" y="12" text-anchor="middle" fill="#555">{text.svg(title)}</text>',
-             f'<line x1="{x(0)}" y1="{RATIO_TOP - 6}" x2="{x(0)}" y2="{height - 4}" stroke="#888" stroke-dasharray="3,3"/>']
+    parts = [
+        f'<text x="{x(0)}" y="12" text-anchor="middle" fill="#555">{text.svg(title)}</text>',
+        f'<line x1="{x(0)}" y1="{RATIO_TOP - 6}" x2="{x(0)}" y2="{height - 4}" stroke="#888" stroke-dasharray="3,3"/>',
+    ]
     for tick, label in zip(*points.ticks()):
         above = points.edge is not None and abs(tick) == points.edge  # the one-sided ticks' long labels
-        parts.append(f'<text x="{x(tick)}" y="{RATIO_TOP - (24 if above else 10)}" text-anchor="middle" fill="#555" '
-                     f'font-size="10">{text.svg(label)}</text>')
+        parts.append(
+            f'<text x="{x(tick)}" y="{RATIO_TOP - (24 if above else 10)}" text-anchor="middle" fill="#555" '
+            f'font-size="10">{text.svg(label)}</text>'
+        )
     notes = points.notes()
     for row, i in enumerate(order.tolist()):
         y = RATIO_TOP + RATIO_ROW * row + RATIO_ROW / 2
@@ -170,8 +198,10 @@ def _marker(x: float, y: float, only: int, color: str) -> str:
     """A circle, or a triangle pointing to the trace that alone has the type (up: trace 1, down: trace 2)."""
     if only:
         tip = -7 if only == 1 else 7
-        return (f'<polygon points="{x},{y + tip} {x - 7},{y - tip} {x + 7},{y - tip}" fill="{color}" '
-                'stroke="#333" stroke-width="1"/>')
+        return (
+            f'<polygon points="{x},{y + tip} {x - 7},{y - tip} {x + 7},{y - tip}" fill="{color}" '
+            'stroke="#333" stroke-width="1"/>'
+        )
     return f'<circle cx="{x}" cy="{y}" r="6" fill="{color}" stroke="#333" stroke-width="1"/>'
 
 
@@ -187,8 +217,12 @@ def side_by_side(labels: tuple[str, str], stats: pd.DataFrame, what: str, scale:
             marker_color=SIDE_COLORS[side],
             hovertemplate=f"%{{x}}<br>trace {side}: %{{y:,.3f}} {unit}<extra></extra>",
         )
-    fig.update_layout(barmode="group", yaxis_title=unit, legend=dict(orientation="h", y=1.02, yanchor="bottom"),
-                      margin=dict(t=TOOLBAR_MARGIN + 30))
+    fig.update_layout(
+        barmode="group",
+        yaxis_title=unit,
+        legend=dict(orientation="h", y=1.02, yanchor="bottom"),
+        margin=dict(t=TOOLBAR_MARGIN + 30),
+    )
     return fig
 
 
@@ -201,20 +235,30 @@ def alignment_svg(rows: pd.DataFrame) -> str:
     alignment op (OP_COLORS), trace 2's kernel types; blank where a side has no kernel. The axis numbers the
     positions as the aligned-kernels table does."""
     cell = (STRIP_WIDTH - STRIP_LABELS) / max(len(rows), 1)
-    body = [f'<text x="{STRIP_LABELS - 6}" y="{lane * STRIP_LANE + 17}" text-anchor="end">{label}</text>'
-            for lane, label in enumerate(("trace 1", "alignment", "trace 2"))]
-    colours = zip([type_color(t) if isinstance(t, str) else None for t in rows["type1"]],
-                  [OP_COLORS[op] for op in rows["op"]],
-                  [type_color(t) if isinstance(t, str) else None for t in rows["type2"]])
+    body = [
+        f'<text x="{STRIP_LABELS - 6}" y="{lane * STRIP_LANE + 17}" text-anchor="end">{label}</text>'
+        for lane, label in enumerate(("trace 1", "alignment", "trace 2"))
+    ]
+    colours = zip(
+        [type_color(t) if isinstance(t, str) else None for t in rows["type1"]],
+        [OP_COLORS[op] for op in rows["op"]],
+        [type_color(t) if isinstance(t, str) else None for t in rows["type2"]],
+    )
     for i, lanes in enumerate(colours):
         x = round(STRIP_LABELS + i * cell, 2)
-        body += [f'<rect x="{x}" y="{lane * STRIP_LANE + 2}" width="{round(cell, 2)}" height="{STRIP_LANE - 4}" fill="{colour}"'
-                 ' shape-rendering="crispEdges"/>' for lane, colour in enumerate(lanes) if colour]
+        body += [
+            f'<rect x="{x}" y="{lane * STRIP_LANE + 2}" width="{round(cell, 2)}" height="{STRIP_LANE - 4}" fill="{colour}"'
+            ' shape-rendering="crispEdges"/>'
+            for lane, colour in enumerate(lanes)
+            if colour
+        ]
     step = _tick_step(len(rows))
     for i, position in enumerate(rows.index.tolist()):
         if position % step == 0:
             x = round(STRIP_LABELS + (i + 0.5) * cell, 1)
-            body.append(f'<text x="{x}" y="{3 * STRIP_LANE + 16}" text-anchor="middle" fill="#555" font-size="11">{position}</text>')
+            body.append(
+                f'<text x="{x}" y="{3 * STRIP_LANE + 16}" text-anchor="middle" fill="#555" font-size="11">{position}</text>'
+            )
     return _svg(STRIP_WIDTH, 3 * STRIP_LANE + STRIP_AXIS, body)
 
 
@@ -243,8 +287,13 @@ def bars_svg(labels: list[str], values: list[float], colours: list[str], notes: 
 
 
 PHASE_COLORS = {
-    "prefill": "#1F77B4", "decode": "#FF7F0E", "mixed": "#9467BD",
-    "forward": "#2CA02C", "backward": "#D62728", "optimizer": "#8C564B", "all": "#9E9E9E",
+    "prefill": "#1F77B4",
+    "decode": "#FF7F0E",
+    "mixed": "#9467BD",
+    "forward": "#2CA02C",
+    "backward": "#D62728",
+    "optimizer": "#8C564B",
+    "all": "#9E9E9E",
 }
 """Hand-picked, one per fusion.model.phases.PHASES value; 'all' (no phase signal) is grey."""
 
@@ -262,16 +311,27 @@ def step_timeline(labels: tuple[str, str], spans: tuple[pd.DataFrame, pd.DataFra
         start = table["start_us"] - table["start_us"].min()
         for phase, part in table.assign(rel=start / 1000).groupby("phase", sort=False):
             fig.add_bar(
-                y=[rows[side - 1]] * len(part), x=(part["end_us"] - part["start_us"]) / 1000, base=part["rel"],
-                orientation="h", name=text.plotly(phase), legendgroup=str(phase), showlegend=phase not in shown,
-                marker_color=PHASE_COLORS.get(str(phase), "#000000"), marker_line_width=1, marker_line_color="white",
+                y=[rows[side - 1]] * len(part),
+                x=(part["end_us"] - part["start_us"]) / 1000,
+                base=part["rel"],
+                orientation="h",
+                name=text.plotly(phase),
+                legendgroup=str(phase),
+                showlegend=phase not in shown,
+                marker_color=PHASE_COLORS.get(str(phase), "#000000"),
+                marker_line_width=1,
+                marker_line_color="white",
                 customdata=np.column_stack([part["step"], part["kernels"], part["time_us"] / 1000]),
                 hovertemplate=f"{text.plotly(phase)} step %{{customdata[0]}}<br>%{{customdata[1]:,}} kernels,"
-                              " %{customdata[2]:,.3f} ms of kernel time<extra></extra>",
+                " %{customdata[2]:,.3f} ms of kernel time<extra></extra>",
             )
             shown.add(str(phase))
-    fig.update_layout(barmode="overlay", height=90 + 45 * 2, xaxis_title="ms from the trace's first step",
-                      yaxis=dict(categoryorder="array", categoryarray=rows[::-1]),
-                      legend=dict(orientation="h", y=1.02, yanchor="bottom", title_text="phase"),
-                      margin=dict(t=TOOLBAR_MARGIN + 30))
+    fig.update_layout(
+        barmode="overlay",
+        height=90 + 45 * 2,
+        xaxis_title="ms from the trace's first step",
+        yaxis=dict(categoryorder="array", categoryarray=rows[::-1]),
+        legend=dict(orientation="h", y=1.02, yanchor="bottom", title_text="phase"),
+        margin=dict(t=TOOLBAR_MARGIN + 30),
+    )
     return fig

@@ -22,18 +22,18 @@ import pandas as pd
 import streamlit as st
 
 from fusion import settings
-from fusion.match.align import prepare as prepare_alignment
-from fusion.errors import TraceError
-from fusion.loader.events import scan_compile_pending
 from fusion.cache.loading import Request, load_traces
-from fusion.model.phases import pair_steps, step_spans
-from fusion.model.phases import ALL as ALL_PHASES
-from fusion.comparison.result import Comparison
 from fusion.cache.results import ResultCache, cached_compare
 from fusion.cache.store import StoreError, TraceStore, TraceUnavailable
 from fusion.cache.tables import TableCache
-from fusion.model.trace import Trace
 from fusion.classify.trace import load
+from fusion.comparison.result import Comparison
+from fusion.errors import TraceError
+from fusion.loader.events import scan_compile_pending
+from fusion.match.align import prepare as prepare_alignment
+from fusion.model.phases import ALL as ALL_PHASES
+from fusion.model.phases import pair_steps, step_spans
+from fusion.model.trace import Trace
 from ui import batch
 from ui.state import View
 
@@ -42,7 +42,12 @@ SAMPLES_DIR = ROOT / "sample_traces"
 DEFAULT_SAMPLE = "vllm_moe_full_graph"
 DERIVED_PER_COMPARISON = 16
 """Derived tables and figures kept per cached comparison: enough for a few pairs' charts."""
-COMPARE_STAGES = {"groups": "Finding kernel groups", "match": "Matching groups", "align": "Aligning kernels", "detect": "Detecting fusions"}
+COMPARE_STAGES = {
+    "groups": "Finding kernel groups",
+    "match": "Matching groups",
+    "align": "Aligning kernels",
+    "detect": "Detecting fusions",
+}
 
 
 @dataclass(frozen=True)
@@ -59,7 +64,11 @@ def samples() -> dict[str, tuple[Path, Path]]:
     pairs = {}
     if SAMPLES_DIR.is_dir():
         for folder in sorted(p for p in SAMPLES_DIR.iterdir() if p.is_dir()):
-            traces = [p for p in folder.iterdir() if p.name.endswith((".json", ".json.gz")) and not p.name.startswith(("ground_truth", "."))]
+            traces = [
+                p
+                for p in folder.iterdir()
+                if p.name.endswith((".json", ".json.gz")) and not p.name.startswith(("ground_truth", "."))
+            ]
             if len(traces) == 2:
                 first, second = sorted(traces, key=lambda p: ("amd" not in p.name.lower(), p.name))
                 pairs[folder.name] = (first, second)
@@ -170,7 +179,9 @@ def accept_upload(side: int, upload: Any) -> dict[str, str]:
 def _ingest(side: int, upload: Any) -> dict[str, str]:
     limit = settings.max_upload_mb()
     if limit and upload.size > limit * 1e6:
-        return {"error": f"{upload.name}: {upload.size / 1e6:,.1f} MB is above this server's {limit:,g} MB upload limit."}
+        return {
+            "error": f"{upload.name}: {upload.size / 1e6:,.1f} MB is above this server's {limit:,g} MB upload limit."
+        }
     data = upload.getvalue()
     progress = Progress(f"Reading trace {side} ({upload.name})")
     try:
@@ -233,8 +244,15 @@ def _derived() -> Lru:
 
 def derived(comparison: Comparison, what: Hashable, make: Callable[[Comparison], Any]) -> Any:
     """`make(comparison)`, computed once per comparison (under its labels) and `what`."""
-    key = (comparison.trace1.digest, comparison.trace2.digest, comparison.params.get("min_group_size"),
-           comparison.params.get("phase"), comparison.trace1.label, comparison.trace2.label, what)
+    key = (
+        comparison.trace1.digest,
+        comparison.trace2.digest,
+        comparison.params.get("min_group_size"),
+        comparison.params.get("phase"),
+        comparison.trace1.label,
+        comparison.trace2.label,
+        what,
+    )
     value = _derived().get(key)
     if value is None:
         value = make(comparison)
@@ -314,9 +332,14 @@ def analyse(view: View) -> Analysis:
         return Analysis(traces, errors, None)
     phases = pair_phases(traces[0], traces[1])
     phase = view.phase if view.phase in phases else ALL_PHASES
-    problem = None if phase == view.phase else (
-        f"These traces cannot be compared on phase {view.phase!r}: both have kernels only in "
-        f"{', '.join(phases)}. Showing all phases.")
+    problem = (
+        None
+        if phase == view.phase
+        else (
+            f"These traces cannot be compared on phase {view.phase!r}: both have kernels only in "
+            f"{', '.join(phases)}. Showing all phases."
+        )
+    )
     comparison = _compare(traces[0], traces[1], view.mgs, phase, progress)
     progress.done(f"Compared {comparison.trace1.kernel_count:,} and {comparison.trace2.kernel_count:,} kernels")
     return Analysis(traces, errors, relabel(comparison, view), phases, problem)
@@ -374,8 +397,9 @@ def _compare(trace1: Trace, trace2: Trace, min_group_size: int, phase: str, prog
         def report(stage: str, fraction: float) -> None:
             progress.update(0.7 + 0.3 * fraction, f"{COMPARE_STAGES.get(stage, stage)}…")
 
-        comparison = cached_compare(trace1, trace2, cache=result_cache(), progress=report, min_group_size=min_group_size,
-                                    phase=phase)
+        comparison = cached_compare(
+            trace1, trace2, cache=result_cache(), progress=report, min_group_size=min_group_size, phase=phase
+        )
         _comparisons().put(key, comparison)
     return comparison
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from fusion import settings
+from fusion.cache.store import is_digest
 from fusion.classify.names import KERNEL_TYPES
 from fusion.model.phases import ALL as ALL_PHASES
 from fusion.model.phases import PHASES
-from fusion.cache.store import is_digest
 
 DEFAULT_MIN_GROUP_SIZE = 50
 SOURCE_KEYS = ("sample", "t1", "t2", "p1", "p2", "bpair")
@@ -42,8 +42,15 @@ PAGES = {
     "ops": "pages/5_Ops.py",
     "batch": "pages/6_Batch.py",
 }
-PAGE_TITLES = {"home": "Home", "overview": "Overview", "fusion": "Fusion", "groups": "Groups", "kernels": "Kernels", "ops": "Ops",
-               "batch": "Batch"}
+PAGE_TITLES = {
+    "home": "Home",
+    "overview": "Overview",
+    "fusion": "Fusion",
+    "groups": "Groups",
+    "kernels": "Kernels",
+    "ops": "Ops",
+    "batch": "Batch",
+}
 
 
 @dataclass(frozen=True)

@@ -13,19 +13,40 @@ import zipfile
 import numpy as np
 import pandas as pd
 
-from fusion.report import render as report
-from fusion.result import CALLS, KERNEL_NAMES, KERNELS_PER_CALL, MODULE, OP, OP_NAMES, TIME_GAP_US
-from fusion.model.phases import ALL as ALL_PHASES
-from fusion.result import COUNT, COUNT_RATIO, KERNEL_TYPE, ONLY_IN, TIME_RATIO, TIME_US, FusionMapping, Opportunity, side_column
 from fusion.comparison.result import Comparison
+from fusion.model.phases import ALL as ALL_PHASES
 from fusion.model.trace import Trace
+from fusion.report import render as report
+from fusion.result import (
+    CALLS,
+    COUNT,
+    COUNT_RATIO,
+    KERNEL_NAMES,
+    KERNEL_TYPE,
+    KERNELS_PER_CALL,
+    MODULE,
+    ONLY_IN,
+    OP,
+    OP_NAMES,
+    TIME_GAP_US,
+    TIME_RATIO,
+    TIME_US,
+    FusionMapping,
+    Opportunity,
+    side_column,
+)
 from ui import text
 from ui.charts import OTHER_TYPE
 from ui.state import View
 
 COUNTERPART_BUDGET = 50_000
 """Aligned positions read to pair kernel names with their counterparts (all of them on ordinary pairs)."""
-OP_LABELS = {"match": "same type", "substitute": "different type", "only1": "only in trace 1", "only2": "only in trace 2"}
+OP_LABELS = {
+    "match": "same type",
+    "substitute": "different type",
+    "only1": "only in trace 1",
+    "only2": "only in trace 2",
+}
 
 
 def compared(comparison: Comparison) -> list[str]:
@@ -41,7 +62,11 @@ def compared(comparison: Comparison) -> list[str]:
         )
     realigned = int(meta.get("realigned_group_pairs", 0))
     if windows:
-        what = f"eager launches, and the groups of {realigned:,} pairs cut at different places" if realigned else "eager launches"
+        what = (
+            f"eager launches, and the groups of {realigned:,} pairs cut at different places"
+            if realigned
+            else "eager launches"
+        )
         lines.append(
             f"{windows:,} stream windows: the {outside[0]:,} and {outside[1]:,} kernels outside such groups "
             f"({what}), walked in corresponding windows of each trace's kernel stream"
@@ -75,7 +100,9 @@ def type_table(stats: pd.DataFrame) -> pd.DataFrame:
 
 def split_phases(comparison: Comparison) -> dict[str, dict]:
     """The per-phase sections of a comparison of all phases that holds several: {} when there is nothing to split."""
-    per_phase = comparison.phases.get("per_phase", {}) if comparison.params.get("phase", ALL_PHASES) == ALL_PHASES else {}
+    per_phase = (
+        comparison.phases.get("per_phase", {}) if comparison.params.get("phase", ALL_PHASES) == ALL_PHASES else {}
+    )
     return per_phase if len(per_phase) > 1 else {}
 
 
@@ -100,9 +127,14 @@ def finding_phases(comparison: Comparison, mapping: FusionMapping) -> list[str] 
     if not per_phase:
         return None
     key = (mapping.detector, mapping.fused_trace, mapping.fused_kernel_type, tuple(mapping.unfused_sequence))
-    return [phase for phase, section in per_phase.items()
-            if any((m["detector"], m["fused_trace"], m["fused_kernel_type"], tuple(m["unfused_sequence"])) == key
-                   for m in section.get("fusion_mappings", []))]
+    return [
+        phase
+        for phase, section in per_phase.items()
+        if any(
+            (m["detector"], m["fused_trace"], m["fused_kernel_type"], tuple(m["unfused_sequence"])) == key
+            for m in section.get("fusion_mappings", [])
+        )
+    ]
 
 
 def phases_text(phases: list[str] | None) -> str:
@@ -181,7 +213,16 @@ def counterparts(comparison: Comparison, budget: int = COUNTERPART_BUDGET) -> tu
 
 
 def _empty_counterparts() -> pd.DataFrame:
-    columns = ["type 1", "type 2", "kernel name, trace 1", "kernel name, trace 2", "aligned", "times", "time 1 (ms)", "time 2 (ms)"]
+    columns = [
+        "type 1",
+        "type 2",
+        "kernel name, trace 1",
+        "kernel name, trace 2",
+        "aligned",
+        "times",
+        "time 1 (ms)",
+        "time 2 (ms)",
+    ]
     return pd.DataFrame(columns=columns)
 
 
@@ -213,7 +254,9 @@ def pair_table(rows: pd.DataFrame) -> pd.DataFrame:
         }
     )
     if "difference" in rows:
-        for position, (column, source) in enumerate((("type count 1", "count1"), ("type count 2", "count2"), ("type count 1 − 2", "difference"))):
+        for position, (column, source) in enumerate(
+            (("type count 1", "count1"), ("type count 2", "count2"), ("type count 1 − 2", "difference"))
+        ):
             table.insert(2 + position, column, rows[source])
     return table.reset_index(drop=True)
 
@@ -273,7 +316,11 @@ def kernel_starts(rows: pd.DataFrame, side: int, kernels_only: bool) -> pd.Serie
 
 def composition(alignment: pd.DataFrame) -> pd.DataFrame:
     """Per-type kernel counts of the whole pair (not just the rows shown), largest difference first."""
-    counts = pd.DataFrame({f"trace {side}": alignment[f"type{side}"].value_counts() for side in (1, 2)}).fillna(0).astype(int)
+    counts = (
+        pd.DataFrame({f"trace {side}": alignment[f"type{side}"].value_counts() for side in (1, 2)})
+        .fillna(0)
+        .astype(int)
+    )
     counts["1 − 2"] = counts["trace 1"] - counts["trace 2"]
     counts.index.name = "kernel type"
     return counts.iloc[np.argsort(-counts["1 − 2"].abs().to_numpy(), kind="stable")]
@@ -314,30 +361,34 @@ def file_stem(comparison: Comparison) -> str:
 def op_rows(op_table: pd.DataFrame) -> pd.DataFrame:
     """The op table as shown: op (canonical, and as the traces spell it), module, both sides' calls, kernels per
     call and time, ratio and gap (ms)."""
-    return pd.DataFrame({
-        "op": op_table[OP].astype(str),
-        "as spelled": op_table[OP_NAMES].map(", ".join),
-        "module": op_table[MODULE].astype(str),
-        "calls 1": op_table[side_column(CALLS, 1)].astype(int),
-        "calls 2": op_table[side_column(CALLS, 2)].astype(int),
-        "kernels per call 1": op_table[side_column(KERNELS_PER_CALL, 1)].astype(float),
-        "kernels per call 2": op_table[side_column(KERNELS_PER_CALL, 2)].astype(float),
-        "time 1 (ms)": op_table[side_column(TIME_US, 1)] / 1000,
-        "time 2 (ms)": op_table[side_column(TIME_US, 2)] / 1000,
-        "time ratio": op_table[TIME_RATIO].astype(float),
-        "gap 1 − 2 (ms)": op_table[TIME_GAP_US] / 1000,
-    })
+    return pd.DataFrame(
+        {
+            "op": op_table[OP].astype(str),
+            "as spelled": op_table[OP_NAMES].map(", ".join),
+            "module": op_table[MODULE].astype(str),
+            "calls 1": op_table[side_column(CALLS, 1)].astype(int),
+            "calls 2": op_table[side_column(CALLS, 2)].astype(int),
+            "kernels per call 1": op_table[side_column(KERNELS_PER_CALL, 1)].astype(float),
+            "kernels per call 2": op_table[side_column(KERNELS_PER_CALL, 2)].astype(float),
+            "time 1 (ms)": op_table[side_column(TIME_US, 1)] / 1000,
+            "time 2 (ms)": op_table[side_column(TIME_US, 2)] / 1000,
+            "time ratio": op_table[TIME_RATIO].astype(float),
+            "gap 1 − 2 (ms)": op_table[TIME_GAP_US] / 1000,
+        }
+    )
 
 
 def sequence_rows(sequences: pd.DataFrame) -> pd.DataFrame:
     """One side's op_sequences as shown: module, calls, kernels per call, the kernel names in order, times, rows."""
-    return pd.DataFrame({
-        "module": sequences[MODULE].astype(str),
-        "calls": sequences[CALLS].astype(int),
-        "kernels per call": sequences[KERNEL_NAMES].map(len).astype(int),
-        "kernels, in launch order": sequences[KERNEL_NAMES].map(" → ".join),
-        "types": sequences["kernel_types"].map(" → ".join),
-        "time (ms)": sequences[TIME_US] / 1000,
-        "time per call (ms)": sequences[TIME_US] / sequences[CALLS].clip(lower=1) / 1000,
-        "first call's kernels": sequences["example_rows"].map(lambda rows: f"{rows[0]}–{rows[1] - 1}"),
-    })
+    return pd.DataFrame(
+        {
+            "module": sequences[MODULE].astype(str),
+            "calls": sequences[CALLS].astype(int),
+            "kernels per call": sequences[KERNEL_NAMES].map(len).astype(int),
+            "kernels, in launch order": sequences[KERNEL_NAMES].map(" → ".join),
+            "types": sequences["kernel_types"].map(" → ".join),
+            "time (ms)": sequences[TIME_US] / 1000,
+            "time per call (ms)": sequences[TIME_US] / sequences[CALLS].clip(lower=1) / 1000,
+            "first call's kernels": sequences["example_rows"].map(lambda rows: f"{rows[0]}–{rows[1] - 1}"),
+        }
+    )

@@ -22,12 +22,12 @@ import plotly.graph_objects as go
 import streamlit as st
 from streamlit import config
 
-from fusion.report import render as report
 from fusion import settings
-from fusion.errors import ConfigError, TraceError
-from fusion.detect.op_kernels import OP_CALLS_SOURCE
-from fusion.model.phases import ALL as ALL_PHASES
 from fusion.comparison.result import Comparison
+from fusion.detect.op_kernels import OP_CALLS_SOURCE
+from fusion.errors import ConfigError, TraceError
+from fusion.model.phases import ALL as ALL_PHASES
+from fusion.report import render as report
 from fusion.result import FusionMapping
 from ui import charts, data, tables, text
 from ui.state import PAGE_TITLES, PAGES, SOURCE_KEYS, View, parse
@@ -111,7 +111,8 @@ def current_view() -> View:
         link = parse(params)
         if link.problems:
             st.warning(
-                "This link is damaged: the value of " + ", ".join(f"`{key}`" for key in link.problems)
+                "This link is damaged: the value of "
+                + ", ".join(f"`{key}`" for key in link.problems)
                 + " could not be used and was left out."
             )
         view = link.view
@@ -207,16 +208,22 @@ def sidebar(view: View, analysis: data.Analysis) -> None:
 
 def phase_selector(view: View, phases: dict[str, tuple[int, int]]) -> None:
     """Which phase is compared: only phases both traces have kernels in, each with its steps per side."""
+
     def label(phase: str) -> str:
         steps = phases[phase]
         counted = f"{steps[0]:,} vs {steps[1]:,} steps" if any(steps) else "no steps recorded"
         return f"{'all phases' if phase == ALL_PHASES else phase} ({counted})"
 
     bind("phase_pick", view.phase if view.phase in phases else ALL_PHASES)
-    st.selectbox("Phase", list(phases), key="phase_pick", format_func=label,
-                 on_change=lambda: set_view(session_view().with_phase(st.session_state["phase_pick"])),
-                 help="Compare only the kernels of one phase (prefill, decode, forward, …), read from the traces' "
-                      "annotations; phases only one trace has cannot be compared.")
+    st.selectbox(
+        "Phase",
+        list(phases),
+        key="phase_pick",
+        format_func=label,
+        on_change=lambda: set_view(session_view().with_phase(st.session_state["phase_pick"])),
+        help="Compare only the kernels of one phase (prefill, decode, forward, …), read from the traces' "
+        "annotations; phases only one trace has cannot be compared.",
+    )
 
 
 def require_analysis(view: View) -> data.Analysis:
@@ -278,11 +285,16 @@ def finding(comparison: Comparison, mapping: FusionMapping) -> str:
     kernels) for which sequence, and where from."""
     fused, unfused = mapping.fused_trace, 3 - mapping.fused_trace
     sequence = " → ".join(text.code(t) for t in mapping.unfused_sequence)
-    also = f" (also doing {', '.join(text.md(c) for c in mapping.fused_components)})" if mapping.fused_components else ""
+    also = (
+        f" (also doing {', '.join(text.md(c) for c in mapping.fused_components)})" if mapping.fused_components else ""
+    )
     where = f" in {text.code(mapping.op)}" if mapping.op else ""
     per_call = mapping.fused_count // mapping.pattern_count if mapping.evidence_source == OP_CALLS_SOURCE else 1
-    runs = (f"one {text.code(mapping.fused_kernel_type)} kernel" if per_call == 1
-            else f"{per_call} kernels ({text.code(mapping.fused_kernel_type)})")
+    runs = (
+        f"one {text.code(mapping.fused_kernel_type)} kernel"
+        if per_call == 1
+        else f"{per_call} kernels ({text.code(mapping.fused_kernel_type)})"
+    )
     return f"{side_name(comparison, fused)} runs {runs}{also} where {side_name(comparison, unfused)} runs {sequence}{where}"
 
 
@@ -290,20 +302,30 @@ def kernel_names(mapping: FusionMapping, first: int | None = None) -> str:
     """The raw kernel names behind a finding (the `first` of each side), as markdown list lines; '' when none."""
     lines = []
     labels = report.name_labels(mapping)
-    for label, side, names in ((labels[0], mapping.fused_trace, mapping.fused_kernel_names),
-                               (labels[1], 3 - mapping.fused_trace, mapping.unfused_kernel_names)):
+    for label, side, names in (
+        (labels[0], mapping.fused_trace, mapping.fused_kernel_names),
+        (labels[1], 3 - mapping.fused_trace, mapping.unfused_kernel_names),
+    ):
         if names:
             more = f" and {len(names) - first} more" if first is not None and len(names) > first else ""
             lines.append(f"- {label} (trace {side}): " + ", ".join(text.code(n) for n in names[:first]) + more)
     return "\n".join(lines)
 
 
-EVIDENCE_SOURCES = {"op_calls": "matched op calls", "groups": "matched graph-launch groups", "windows": "stream windows of eager kernels"}
+EVIDENCE_SOURCES = {
+    "op_calls": "matched op calls",
+    "groups": "matched graph-launch groups",
+    "windows": "stream windows of eager kernels",
+}
 
 
-OP_ROW_FORMATS = {**{column: st.column_config.NumberColumn(format="%.3f")
-                     for column in ("time 1 (ms)", "time 2 (ms)", "gap 1 − 2 (ms)")},
-                  "time ratio": st.column_config.NumberColumn(format="%.2f")}
+OP_ROW_FORMATS = {
+    **{
+        column: st.column_config.NumberColumn(format="%.3f")
+        for column in ("time 1 (ms)", "time 2 (ms)", "gap 1 − 2 (ms)")
+    },
+    "time ratio": st.column_config.NumberColumn(format="%.2f"),
+}
 
 
 def op_rows(op_table: pd.DataFrame, **selection: Any) -> None:

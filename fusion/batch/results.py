@@ -23,8 +23,22 @@ STATUSES = ("ok", "skipped", "error")
 MAX_RECORD_BYTES = 64 << 20
 """batch.json lists one short record per pair; anything larger is not one the batch wrote."""
 SUMMARY_COLUMNS = ("label", "status", "kernel_type", "side", "count", "time_us")
-FINDINGS_COLUMNS = ("label", "group", "rank", "detector", "fused_trace", "fused_kernel_type", "unfused_sequence", "op",
-                    "count", "time_saved_us", "fused_kernel_names", "ranks_with", "ranks_in_group", "holds_on")
+FINDINGS_COLUMNS = (
+    "label",
+    "group",
+    "rank",
+    "detector",
+    "fused_trace",
+    "fused_kernel_type",
+    "unfused_sequence",
+    "op",
+    "count",
+    "time_saved_us",
+    "fused_kernel_names",
+    "ranks_with",
+    "ranks_in_group",
+    "holds_on",
+)
 _TEXT_FIELDS = ("label", "group", "trace1", "trace2", "status", "message")
 
 
@@ -149,8 +163,13 @@ def _pair(index: int, entry: Any, bad: Any) -> PairRecord:
     rank = entry.get("rank")
     if rank is not None and not _is_int(rank):
         raise bad(f"pair {index}: rank is not a whole number")
-    return PairRecord(index, *(entry[name] for name in ("label", "group")), rank,
-                      *(entry[name] for name in ("trace1", "trace2", "status", "message")), _stamps(index, entry, bad))
+    return PairRecord(
+        index,
+        *(entry[name] for name in ("label", "group")),
+        rank,
+        *(entry[name] for name in ("trace1", "trace2", "status", "message")),
+        _stamps(index, entry, bad),
+    )
 
 
 def _stamps(index: int, entry: dict, bad: Any) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
@@ -172,7 +191,9 @@ def _table(folder: Path, name: str, columns: tuple[str, ...]) -> pd.DataFrame:
     except FileNotFoundError:
         raise BatchError(str(folder), f"no {name}") from None
     except (OSError, ValueError, pa.ArrowException) as exc:
-        raise BatchError(str(folder), f"{name} cannot be read: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+        raise BatchError(
+            str(folder), f"{name} cannot be read: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        ) from None
     missing = [column for column in columns if column not in table.columns]
     if missing:
         raise BatchError(str(folder), f"{name} lacks the column(s) {', '.join(missing)}")

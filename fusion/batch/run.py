@@ -91,6 +91,7 @@ class BatchParams:
 
 # ---- jobs -----------------------------------------------------------------------------------------
 
+
 def jobs_from_manifest(path: str | os.PathLike) -> list[Job]:
     """Rows `trace1,trace2,label` (a header row with those names is allowed); relative paths are read from the manifest's folder."""
     base = Path(path).absolute().parent
@@ -198,12 +199,16 @@ def _unique_labels(jobs: list[Job]) -> list[Job]:
     out = []
     for job in jobs:
         seen[job.label] = seen.get(job.label, 0) + 1
-        out.append(job if seen[job.label] == 1 else Job(job.trace1, job.trace2, f"{job.label} ({seen[job.label]})",
-                                                       job.group, job.rank))
+        out.append(
+            job
+            if seen[job.label] == 1
+            else Job(job.trace1, job.trace2, f"{job.label} ({seen[job.label]})", job.group, job.rank)
+        )
     return out
 
 
 # ---- one pair (the task both engines run) --------------------------------------------------------
+
 
 def run_pair(job: Job, out_dir: str, params: BatchParams) -> PairOutcome:
     """Compare one pair and write its result, or reuse the result a previous run wrote for the same content."""
@@ -221,10 +226,10 @@ def run_pair(job: Job, out_dir: str, params: BatchParams) -> PairOutcome:
 
 
 def _run_pair(job: Job, out_dir: Path, params: BatchParams) -> PairOutcome:
-    from fusion.comparison.pair import compare
-    from fusion.report.render import to_json
     from fusion.cache.tables import TableCache
     from fusion.classify.trace import load
+    from fusion.comparison.pair import compare
+    from fusion.report.render import to_json
 
     stamps = (file_stamp(job.trace1), file_stamp(job.trace2))
     digests = (content_digest(job.trace1), content_digest(job.trace2))
@@ -316,18 +321,36 @@ def _safe(label: str) -> str:
     return f"{_UNSAFE.sub('_', label).strip('_')[:80] or 'pair'}-{digest}"
 
 
-def _outcome(job: Job, status: str, path: Path, result: dict[str, Any], digests: tuple[str, str],
-             stamps: tuple[list[int] | None, list[int] | None]) -> PairOutcome:
-    return PairOutcome(job, status, result_file=str(path), type_rows=_type_rows(result), findings=_findings(result),
-                       digests=digests, stamps=stamps)
+def _outcome(
+    job: Job,
+    status: str,
+    path: Path,
+    result: dict[str, Any],
+    digests: tuple[str, str],
+    stamps: tuple[list[int] | None, list[int] | None],
+) -> PairOutcome:
+    return PairOutcome(
+        job,
+        status,
+        result_file=str(path),
+        type_rows=_type_rows(result),
+        findings=_findings(result),
+        digests=digests,
+        stamps=stamps,
+    )
 
 
 def _type_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     """Per type and side: count, time and the findings whose fused kernel is of that type on that side."""
     fused = Counter((m["fused_trace"], m["fused_kernel_type"]) for m in result["fusion_mappings"])
     return [
-        {KERNEL_TYPE: stat[KERNEL_TYPE], "side": side, COUNT: int(stat[side_column(COUNT, side)]),
-         TIME_US: float(stat[side_column(TIME_US, side)]), "fused_findings": fused[(side, stat[KERNEL_TYPE])]}
+        {
+            KERNEL_TYPE: stat[KERNEL_TYPE],
+            "side": side,
+            COUNT: int(stat[side_column(COUNT, side)]),
+            TIME_US: float(stat[side_column(TIME_US, side)]),
+            "fused_findings": fused[(side, stat[KERNEL_TYPE])],
+        }
         for stat in result["type_stats"]
         for side in (1, 2)
     ]
@@ -352,7 +375,10 @@ def _findings(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 # ---- engines -------------------------------------------------------------------------------------
 
-def run_local(jobs: list[Job], out_dir: str, params: BatchParams, workers: int, progress: Progress | None) -> list[PairOutcome]:
+
+def run_local(
+    jobs: list[Job], out_dir: str, params: BatchParams, workers: int, progress: Progress | None
+) -> list[PairOutcome]:
     """Each job in a process of a pool of `workers`."""
     if workers <= 1 or len(jobs) <= 1:
         return _in_order(jobs, (run_pair(job, out_dir, params) for job in jobs), progress)
@@ -361,7 +387,9 @@ def run_local(jobs: list[Job], out_dir: str, params: BatchParams, workers: int, 
         return _in_order(jobs, (future.result() for future in as_completed(futures)), progress)
 
 
-def run_ray(jobs: list[Job], out_dir: str, params: BatchParams, address: str | None, progress: Progress | None) -> list[PairOutcome]:
+def run_ray(
+    jobs: list[Job], out_dir: str, params: BatchParams, address: str | None, progress: Progress | None
+) -> list[PairOutcome]:
     """Each job as one Ray task that states the memory its pair needs (so Ray does not over-pack a node)."""
     import ray
 
@@ -410,8 +438,17 @@ def _in_order(jobs: list[Job], outcomes: Iterable[PairOutcome], progress: Progre
 
 # ---- the batch ------------------------------------------------------------------------------------
 
-def run_batch(jobs: list[Job], out_dir: str | os.PathLike, *, engine: str = "local", params: BatchParams | None = None,
-              workers: int | None = None, address: str | None = None, progress: Progress | None = None) -> pd.DataFrame:
+
+def run_batch(
+    jobs: list[Job],
+    out_dir: str | os.PathLike,
+    *,
+    engine: str = "local",
+    params: BatchParams | None = None,
+    workers: int | None = None,
+    address: str | None = None,
+    progress: Progress | None = None,
+) -> pd.DataFrame:
     """Run every job on `engine`, write the summary files, and return the summary table."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}")
@@ -427,8 +464,12 @@ def run_batch(jobs: list[Job], out_dir: str | os.PathLike, *, engine: str = "loc
     findings = findings_table(outcomes)
     summary.to_parquet(out / SUMMARY_FILE, index=False)
     findings.to_parquet(out / FINDINGS_FILE, index=False)
-    _write_atomic(out / BATCH_FILE, orjson.dumps(_batch_record(outcomes, params, engine, time.perf_counter() - started),
-                                                  option=orjson.OPT_INDENT_2))
+    _write_atomic(
+        out / BATCH_FILE,
+        orjson.dumps(
+            _batch_record(outcomes, params, engine, time.perf_counter() - started), option=orjson.OPT_INDENT_2
+        ),
+    )
     return summary
 
 
@@ -438,7 +479,9 @@ def summary_table(outcomes: list[PairOutcome]) -> pd.DataFrame:
     for outcome in outcomes:
         base = _pair_columns(outcome)
         if not outcome.ok:
-            rows.append({**base, "kernel_type": None, "side": None, "count": None, "time_us": None, "fused_findings": None})
+            rows.append(
+                {**base, "kernel_type": None, "side": None, "count": None, "time_us": None, "fused_findings": None}
+            )
         rows.extend({**base, **row} for row in outcome.type_rows)
     return pd.DataFrame(rows, columns=[*_PAIR_COLUMNS, "kernel_type", "side", "count", "time_us", "fused_findings"])
 
@@ -448,14 +491,32 @@ _PAIR_COLUMNS = ("label", "group", "rank", "trace1", "trace2", "status", "messag
 
 def _pair_columns(outcome: PairOutcome) -> dict[str, Any]:
     job = outcome.job
-    return {"label": job.label, "group": job.group, "rank": job.rank, "trace1": job.trace1, "trace2": job.trace2,
-            "status": outcome.status, "message": outcome.message, "result_file": outcome.result_file}
+    return {
+        "label": job.label,
+        "group": job.group,
+        "rank": job.rank,
+        "trace1": job.trace1,
+        "trace2": job.trace2,
+        "status": outcome.status,
+        "message": outcome.message,
+        "result_file": outcome.result_file,
+    }
 
 
 def findings_table(outcomes: list[PairOutcome]) -> pd.DataFrame:
     """Per pair and finding; `ranks_with`/`ranks_in_group` and `holds_on` say whether it holds on every rank."""
-    columns = [*_PAIR_COLUMNS, "detector", "fused_trace", "fused_kernel_type", "unfused_sequence", "op", "count",
-               "time_saved_us", "fused_kernel_names", "evidence"]
+    columns = [
+        *_PAIR_COLUMNS,
+        "detector",
+        "fused_trace",
+        "fused_kernel_type",
+        "unfused_sequence",
+        "op",
+        "count",
+        "time_saved_us",
+        "fused_kernel_names",
+        "evidence",
+    ]
     rows = [{**_pair_columns(o), **finding} for o in outcomes if o.ok for finding in o.findings]
     table = pd.DataFrame(rows, columns=columns)
     return with_rank_consensus(table, outcomes)
@@ -466,13 +527,17 @@ _FINDING_KEY = ["group", "detector", "fused_trace", "fused_kernel_type", "unfuse
 
 def with_rank_consensus(table: pd.DataFrame, outcomes: list[PairOutcome]) -> pd.DataFrame:
     """Add `ranks_with`, `ranks_in_group` and `holds_on`: 'every rank', 'some ranks' or 'single pair'."""
-    ranked = pd.DataFrame([{"group": o.job.group, "rank": o.job.rank} for o in outcomes if o.ok and o.job.rank is not None],
-                          columns=["group", "rank"])
+    ranked = pd.DataFrame(
+        [{"group": o.job.group, "rank": o.job.rank} for o in outcomes if o.ok and o.job.rank is not None],
+        columns=["group", "rank"],
+    )
     in_group = ranked.groupby("group")["rank"].nunique()
     with_finding = table.dropna(subset=["rank"]).groupby(_FINDING_KEY, dropna=False)["rank"].nunique()
     keys = pd.MultiIndex.from_frame(table[_FINDING_KEY])
-    table = table.assign(ranks_with=with_finding.reindex(keys).fillna(0).astype(int).to_numpy(),
-                         ranks_in_group=table["group"].map(in_group).fillna(0).astype(int).to_numpy())
+    table = table.assign(
+        ranks_with=with_finding.reindex(keys).fillna(0).astype(int).to_numpy(),
+        ranks_in_group=table["group"].map(in_group).fillna(0).astype(int).to_numpy(),
+    )
     table["holds_on"] = [
         "single pair" if total <= 1 else ("every rank" if found == total else "some ranks")
         for found, total in zip(table["ranks_with"], table["ranks_in_group"])
@@ -486,9 +551,18 @@ def _batch_record(outcomes: list[PairOutcome], params: BatchParams, engine: str,
         "engine": engine,
         "params": asdict(params),
         "seconds": round(seconds, 3),
-        "pairs": [{**asdict(o.job), "status": o.status, "message": o.message, "result_file": o.result_file,
-                   "seconds": round(o.seconds, 3), "digests": list(o.digests), "stamps": list(o.stamps)}
-                  for o in outcomes],
+        "pairs": [
+            {
+                **asdict(o.job),
+                "status": o.status,
+                "message": o.message,
+                "result_file": o.result_file,
+                "seconds": round(o.seconds, 3),
+                "digests": list(o.digests),
+                "stamps": list(o.stamps),
+            }
+            for o in outcomes
+        ],
     }
 
 

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fusion import settings
+from fusion.cache.tables import TableCache, stamp
 from fusion.errors import TraceError
 from fusion.loader.reader import GZIP_MAGIC, TraceSource
-from fusion.cache.tables import TableCache, stamp
 
 if TYPE_CHECKING:
     from fusion.model.trace import Trace
@@ -71,7 +71,12 @@ def load_pair(
     """Both traces, or the first side's TraceError; see load_traces."""
     requests = [Request(source1, labels[0]), Request(source2, labels[1])]
     results = load_traces(
-        requests, progress=progress, max_bytes=max_bytes, parallel=parallel, cache=cache, meanwhile=meanwhile,
+        requests,
+        progress=progress,
+        max_bytes=max_bytes,
+        parallel=parallel,
+        cache=cache,
+        meanwhile=meanwhile,
         isolated=isolated,
     )
     for result in results:
@@ -267,7 +272,7 @@ def remove_leftovers() -> None:
 
 def _owner_alive(folder: Path) -> bool:
     """Whether the process named in fusion-load-<pid>-* still runs; unnamed folders live LEFTOVER_SECONDS."""
-    pid = folder.name[len(WORKDIR_PREFIX):].partition("-")[0]
+    pid = folder.name[len(WORKDIR_PREFIX) :].partition("-")[0]
     if not pid.isdigit():
         try:
             return time.time() - folder.stat().st_mtime < LEFTOVER_SECONDS
@@ -326,7 +331,10 @@ def _child_main(argv: list[str]) -> None:
         requests.append(Request(source, label, name))
         indices.append(index)
     results = _load_in_threads(
-        requests, lambda side, done, total: say(f"progress {side} {done} {total}"), indices, int(max_bytes),
+        requests,
+        lambda side, done, total: say(f"progress {side} {done} {total}"),
+        indices,
+        int(max_bytes),
         lambda: say("meanwhile"),
     )
     with open(out, "wb") as handle:

@@ -28,14 +28,17 @@ Side = tuple[str, str, str]
 def result_key_of(sides: tuple[Side, Side], params: dict[str, Any]) -> str | None:
     """The result entry's key; None when a parameter is not plain JSON data (such results are not cached)."""
     try:
-        text = orjson.dumps([FORMAT_VERSION, analysis_fingerprint(), [list(s) for s in sides], params],
-                            option=orjson.OPT_SORT_KEYS)
+        text = orjson.dumps(
+            [FORMAT_VERSION, analysis_fingerprint(), [list(s) for s in sides], params], option=orjson.OPT_SORT_KEYS
+        )
     except TypeError:
         return None
     return hashlib.sha256(text).hexdigest()
 
 
-def cached_json(path1: str | os.PathLike, path2: str | os.PathLike, params: dict[str, Any]) -> tuple[str, list[str]] | None:
+def cached_json(
+    path1: str | os.PathLike, path2: str | os.PathLike, params: dict[str, Any]
+) -> tuple[str, list[str]] | None:
     """The JSON report and warnings of comparing the two files with `params` ('all' phases), when cached.
 
     None when either file or the comparison is not in the cache, a side has no kernels, or a phase is

@@ -26,14 +26,14 @@ import orjson
 import pandas as pd
 import pyarrow as pa
 
+from fusion.cache.reopen import EXPORT_PART, FORMAT_VERSION, result_key_of
+from fusion.cache.sealed import Damaged, frame_bytes, frame_from, seal
+from fusion.cache.tables import RESULT_SUFFIX, CacheDir
 from fusion.comparison import result as result_module
 from fusion.comparison.pair import Progress, compare
-from fusion.report.render import to_json
 from fusion.comparison.result import Comparison
-from fusion.cache.sealed import Damaged, frame_bytes, frame_from, seal
-from fusion.cache.reopen import EXPORT_PART, FORMAT_VERSION, result_key_of
-from fusion.cache.tables import RESULT_SUFFIX, CacheDir
 from fusion.model.trace import Trace
+from fusion.report.render import to_json
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +105,9 @@ def result_key(trace1: Trace, trace2: Trace, params: dict[str, Any]) -> str | No
     """What a comparison depends on: both traces' contents and names, the parameters and the analysis.
 
     None when a parameter is not plain JSON data: such a comparison is not cached."""
-    return result_key_of(((trace1.digest, trace1.label, trace1.source), (trace2.digest, trace2.label, trace2.source)),
-                         params)
+    return result_key_of(
+        ((trace1.digest, trace1.label, trace1.source), (trace2.digest, trace2.label, trace2.source)), params
+    )
 
 
 def encode(comparison: Comparison) -> bytes:

@@ -20,13 +20,37 @@ from dataclasses import dataclass
 import pandas as pd
 
 from fusion import settings
-from fusion.classify.rulesets import BUILTIN_OP_RULES, BUILTIN_RULES, ComponentRule, ImplementationRule, NameRule, NameRules, OpRules, SingleOpRule, name_rules, op_rules
+from fusion.classify.rulesets import (
+    BUILTIN_OP_RULES,
+    BUILTIN_RULES,
+    ComponentRule,
+    ImplementationRule,
+    NameRule,
+    NameRules,
+    OpRules,
+    SingleOpRule,
+    name_rules,
+    op_rules,
+)
 from fusion.vocabulary import HELPER_ROLES, INDUCTOR_KINDS, KERNEL_TYPES, PLATFORMS
 
 __all__ = [
-    "BUILTIN_OP_RULES", "BUILTIN_RULES", "COLUMNS", "HELPER_ROLES", "INDUCTOR_KINDS", "KERNEL_TYPES",
-    "MAX_MATCH_CHARS", "PLATFORMS", "RULES_ENV", "UNCLASSIFIED_RULE", "Classification", "canonical_op",
-    "classify", "classify_names", "inductor_ops", "type_from_op",
+    "BUILTIN_OP_RULES",
+    "BUILTIN_RULES",
+    "COLUMNS",
+    "HELPER_ROLES",
+    "INDUCTOR_KINDS",
+    "KERNEL_TYPES",
+    "MAX_MATCH_CHARS",
+    "PLATFORMS",
+    "RULES_ENV",
+    "UNCLASSIFIED_RULE",
+    "Classification",
+    "canonical_op",
+    "classify",
+    "classify_names",
+    "inductor_ops",
+    "type_from_op",
 ]
 
 COLUMNS: tuple[str, ...] = ("type", "rule", "components", "fused_components", "implementation", "helper", "single_op")
@@ -202,7 +226,7 @@ def _components(name: str, compound_ops: Mapping[str, tuple[tuple[str, ...], ...
     prefix = _INDUCTOR_PREFIX.match(name)
     if prefix is None:
         return ()
-    body = name[prefix.end():]
+    body = name[prefix.end() :]
     head, _, number = body.rpartition("_")
     if number.isascii() and number.isdigit():
         body = head
@@ -214,7 +238,7 @@ def _split_ops(tokens: list[str], compound_ops: Mapping[str, tuple[tuple[str, ..
     i = 0
     while i < len(tokens):
         width = _op_width(tokens, i, compound_ops)
-        op = "_".join(tokens[i:i + width])
+        op = "_".join(tokens[i : i + width])
         if op.strip("_"):
             ops.append(op)
         i += width
@@ -224,7 +248,7 @@ def _split_ops(tokens: list[str], compound_ops: Mapping[str, tuple[tuple[str, ..
 def _op_width(tokens: list[str], i: int, compound_ops: Mapping[str, tuple[tuple[str, ...], ...]]) -> int:
     """How many "_"-tokens starting at i form one op name."""
     for candidate in compound_ops.get(tokens[i], ()):
-        if tuple(tokens[i:i + len(candidate)]) == candidate:
+        if tuple(tokens[i : i + len(candidate)]) == candidate:
             return len(candidate)
     leading_underscore = tokens[i] == "" and i + 1 < len(tokens)
     return 2 if leading_underscore else 1

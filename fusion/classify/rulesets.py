@@ -13,8 +13,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from fusion.errors import ConfigError
 from fusion.classify.rulefile import Entry, Matcher, compile_pattern, entries, read_toml, reject_duplicate_ids
+from fusion.errors import ConfigError
 from fusion.vocabulary import HELPER_ROLES, INDUCTOR_KINDS, KERNEL_TYPES, PLATFORMS, VENDORS
 
 BUILTIN_RULES = Path(__file__).with_name("rules.toml")
@@ -154,8 +154,9 @@ class _NameFile:
     compound_ops: list[str]
 
     def ids(self) -> list[str]:
-        return [r.id for r in (*self.rules, *self.components, *self.implementations, *self.single_op,
-                               *self.inductor_ops)]
+        return [
+            r.id for r in (*self.rules, *self.components, *self.implementations, *self.single_op, *self.inductor_ops)
+        ]
 
 
 @lru_cache(maxsize=8)
@@ -234,8 +235,12 @@ def _vendor(entry: Entry) -> str | None:
 
 def _parse_rule(entry: Entry) -> NameRule:
     return NameRule(
-        entry.text("id"), entry.choice("type", KERNEL_TYPES), _vendor(entry), compile_pattern(entry),
-        entry.words("fused", KERNEL_TYPES), entry.choice("helper", HELPER_ROLES, ""),
+        entry.text("id"),
+        entry.choice("type", KERNEL_TYPES),
+        _vendor(entry),
+        compile_pattern(entry),
+        entry.words("fused", KERNEL_TYPES),
+        entry.choice("helper", HELPER_ROLES, ""),
     )
 
 
@@ -260,8 +265,14 @@ def _parse_inductor_op(entry: Entry) -> InductorOpRule:
         entry.fail("needs 'all' or 'any' (op words of an Inductor name)")
     kinds = entry.words("kinds", INDUCTOR_KINDS) or INDUCTOR_KINDS
     return InductorOpRule(
-        entry.text("id"), entry.choice("type", KERNEL_TYPES), frozenset(required), frozenset(alternatives),
-        frozenset(entry.words("absorbs")), frozenset(kinds), entry.flag("alone"), entry.flag("fused_only"),
+        entry.text("id"),
+        entry.choice("type", KERNEL_TYPES),
+        frozenset(required),
+        frozenset(alternatives),
+        frozenset(entry.words("absorbs")),
+        frozenset(kinds),
+        entry.flag("alone"),
+        entry.flag("fused_only"),
     )
 
 
@@ -270,8 +281,11 @@ def _parse_inductor(path: Path, data: object, rules: tuple[InductorOpRule, ...])
         raise ConfigError(f"{path}: needs an [inductor] table")
     entry = Entry.of(path, "inductor", 1, data, _INDUCTOR_KEYS)
     fallback = data.get("fallback")
-    if not isinstance(fallback, dict) or set(fallback) != set(INDUCTOR_KINDS) \
-            or not set(fallback.values()) <= set(KERNEL_TYPES):
+    if (
+        not isinstance(fallback, dict)
+        or set(fallback) != set(INDUCTOR_KINDS)
+        or not set(fallback.values()) <= set(KERNEL_TYPES)
+    ):
         entry.fail(f"'fallback' must map each of {INDUCTOR_KINDS} to a type")
     return InductorRules(entry.text("implementation"), dict(fallback), frozenset(entry.words("passive_ops")), rules)
 
@@ -301,6 +315,8 @@ def _read_op_rules(path: Path, tables: tuple[str, ...]) -> tuple[list[OpRule], d
 def _parse_op_rule(entry: Entry) -> OpRule:
     compile_pattern(entry)
     return OpRule(
-        entry.text("id"), entry.choice("type", KERNEL_TYPES), re.compile(entry.text("pattern")),
+        entry.text("id"),
+        entry.choice("type", KERNEL_TYPES),
+        re.compile(entry.text("pattern")),
         frozenset(entry.words("overrides", KERNEL_TYPES)),
     )

@@ -15,8 +15,22 @@ from fusion.detect.op_kernels import OP_CALLS_SOURCE, op_findings, outside_ops_n
 from fusion.detect.thresholds import Thresholds
 from fusion.match.op_calls import OpCalls, align_calls, op_calls
 from fusion.model.trace import Trace
-from fusion.result import (CALLS, KERNEL_NAMES, KERNELS_PER_CALL, MODULE, OP, OP_NAMES, OP_SIDE_COLUMNS, OP_TABLE_COLUMNS,
-                           TIME_GAP_US, TIME_PER_CALL_US, TIME_RATIO, TIME_US, FusionMapping, side_column)
+from fusion.result import (
+    CALLS,
+    KERNEL_NAMES,
+    KERNELS_PER_CALL,
+    MODULE,
+    OP,
+    OP_NAMES,
+    OP_SIDE_COLUMNS,
+    OP_TABLE_COLUMNS,
+    TIME_GAP_US,
+    TIME_PER_CALL_US,
+    TIME_RATIO,
+    TIME_US,
+    FusionMapping,
+    side_column,
+)
 
 TOP_OP_NAMES = 3
 """The op table names each side's kernels of an op by total time, at most this many."""
@@ -41,8 +55,11 @@ class OpComparison:
         occurrences, its evidence refs, all lies in finding calls on both sides) and is reported once.
         """
         refs = mapping.evidence_refs
-        return mapping.evidence_source != OP_CALLS_SOURCE and bool(refs) and all(
-            _inside(self.claimed[0], ref.window1) and _inside(self.claimed[1], ref.window2) for ref in refs)
+        return (
+            mapping.evidence_source != OP_CALLS_SOURCE
+            and bool(refs)
+            and all(_inside(self.claimed[0], ref.window1) and _inside(self.claimed[1], ref.window2) for ref in refs)
+        )
 
 
 def _inside(mask: np.ndarray, window: tuple[int, int]) -> bool:
@@ -50,20 +67,33 @@ def _inside(mask: np.ndarray, window: tuple[int, int]) -> bool:
     return 0 <= start < stop <= len(mask) and bool(mask[start:stop].all())
 
 
-def compare_ops(trace1: Trace, trace2: Trace, thresholds: Thresholds | None = None, *, with_table: bool = True) -> OpComparison:
+def compare_ops(
+    trace1: Trace, trace2: Trace, thresholds: Thresholds | None = None, *, with_table: bool = True
+) -> OpComparison:
     """Align the two traces' op calls and report op-level kernel-count differences and (with `with_table`) the op table."""
     limits = thresholds or Thresholds()
     calls = (op_calls(trace1, 1), op_calls(trace2, 2))
     table = op_table(calls) if with_table else pd.DataFrame(columns=list(OP_TABLE_COLUMNS))
     if not len(calls[0]) or not len(calls[1]):
         missing = [c.trace.label for c in calls if not len(c)]
-        return OpComparison([], table, 0, (len(calls[0]), len(calls[1])),
-                            [f"no eager op calls recorded in {', '.join(missing)}: no op-level comparison"])
+        return OpComparison(
+            [],
+            table,
+            0,
+            (len(calls[0]), len(calls[1])),
+            [f"no eager op calls recorded in {', '.join(missing)}: no op-level comparison"],
+        )
     aligned = align_calls(*calls)
     findings, notes, shown = op_findings(calls, aligned, limits)
     notes += unaligned_notes(calls, aligned) + [n for c in calls if (n := outside_ops_note(c))]
-    return OpComparison(findings, table, len(aligned), (len(calls[0]), len(calls[1])), notes,
-                        tuple(_mask(c, [pair[c.side - 1] for pair in shown]) for c in calls))
+    return OpComparison(
+        findings,
+        table,
+        len(aligned),
+        (len(calls[0]), len(calls[1])),
+        notes,
+        tuple(_mask(c, [pair[c.side - 1] for pair in shown]) for c in calls),
+    )
 
 
 def _mask(calls: OpCalls, chosen: list[int]) -> np.ndarray:
@@ -75,9 +105,12 @@ def _mask(calls: OpCalls, chosen: list[int]) -> np.ndarray:
 
 def op_table(calls: tuple[OpCalls, OpCalls]) -> pd.DataFrame:
     """Per (canonical op, module): calls, kernels per call, top kernel names and time per side; by time gap."""
-    sides = [_side_table(c).rename(columns={OP_NAMES: f"{OP_NAMES}{c.side}",
-                                            **{name: side_column(name, c.side) for name in OP_SIDE_COLUMNS}})
-             for c in calls]
+    sides = [
+        _side_table(c).rename(
+            columns={OP_NAMES: f"{OP_NAMES}{c.side}", **{name: side_column(name, c.side) for name in OP_SIDE_COLUMNS}}
+        )
+        for c in calls
+    ]
     table = sides[0].join(sides[1], how="outer")
     for s in (1, 2):
         table[side_column(CALLS, s)] = table[side_column(CALLS, s)].fillna(0).astype(np.int64)
@@ -111,26 +144,34 @@ def op_sequences(trace: Trace, op: str) -> pd.DataFrame:
     for call in np.flatnonzero(calls.ops == op):
         rows = calls.kernels(int(call))
         key = (str(calls.modules[call]), tuple(str(n) for n in calls.names[rows]))
-        entry = found.setdefault(key, [tuple(str(t) for t in calls.types[rows]), 0, 0.0,
-                                       (int(rows.min()), int(rows.max()) + 1)])
+        entry = found.setdefault(
+            key, [tuple(str(t) for t in calls.types[rows]), 0, 0.0, (int(rows.min()), int(rows.max()) + 1)]
+        )
         entry[1] += 1
         entry[2] += float(calls.dur[rows].sum())
-    table = pd.DataFrame([(module, names, *entry) for (module, names), entry in found.items()],
-                         columns=list(SEQUENCE_COLUMNS))
+    table = pd.DataFrame(
+        [(module, names, *entry) for (module, names), entry in found.items()], columns=list(SEQUENCE_COLUMNS)
+    )
     return table.sort_values([CALLS, TIME_US], ascending=False, kind="stable").reset_index(drop=True)
 
 
 def _side_table(calls: OpCalls) -> pd.DataFrame:
     """One side's OP_NAMES and OP_SIDE_COLUMNS, indexed by (op, module)."""
     call_of_row = np.repeat(np.arange(len(calls)), calls.counts)
-    rows = pd.DataFrame({OP: calls.ops[call_of_row], MODULE: calls.modules[call_of_row], "call": call_of_row,
-                         "name": calls.names[calls.rows], "dur": calls.dur[calls.rows]})
+    rows = pd.DataFrame(
+        {
+            OP: calls.ops[call_of_row],
+            MODULE: calls.modules[call_of_row],
+            "call": call_of_row,
+            "name": calls.names[calls.rows],
+            "dur": calls.dur[calls.rows],
+        }
+    )
     keys = [OP, MODULE]
     grouped = rows.groupby(keys)
     table = pd.DataFrame({CALLS: grouped["call"].nunique(), "kernels": grouped.size(), TIME_US: grouped["dur"].sum()})
     if table.empty:
-        table = pd.DataFrame(columns=[CALLS, "kernels", TIME_US],
-                             index=pd.MultiIndex.from_arrays([[], []], names=keys))
+        table = pd.DataFrame(columns=[CALLS, "kernels", TIME_US], index=pd.MultiIndex.from_arrays([[], []], names=keys))
     raw_ops = defaultdict(set)
     for op, module, raw in zip(calls.ops.tolist(), calls.modules.tolist(), calls.raw_ops.tolist()):
         raw_ops[(op, module)].add(raw)

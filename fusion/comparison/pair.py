@@ -17,20 +17,42 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fusion.match.align import UNKNOWN_TYPE, stream_windows, unit_codes
 from fusion.classify.names import KERNEL_TYPES
-from fusion.detect import Evidence, Segment, Side, Thresholds, collect_evidence, comparability, fusion_mappings, fusion_opportunities, group_imbalance, type_stats
-from fusion.match.groups import Groups, correlation_groups, type_codes, unique_rows
-from fusion.match.cut_pairs import CutPairs, cut_differently
-from fusion.match.pairing import Matching, candidate_size, keep_pairs, match_across_threshold, similarity
-from fusion.comparison.ops import OpComparison, compare_ops
-from fusion.model.ops import launched_only
-from fusion.comparison.phases import phase_summary
-from fusion.model.phases import ALL, phase_view
-from fusion.result import COUNT, GROUPS_AFFECTED, KERNEL_TYPE, TIME_US, Comparability, EvidenceRef, FusionMapping, OneSidedNote, Opportunity, side_column
-from fusion.comparison.result import Comparison
-from fusion.model.trace import Trace
 from fusion.classify.trace import load
+from fusion.comparison.ops import OpComparison, compare_ops
+from fusion.comparison.phases import phase_summary
+from fusion.comparison.result import Comparison
+from fusion.detect import (
+    Evidence,
+    Segment,
+    Side,
+    Thresholds,
+    collect_evidence,
+    comparability,
+    fusion_mappings,
+    fusion_opportunities,
+    group_imbalance,
+    type_stats,
+)
+from fusion.match.align import UNKNOWN_TYPE, stream_windows, unit_codes
+from fusion.match.cut_pairs import CutPairs, cut_differently
+from fusion.match.groups import Groups, correlation_groups, type_codes, unique_rows
+from fusion.match.pairing import Matching, candidate_size, keep_pairs, match_across_threshold, similarity
+from fusion.model.ops import launched_only
+from fusion.model.phases import ALL, phase_view
+from fusion.model.trace import Trace
+from fusion.result import (
+    COUNT,
+    GROUPS_AFFECTED,
+    KERNEL_TYPE,
+    TIME_US,
+    Comparability,
+    EvidenceRef,
+    FusionMapping,
+    OneSidedNote,
+    Opportunity,
+    side_column,
+)
 
 Progress = Callable[[str, float], None]
 
@@ -67,7 +89,9 @@ class PairIndex:
             out[: len(self.group_pairs), s] = self.groups[s].correlations[self.group_pairs[:, s]]
         return out
 
-    def alignment_codes(self, pair_id: int, sides: tuple[Side, Side], types: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    def alignment_codes(
+        self, pair_id: int, sides: tuple[Side, Side], types: list[str]
+    ) -> tuple[np.ndarray, np.ndarray]:
         """What the alignment of one pair compares: type codes with helpers folded into their operation."""
         if pair_id < len(self.group_pairs):
             rows = self.kernel_indices(pair_id)
@@ -80,8 +104,16 @@ def _unit_codes(side: Side, rows: np.ndarray, types: list[str]) -> np.ndarray:
     return unit_codes(side.codes[rows], side.helper[rows], types.index(UNKNOWN_TYPE))
 
 
-def compare(trace1: Trace, trace2: Trace, *, min_group_size: int = 50, progress: Progress | None = None,
-            keep_unlaunched: bool = False, phase: str = ALL, **thresholds: Any) -> Comparison:
+def compare(
+    trace1: Trace,
+    trace2: Trace,
+    *,
+    min_group_size: int = 50,
+    progress: Progress | None = None,
+    keep_unlaunched: bool = False,
+    phase: str = ALL,
+    **thresholds: Any,
+) -> Comparison:
     """Compare two loaded traces; `thresholds` are detect.Thresholds fields (reference defaults).
 
     Kernels without a launch event (launch 'none') are left out, with a warning, unless `keep_unlaunched`;
@@ -133,8 +165,9 @@ class Findings:
     op_level: OpComparison
 
 
-def _compare_kernels(trace1: Trace, trace2: Trace, min_group_size: int, progress: Progress | None,
-                     limits: Thresholds) -> Comparison:
+def _compare_kernels(
+    trace1: Trace, trace2: Trace, min_group_size: int, progress: Progress | None, limits: Thresholds
+) -> Comparison:
     walked = _walk(trace1, trace2, min_group_size, progress, limits)
     result = _assemble(walked, _findings(walked, with_op_table=True), min_group_size)
     if progress:
@@ -145,9 +178,14 @@ def _compare_kernels(trace1: Trace, trace2: Trace, min_group_size: int, progress
 def _walk(trace1: Trace, trace2: Trace, min_group_size: int, progress: Progress | None, limits: Thresholds) -> _Walked:
     report = progress or (lambda stage, fraction: None)
     types = _types(trace1, trace2)
-    sides = (Side.of(1, trace1, type_codes(trace1.kernels, types)), Side.of(2, trace2, type_codes(trace2.kernels, types)))
+    sides = (
+        Side.of(1, trace1, type_codes(trace1.kernels, types)),
+        Side.of(2, trace2, type_codes(trace2.kernels, types)),
+    )
     report("groups", 0.0)
-    candidates = [correlation_groups(s.trace.kernels, s.codes, len(types), candidate_size(min_group_size)) for s in sides]
+    candidates = [
+        correlation_groups(s.trace.kernels, s.codes, len(types), candidate_size(min_group_size)) for s in sides
+    ]
     report("match", 0.2)
     first, second, matching = match_across_threshold(candidates[0], candidates[1], min_group_size)
     sequences = [_sequence_ids(g, s) for g, s in zip((first, second), sides)]
@@ -164,16 +202,29 @@ def _walk(trace1: Trace, trace2: Trace, min_group_size: int, progress: Progress 
     return _Walked(sides, groups, matching, index, evidence, types, limits, type_stats(sides, types), cut)
 
 
-def _without_cut_pairs(groups: tuple[Groups, Groups], matching: Matching, sides: tuple[Side, Side], types: list[str],
-                       limits: Thresholds, sequences: list[np.ndarray]) -> tuple[Groups, Groups, Matching, CutPairs]:
+def _without_cut_pairs(
+    groups: tuple[Groups, Groups],
+    matching: Matching,
+    sides: tuple[Side, Side],
+    types: list[str],
+    limits: Thresholds,
+    sequences: list[np.ndarray],
+) -> tuple[Groups, Groups, Matching, CutPairs]:
     """The matching without the pairs whose groups are not the same stretch of work (cut_pairs), within the
     stream budget; each distinct pair of kernel-name sequences (`sequences`: _sequence_ids) is judged once."""
     pairs = matching.pairs
     if not len(pairs):
         return groups[0], groups[1], matching, CutPairs()
     first, inverse = _distinct_pairs([sequences[s][pairs[:, s]] for s in (0, 1)])
-    cut = np.array([cut_differently(*(_unit_codes(sides[s], groups[s].rows(int(pairs[p, s])), types) for s in (0, 1)),
-                                    limits.max_fused_run) for p in first.tolist()], dtype=bool)[inverse]
+    cut = np.array(
+        [
+            cut_differently(
+                *(_unit_codes(sides[s], groups[s].rows(int(pairs[p, s])), types) for s in (0, 1)), limits.max_fused_run
+            )
+            for p in first.tolist()
+        ],
+        dtype=bool,
+    )[inverse]
     if not cut.any():
         return groups[0], groups[1], matching, CutPairs()
     stream = [len(g.residual_rows) + int(np.diff(g.offsets)[pairs[cut, s]].sum()) for s, g in enumerate(groups)]
@@ -187,20 +238,33 @@ def _findings(walked: _Walked, with_op_table: bool) -> Findings:
     sides, groups, matching, types, limits = walked.sides, walked.groups, walked.matching, walked.types, walked.limits
     counts1 = groups[0].type_counts[matching.pairs[:, 0]]
     counts2 = groups[1].type_counts[matching.pairs[:, 1]]
-    check = comparability(sides, types, (len(groups[0]), len(groups[1])), len(matching.pairs),
-                          _attention_per_pair(counts1, counts2, types), limits)
+    check = comparability(
+        sides,
+        types,
+        (len(groups[0]), len(groups[1])),
+        len(matching.pairs),
+        _attention_per_pair(counts1, counts2, types),
+        limits,
+    )
     mappings, notes = fusion_mappings(walked.evidence, sides, limits, same_workload=check.ok)
-    mappings += group_imbalance(walked.evidence, counts1, counts2, partial(_group_ref, walked.index), types, mappings,
-                                sides, limits)
+    mappings += group_imbalance(
+        walked.evidence, counts1, counts2, partial(_group_ref, walked.index), types, mappings, sides, limits
+    )
     op_level = compare_ops(sides[0].trace, sides[1].trace, limits, with_table=with_op_table)
     mappings, op_notes = _with_op_findings(mappings, op_level)
-    opportunities = fusion_opportunities(walked.stats, _group_counts(groups, matching, types),
-                                         len(matching.pairs), limits, whole_trace=not check.checks["per_step"])
+    opportunities = fusion_opportunities(
+        walked.stats,
+        _group_counts(groups, matching, types),
+        len(matching.pairs),
+        limits,
+        whole_trace=not check.checks["per_step"],
+    )
     return Findings(mappings, notes, op_notes, opportunities, check, op_level)
 
 
-def analyze_fusion_differences(trace1: Trace | str | Path | bytes, trace2: Trace | str | Path | bytes,
-                               min_group_size: int = 50, phase: str = ALL) -> dict[str, Any]:
+def analyze_fusion_differences(
+    trace1: Trace | str | Path | bytes, trace2: Trace | str | Path | bytes, min_group_size: int = 50, phase: str = ALL
+) -> dict[str, Any]:
     """The reference analyzer's entry point: Traces or paths/bytes in, its result dict (plus ours) out."""
     first = trace1 if isinstance(trace1, Trace) else load(trace1)
     second = trace2 if isinstance(trace2, Trace) else load(trace2)
@@ -212,7 +276,9 @@ def _types(trace1: Trace, trace2: Trace) -> list[str]:
     return list(KERNEL_TYPES) + sorted(present - set(KERNEL_TYPES))
 
 
-def _segments(index: PairIndex, sides: tuple[Side, Side], types: list[str], sequences: list[np.ndarray]) -> list[Segment]:
+def _segments(
+    index: PairIndex, sides: tuple[Side, Side], types: list[str], sequences: list[np.ndarray]
+) -> list[Segment]:
     """Pairs grouped by their pair of kernel-name sequences, so each distinct alignment is computed once.
 
     Segments are in order of their first pair: group pairs (`sequences`: per side and group, an id of its name
@@ -252,12 +318,19 @@ def _sequence_ids(groups: Groups, side: Side) -> np.ndarray:
     return np.array([ids.setdefault(data[a:b], len(ids)) for a, b in zip(bounds[:-1], bounds[1:])], dtype=np.int64)
 
 
-def _segment(index: PairIndex, sides: tuple[Side, Side], types: list[str], pids: np.ndarray,
-             correlations: np.ndarray, kind: str) -> Segment:
+def _segment(
+    index: PairIndex, sides: tuple[Side, Side], types: list[str], pids: np.ndarray, correlations: np.ndarray, kind: str
+) -> Segment:
     codes1, codes2 = index.alignment_codes(int(pids[0]), sides, types)
     return Segment(
-        codes1=codes1, codes2=codes2, rows1=_pair_rows(index, pids, 0), rows2=_pair_rows(index, pids, 1),
-        pair_ids=pids, correlations1=correlations[pids, 0], correlations2=correlations[pids, 1], kind=kind,
+        codes1=codes1,
+        codes2=codes2,
+        rows1=_pair_rows(index, pids, 0),
+        rows2=_pair_rows(index, pids, 1),
+        pair_ids=pids,
+        correlations1=correlations[pids, 0],
+        correlations2=correlations[pids, 1],
+        kind=kind,
     )
 
 
@@ -277,8 +350,9 @@ def _assemble(walked: _Walked, found: Findings, min_group_size: int) -> Comparis
     stats = walked.stats
     present = list(stats.index)
     warnings = [f"{t.label}: {w}" for t in (trace1, trace2) for w in t.warnings] + found.comparability.warnings
-    warnings += _budget_warnings(groups, walked.limits) + walked.cut.warnings(walked.limits.max_fused_run,
-                                                                             walked.limits.stream_budget)
+    warnings += _budget_warnings(groups, walked.limits) + walked.cut.warnings(
+        walked.limits.max_fused_run, walked.limits.stream_budget
+    )
     return Comparison(
         trace1=trace1,
         trace2=trace2,
@@ -307,21 +381,29 @@ def _assemble(walked: _Walked, found: Findings, min_group_size: int) -> Comparis
 def _with_op_findings(mappings: list[FusionMapping], op_level: OpComparison) -> tuple[list[FusionMapping], list[str]]:
     """Op-level findings first; a group or window mapping of the same kernels is reported once, by its op."""
     kept = [m for m in mappings if not op_level.supersedes(m)]
-    notes = [f"{m.detector} ({' + '.join(m.unfused_sequence)} -> {m.fused_kernel_type}, from {m.evidence_source})"
-             " cites only kernels of op-level findings: reported once, as the op-level finding"
-             for m in mappings if op_level.supersedes(m)]
+    notes = [
+        f"{m.detector} ({' + '.join(m.unfused_sequence)} -> {m.fused_kernel_type}, from {m.evidence_source})"
+        " cites only kernels of op-level findings: reported once, as the op-level finding"
+        for m in mappings
+        if op_level.supersedes(m)
+    ]
     return op_level.findings + kept, op_level.notes + notes
 
 
 def _op_metadata(op_level: OpComparison) -> dict[str, int]:
-    return {"trace1_op_calls": op_level.calls[0], "trace2_op_calls": op_level.calls[1],
-            "aligned_op_calls": op_level.aligned_calls}
+    return {
+        "trace1_op_calls": op_level.calls[0],
+        "trace2_op_calls": op_level.calls[1],
+        "aligned_op_calls": op_level.aligned_calls,
+    }
 
 
 def _group_ref(index: PairIndex, pair_id: int) -> EvidenceRef:
     rows1, rows2 = index.kernel_indices(pair_id)
     c1, c2 = index.correlations(pair_id)
-    return EvidenceRef(pair_id, c1, c2, (int(rows1.min()), int(rows1.max()) + 1), (int(rows2.min()), int(rows2.max()) + 1))
+    return EvidenceRef(
+        pair_id, c1, c2, (int(rows1.min()), int(rows1.max()) + 1), (int(rows2.min()), int(rows2.max()) + 1)
+    )
 
 
 def _group_counts(groups: tuple[Groups, Groups], matching: Matching, types: list[str]) -> pd.DataFrame:
@@ -405,25 +487,36 @@ def _budget_warnings(groups: tuple[Groups, Groups], limits: Thresholds) -> list[
     longest = max(len(g.residual_rows) for g in groups)
     if longest <= limits.stream_budget:
         return []
-    return [f"{longest} kernels lie outside significant groups; only the first {limits.stream_budget} per trace"
-            " were aligned as a stream (raise stream_budget or lower min_group_size)"]
+    return [
+        f"{longest} kernels lie outside significant groups; only the first {limits.stream_budget} per trace"
+        " were aligned as a stream (raise stream_budget or lower min_group_size)"
+    ]
 
 
-def _metadata(sides: tuple[Side, Side], groups: tuple[Groups, Groups], matching: Matching, index: PairIndex,
-              check: Any, min_group_size: int, cut: CutPairs) -> dict[str, Any]:
+def _metadata(
+    sides: tuple[Side, Side],
+    groups: tuple[Groups, Groups],
+    matching: Matching,
+    index: PairIndex,
+    check: Any,
+    min_group_size: int,
+    cut: CutPairs,
+) -> dict[str, Any]:
     meta: dict[str, Any] = {}
     for side, group in zip(sides, groups):
         s, trace = side.number, side.trace
-        meta.update({
-            side_column("gpu", s): trace.gpu,
-            side_column("total_kernels", s): trace.kernel_count,
-            side_column("correlation_groups", s): int((group.table["size"] >= min_group_size).sum()),
-            side_column("platform", s): trace.platform,
-            side_column("label", s): trace.label,
-            side_column("all_correlation_ids", s): group.total_groups,
-            side_column("group_kinds", s): int(len(set((matching.kinds1 if s == 1 else matching.kinds2).tolist()))),
-            side_column("kernels_outside_groups", s): int(len(group.residual_rows)),
-        })
+        meta.update(
+            {
+                side_column("gpu", s): trace.gpu,
+                side_column("total_kernels", s): trace.kernel_count,
+                side_column("correlation_groups", s): int((group.table["size"] >= min_group_size).sum()),
+                side_column("platform", s): trace.platform,
+                side_column("label", s): trace.label,
+                side_column("all_correlation_ids", s): group.total_groups,
+                side_column("group_kinds", s): int(len(set((matching.kinds1 if s == 1 else matching.kinds2).tolist()))),
+                side_column("kernels_outside_groups", s): int(len(group.residual_rows)),
+            }
+        )
     meta["matched_groups"] = int(len(matching.pairs))
     meta["cut_group_pairs"] = cut.count
     meta["realigned_group_pairs"] = cut.count if cut.realigned else 0

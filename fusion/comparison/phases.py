@@ -14,9 +14,17 @@ import pandas as pd
 from fusion.comparison.result import Comparison
 from fusion.model.phases import ALL, MIXED, PHASES, phase_notes, phase_table, phase_view, step_count, view_rows
 from fusion.model.trace import Trace
-from fusion.result import (COUNT, KERNEL_TYPE, NO_PAIR, Comparability, EvidenceRef, FusionMapping, Opportunity, plain,
-                           side_column)
-
+from fusion.result import (
+    COUNT,
+    KERNEL_TYPE,
+    NO_PAIR,
+    Comparability,
+    EvidenceRef,
+    FusionMapping,
+    Opportunity,
+    plain,
+    side_column,
+)
 
 
 class PhaseFindings(Protocol):
@@ -40,15 +48,18 @@ def phase_summary(comparison: Comparison, phase: str = ALL, compare: Compare | N
     tables = [phase_table(t.kernels) for t in traces]
     present = [p for p in PHASES if any(p in table.index for table in tables)]
     split = compare if phase == ALL and len(present) > 1 else None
-    return plain({
-        "selected": phase,
-        "notes": pair_notes(traces, tables),
-        "per_phase": {p: _section(p, traces, tables, comparison.params, split) for p in present},
-    })
+    return plain(
+        {
+            "selected": phase,
+            "notes": pair_notes(traces, tables),
+            "per_phase": {p: _section(p, traces, tables, comparison.params, split) for p in present},
+        }
+    )
 
 
-def _section(phase: str, traces: tuple[Trace, Trace], tables: list[pd.DataFrame], params: dict[str, Any],
-             compare: Compare | None) -> dict[str, Any]:
+def _section(
+    phase: str, traces: tuple[Trace, Trace], tables: list[pd.DataFrame], params: dict[str, Any], compare: Compare | None
+) -> dict[str, Any]:
     steps = [int(t.loc[phase, "steps"]) if phase in t.index else 0 for t in tables]
     section: dict[str, Any] = {f"trace{s}": _side(table, phase) for s, table in enumerate(tables, start=1)}
     section["type_stats"] = _type_stats(traces, phase, steps)
@@ -65,8 +76,16 @@ def _section(phase: str, traces: tuple[Trace, Trace], tables: list[pd.DataFrame]
 def _in_trace_rows(mapping: FusionMapping, origins: list[np.ndarray]) -> FusionMapping:
     """A phase comparison's finding with its evidence cited in rows of the whole traces: windows mapped from
     the phase's view, pair_id NO_PAIR (the phase's own pairs are not kept)."""
-    refs = [EvidenceRef(NO_PAIR, ref.correlation1, ref.correlation2, _window(ref.window1, origins[0]),
-                        _window(ref.window2, origins[1])) for ref in mapping.evidence_refs]
+    refs = [
+        EvidenceRef(
+            NO_PAIR,
+            ref.correlation1,
+            ref.correlation2,
+            _window(ref.window1, origins[0]),
+            _window(ref.window2, origins[1]),
+        )
+        for ref in mapping.evidence_refs
+    ]
     return replace(mapping, evidence_refs=refs)
 
 
@@ -80,22 +99,36 @@ def _side(table: pd.DataFrame, phase: str) -> dict[str, Any]:
         return {"steps": 0, "kernels": 0, "time_us": 0.0, "time_us_per_step": None, "sources": {}}
     row = table.loc[phase]
     steps = int(row["steps"])
-    return {"steps": steps, "kernels": int(row["kernels"]), "time_us": round(float(row["time_us"]), 3),
-            "time_us_per_step": round(float(row["time_us"]) / steps, 3) if steps else None,
-            "sources": row["sources"]}
+    return {
+        "steps": steps,
+        "kernels": int(row["kernels"]),
+        "time_us": round(float(row["time_us"]), 3),
+        "time_us_per_step": round(float(row["time_us"]) / steps, 3) if steps else None,
+        "sources": row["sources"],
+    }
 
 
 def _type_stats(traces: tuple[Trace, Trace], phase: str, steps: list[int]) -> list[dict[str, Any]]:
     """Per kernel type: count on each side and per step (None without steps), and the per-step ratio."""
-    counts = pd.DataFrame({
-        side_column(COUNT, s): _type_counts(trace.kernels, phase) for s, trace in enumerate(traces, start=1)
-    }).fillna(0).astype(int)
+    counts = (
+        pd.DataFrame(
+            {side_column(COUNT, s): _type_counts(trace.kernels, phase) for s, trace in enumerate(traces, start=1)}
+        )
+        .fillna(0)
+        .astype(int)
+    )
     rows = []
     for kernel_type, row in counts.iterrows():
         per_step = [row[side_column(COUNT, s)] / n if n else None for s, n in enumerate(steps, start=1)]
         ratio = per_step[0] / per_step[1] if None not in per_step and per_step[1] else None
-        rows.append({KERNEL_TYPE: str(kernel_type), **{side_column(COUNT, s): int(row[side_column(COUNT, s)]) for s in (1, 2)},
-                     **{side_column(PER_STEP, s): per_step[s - 1] for s in (1, 2)}, "per_step_ratio": ratio})
+        rows.append(
+            {
+                KERNEL_TYPE: str(kernel_type),
+                **{side_column(COUNT, s): int(row[side_column(COUNT, s)]) for s in (1, 2)},
+                **{side_column(PER_STEP, s): per_step[s - 1] for s in (1, 2)},
+                "per_step_ratio": ratio,
+            }
+        )
     return rows
 
 
@@ -112,8 +145,11 @@ def _type_counts(kernels: pd.DataFrame, phase: str) -> pd.Series:
 
 def pair_notes(traces: tuple[Trace, Trace], tables: list[pd.DataFrame]) -> list[str]:
     """Each trace's own phase notes, then phases found on one side only and step counts that differ."""
-    notes = [f"trace {s}: {note}" for s, (trace, table) in enumerate(zip(traces, tables), start=1)
-             for note in phase_notes(trace.kernels, table)]
+    notes = [
+        f"trace {s}: {note}"
+        for s, (trace, table) in enumerate(zip(traces, tables), start=1)
+        for note in phase_notes(trace.kernels, table)
+    ]
     for phase in PHASES:
         if phase in (ALL, MIXED):
             continue
@@ -121,11 +157,15 @@ def pair_notes(traces: tuple[Trace, Trace], tables: list[pd.DataFrame]) -> list[
         if have == [True, False] or have == [False, True]:
             side = have.index(True) + 1
             row = tables[side - 1].loc[phase]
-            notes.append(f"{phase} only in trace {side} ({step_count(int(row['steps']), phase)}, "
-                         f"{int(row['kernels']):,} kernels): nothing to compare it with")
+            notes.append(
+                f"{phase} only in trace {side} ({step_count(int(row['steps']), phase)}, "
+                f"{int(row['kernels']):,} kernels): nothing to compare it with"
+            )
         elif all(have):
             steps = [int(table.loc[phase, "steps"]) for table in tables]
             if steps[0] != steps[1]:
-                notes.append(f"trace 1 has {step_count(steps[0], phase)}, trace 2 has {steps[1]}: "
-                             "compare its counts per step (phases.per_phase.*.type_stats)")
+                notes.append(
+                    f"trace 1 has {step_count(steps[0], phase)}, trace 2 has {steps[1]}: "
+                    "compare its counts per step (phases.per_phase.*.type_stats)"
+                )
     return notes

@@ -12,8 +12,18 @@ import pandas as pd
 
 from fusion.match.align import alignment_table, kernel_helpers
 from fusion.model.trace import Trace
-from fusion.result import (COUNT, COUNT_RATIO, ONLY_IN, OP_TABLE_COLUMNS, Comparability, FusionMapping, OneSidedNote,
-                           Opportunity, plain, side_column)
+from fusion.result import (
+    COUNT,
+    COUNT_RATIO,
+    ONLY_IN,
+    OP_TABLE_COLUMNS,
+    Comparability,
+    FusionMapping,
+    OneSidedNote,
+    Opportunity,
+    plain,
+    side_column,
+)
 
 
 class PairKernels(Protocol):

@@ -16,5 +16,16 @@ from fusion.detect.mappings import fusion_mappings, short_name
 from fusion.detect.opportunities import fusion_opportunities, type_stats
 from fusion.detect.thresholds import Thresholds
 
-__all__ = ["Evidence", "Segment", "Side", "Thresholds", "collect_evidence", "comparability", "fusion_mappings",
-           "fusion_opportunities", "group_imbalance", "short_name", "type_stats"]
+__all__ = [
+    "Evidence",
+    "Segment",
+    "Side",
+    "Thresholds",
+    "collect_evidence",
+    "comparability",
+    "fusion_mappings",
+    "fusion_opportunities",
+    "group_imbalance",
+    "short_name",
+    "type_stats",
+]

@@ -23,10 +23,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from fusion.match.align import FOLDED, ONLY1, SUBSTITUTE, align_codes, ops, type_code
-from fusion.result import EvidenceRef
-from fusion.model.trace import Trace
 from fusion.detect.thresholds import Thresholds
+from fusion.match.align import FOLDED, ONLY1, SUBSTITUTE, align_codes, ops, type_code
+from fusion.model.trace import Trace
+from fusion.result import EvidenceRef
 
 NON_FUSABLE_TYPES = frozenset({"Memset", "MemCopy", "Communication"})
 """One-sided kernels of these types are notes, never fusions (an extra memset is not a fused op)."""
@@ -62,10 +62,20 @@ class Side:
         roles = [str(r) for r in table["helper"]]
         names = column.cat.codes.to_numpy()
         helper = np.array([r != "" for r in roles], dtype=bool)
-        return cls(number, trace, codes, helper[names] if len(names) else np.zeros(0, dtype=bool), names, name_list,
-                   [str(t) for t in table["type"]], [tuple(c) for c in table["fused_components"]],
-                   [tuple(c) for c in table["components"]], roles, trace.kernels["dur"].to_numpy(np.float64),
-                   table["single_op"].to_numpy(bool))
+        return cls(
+            number,
+            trace,
+            codes,
+            helper[names] if len(names) else np.zeros(0, dtype=bool),
+            names,
+            name_list,
+            [str(t) for t in table["type"]],
+            [tuple(c) for c in table["fused_components"]],
+            [tuple(c) for c in table["components"]],
+            roles,
+            trace.kernels["dur"].to_numpy(np.float64),
+            table["single_op"].to_numpy(bool),
+        )
 
 
 @dataclass
@@ -96,8 +106,13 @@ class Segment:
         return self.rows1 if side == 1 else self.rows2
 
     def ref(self, k: int, positions1: list[int], positions2: list[int]) -> EvidenceRef:
-        return EvidenceRef(int(self.pair_ids[k]), int(self.correlations1[k]), int(self.correlations2[k]),
-                           _window(self.rows1[k], positions1), _window(self.rows2[k], positions2))
+        return EvidenceRef(
+            int(self.pair_ids[k]),
+            int(self.correlations1[k]),
+            int(self.correlations2[k]),
+            _window(self.rows1[k], positions1),
+            _window(self.rows2[k], positions2),
+        )
 
 
 def _window(rows: np.ndarray, positions: list[int]) -> tuple[int, int]:
@@ -172,10 +187,18 @@ class _TypeSets:
         index = {t: i for i, t in enumerate(types)}
         dtype = np.int64 if len(types) < 63 else object
         bits = np.array([1 << i for i in range(len(types))], dtype=dtype)
-        components = tuple(np.array([sum(1 << index[c] for c in set(comps) if c in index) for comps in side.fused_components],
-                                    dtype=dtype) for side in sides)
-        return cls(bits, components, np.array([t in NON_FUSABLE_TYPES for t in types], dtype=bool),
-                   (sides[0].single_op, sides[1].single_op))
+        components = tuple(
+            np.array(
+                [sum(1 << index[c] for c in set(comps) if c in index) for comps in side.fused_components], dtype=dtype
+            )
+            for side in sides
+        )
+        return cls(
+            bits,
+            components,
+            np.array([t in NON_FUSABLE_TYPES for t in types], dtype=bool),
+            (sides[0].single_op, sides[1].single_op),
+        )
 
 
 @dataclass
@@ -308,7 +331,9 @@ class _Walk:
         return tuple(out)
 
 
-def collect_evidence(segments: list[Segment], sides: tuple[Side, Side], types: list[str], limits: Thresholds) -> Evidence:
+def collect_evidence(
+    segments: list[Segment], sides: tuple[Side, Side], types: list[str], limits: Thresholds
+) -> Evidence:
     """Align every distinct segment once and attribute its one-sided kernels (weighted by pair count)."""
     evidence, type_sets = Evidence(), _TypeSets.of(sides, types)
     for segment in segments:
@@ -359,10 +384,15 @@ def _walk_runs(walk: _Walk, evidence: Evidence) -> None:
             fusions[(row, unfused)].extend(covered)
         if rest_of_run:
             _note(walk, evidence, unfused, rest_of_run, runs.reason[i])
-    _add(walk, evidence, [_fusion(walk, row, unfused, positions) for (row, unfused), positions in fusions.items()],
-         _add_fusion)
-    _add(walk, evidence, [_split(walk, row, side, helpers) for (row, side), helpers in runs.splits().items()],
-         _add_split)
+    _add(
+        walk,
+        evidence,
+        [_fusion(walk, row, unfused, positions) for (row, unfused), positions in fusions.items()],
+        _add_fusion,
+    )
+    _add(
+        walk, evidence, [_split(walk, row, side, helpers) for (row, side), helpers in runs.splits().items()], _add_split
+    )
 
 
 @dataclass
@@ -419,13 +449,23 @@ class _Runs:
         run_of = np.cumsum(new) - 1
         compute = kinds == COMPUTE
         count = np.bincount(run_of[compute], minlength=len(starts))
-        anchor, reason, before, after = _anchors(walk, rows[starts], side[starts], count, run_of[compute],
-                                                 side[compute], positions[compute])
+        anchor, reason, before, after = _anchors(
+            walk, rows[starts], side[starts], count, run_of[compute], side[compute], positions[compute]
+        )
         has_rest = np.bincount(run_of[kinds != SPLIT], minlength=len(starts)) > 0
         main_rows = np.where(mains >= 0, _per_side(walk.row_of, side, np.maximum(mains, 0)), -1)
-        return cls(side[starts].tolist(), np.r_[starts, len(rows)].tolist(), positions.tolist(), kinds.tolist(),
-                   main_rows.tolist(), anchor.tolist(), reason, before.tolist(), after.tolist(),
-                   np.flatnonzero(has_rest).tolist())
+        return cls(
+            side[starts].tolist(),
+            np.r_[starts, len(rows)].tolist(),
+            positions.tolist(),
+            kinds.tolist(),
+            main_rows.tolist(),
+            anchor.tolist(),
+            reason,
+            before.tolist(),
+            after.tolist(),
+            np.flatnonzero(has_rest).tolist(),
+        )
 
 
 SPLIT, NON_COMPUTE, COMPUTE = 0, 1, 2
@@ -441,8 +481,15 @@ def _per_side(values: tuple[np.ndarray, np.ndarray], side: np.ndarray, positions
     return out
 
 
-def _anchors(walk: _Walk, starts: np.ndarray, unfused: np.ndarray, count: np.ndarray, run_of: np.ndarray,
-             side: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
+def _anchors(
+    walk: _Walk,
+    starts: np.ndarray,
+    unfused: np.ndarray,
+    count: np.ndarray,
+    run_of: np.ndarray,
+    side: np.ndarray,
+    positions: np.ndarray,
+) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
     """Per run (first alignment row `starts`, `count` compute kernels at `positions` of `run_of`): the aligned
     row before or after it whose kernel on the other side covers them, best score first (-1: none), and the
     reason when none does. The one before wins a tie (epilogue_bonus). Then, for runs short enough to be fused
@@ -450,8 +497,10 @@ def _anchors(walk: _Walk, starts: np.ndarray, unfused: np.ndarray, count: np.nda
     for _partial_cover: only those can take part of a run."""
     limits, aligned = walk.limits, walk.aligned
     anchor = np.full(len(starts), -1, dtype=np.int64)
-    reason = [STRETCH_REASON if n > limits.max_fused_run else NOT_COVERED_REASON if len(aligned) else NO_NEIGHBOUR_REASON
-              for n in count.tolist()]
+    reason = [
+        STRETCH_REASON if n > limits.max_fused_run else NOT_COVERED_REASON if len(aligned) else NO_NEIGHBOUR_REASON
+        for n in count.tolist()
+    ]
     candidate = (count > 0) & (count <= limits.max_fused_run)
     if not len(aligned) or not candidate.any():
         return anchor, reason, anchor, anchor
@@ -468,8 +517,12 @@ def _anchors(walk: _Walk, starts: np.ndarray, unfused: np.ndarray, count: np.nda
     use_before = candidate & ~use_after & (before_score > -np.inf)
     anchor[use_after], anchor[use_before] = after[use_after], before[use_before]
     partial = candidate & (anchor < 0)
-    return (anchor, reason, np.where(partial & (k > 0) & _named_parts(walk, before, unfused), before, -1),
-            np.where(partial & (k < len(aligned)) & _named_parts(walk, after, unfused), after, -1))
+    return (
+        anchor,
+        reason,
+        np.where(partial & (k > 0) & _named_parts(walk, before, unfused), before, -1),
+        np.where(partial & (k < len(aligned)) & _named_parts(walk, after, unfused), after, -1),
+    )
 
 
 def _named_parts(walk: _Walk, rows: np.ndarray, unfused: np.ndarray) -> np.ndarray:
@@ -479,8 +532,9 @@ def _named_parts(walk: _Walk, rows: np.ndarray, unfused: np.ndarray) -> np.ndarr
     return _per_side(walk.type_sets.components, fused, names) != 0
 
 
-def _partial_cover(walk: _Walk, unfused: int, compute: list[int], before: int,
-                   after: int) -> tuple[list[tuple[int, list[int]]], list[int]]:
+def _partial_cover(
+    walk: _Walk, unfused: int, compute: list[int], before: int, after: int
+) -> tuple[list[tuple[int, list[int]]], list[int]]:
     """A run no neighbour covers as a whole: the longest part next to the kernel before it that this kernel's name
     says it performs (its epilogue), then the same for the kernel after it (its prologue); the kernels in between
     stay one-sided, so an extra GEMM right after the add of a SwiGLU-with-add kernel does not hide that fusion.
@@ -523,8 +577,11 @@ def _cover_scores(walk: _Walk, rows: np.ndarray, unfused: np.ndarray, run_types:
     performs = own | _per_side(walk.type_sets.components, fused, names)
     needed = run_types | bits[_per_side(walk.type_codes, unfused, counterpart)]
     limits = walk.limits
-    scores = np.where(needed == own, limits.cover_by_type_score,
-                      np.where((needed & ~performs) == 0, limits.cover_by_components_score, 0.0))
+    scores = np.where(
+        needed == own,
+        limits.cover_by_type_score,
+        np.where((needed & ~performs) == 0, limits.cover_by_components_score, 0.0),
+    )
     return np.where(_per_side(walk.type_sets.single_op, fused, names), 0.0, scores).astype(np.float64)
 
 
@@ -550,8 +607,16 @@ def _note(walk: _Walk, evidence: Evidence, side: int, positions: list[int], reas
             refs.append(walk.segment.ref(0, [p] if side == 1 else [], [p] if side == 2 else []))
 
 
-def _pattern(walk: _Walk, evidence: Evidence, key: tuple, fused: int, fused_type: str, sequence: tuple[str, ...],
-             split: bool, weight: int) -> Pattern:
+def _pattern(
+    walk: _Walk,
+    evidence: Evidence,
+    key: tuple,
+    fused: int,
+    fused_type: str,
+    sequence: tuple[str, ...],
+    split: bool,
+    weight: int,
+) -> Pattern:
     pattern = evidence.patterns.get(key)
     if pattern is None:
         pattern = evidence.patterns[key] = Pattern(fused, fused_type, sequence, split)
@@ -572,8 +637,12 @@ class _Occurrence(NamedTuple):
     positions: dict[int, list[int]]
 
 
-def _add(walk: _Walk, evidence: Evidence, occurrences: list[_Occurrence],
-         count: Callable[[_Walk, Evidence, tuple, int], Pattern]) -> None:
+def _add(
+    walk: _Walk,
+    evidence: Evidence,
+    occurrences: list[_Occurrence],
+    count: Callable[[_Walk, Evidence, tuple, int], Pattern],
+) -> None:
     """Count each distinct `facts` once, weighted by its occurrences (in order of first occurrence, so every
     counter sees its keys in walk order); then each occurrence's time and evidence refs, in walk order."""
     repeats = Counter(o.facts for o in occurrences)
@@ -590,8 +659,14 @@ def _fusion(walk: _Walk, row: int, unfused: int, positions: list[int]) -> _Occur
     fused_pos, counterpart = walk.position(fused, row), walk.position(unfused, row)
     unfused_positions = sorted(positions + [counterpart])
     types, names = walk.type_names(unfused), walk.names(unfused)
-    facts = (unfused, walk.kernel_type(fused, fused_pos), walk.name(fused, fused_pos), names[counterpart],
-             tuple([(types[p], names[p]) for p in unfused_positions]), tuple([(types[p], names[p]) for p in positions]))
+    facts = (
+        unfused,
+        walk.kernel_type(fused, fused_pos),
+        walk.name(fused, fused_pos),
+        names[counterpart],
+        tuple([(types[p], names[p]) for p in unfused_positions]),
+        tuple([(types[p], names[p]) for p in positions]),
+    )
     return _Occurrence(facts, walk.time(unfused, positions), {fused: [fused_pos], unfused: unfused_positions})
 
 
@@ -618,8 +693,15 @@ def _split(walk: _Walk, row: int, side: int, helpers: list[int]) -> _Occurrence:
     main, counterpart = walk.position(side, row), walk.position(other, row)
     unit = _unit(walk, side, main)
     names, helper = walk.names(side), walk.helpers(side)
-    facts = (side, walk.kernel_type(side, main), len(_unit(walk, other, counterpart)), walk.name(other, counterpart),
-             tuple([names[p] for p in unit]), tuple([helper[p] for p in unit]), len(helpers))
+    facts = (
+        side,
+        walk.kernel_type(side, main),
+        len(_unit(walk, other, counterpart)),
+        walk.name(other, counterpart),
+        tuple([names[p] for p in unit]),
+        tuple([helper[p] for p in unit]),
+        len(helpers),
+    )
     return _Occurrence(facts, walk.time(side, helpers), {other: [counterpart], side: [main] + helpers})
 
 

@@ -12,17 +12,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fusion.result import EvidenceRef, FusionMapping
 from fusion.detect.evidence import NON_FUSABLE_TYPES, Evidence, Side
 from fusion.detect.mappings import EVIDENCE_SOURCES, PLATFORM_NAMES, short_name, top_names
 from fusion.detect.thresholds import Thresholds
+from fusion.result import EvidenceRef, FusionMapping
 
 IMBALANCE_DETECTOR = "group_imbalance"
 
 
 def group_imbalance(
-    evidence: Evidence, counts1: np.ndarray, counts2: np.ndarray, pair_ref: Callable[[int], EvidenceRef],
-    types: list[str], mappings: list[FusionMapping], sides: tuple[Side, Side], limits: Thresholds,
+    evidence: Evidence,
+    counts1: np.ndarray,
+    counts2: np.ndarray,
+    pair_ref: Callable[[int], EvidenceRef],
+    types: list[str],
+    mappings: list[FusionMapping],
+    sides: tuple[Side, Side],
+    limits: Thresholds,
 ) -> list[FusionMapping]:
     """One mapping per type whose count differs in most matched group pairs and has a covering kernel;
     `pair_ref(i)` is matched pair i's reference."""
@@ -33,12 +39,23 @@ def group_imbalance(
     out = []
     for t, kernel_type in enumerate(types):
         low, high = sorted((int(counts1[:, t].sum()), int(counts2[:, t].sum())))
-        if kernel_type in NON_FUSABLE_TYPES or high < limits.partial_ratio * low or low + high < limits.min_partial_total:
+        if (
+            kernel_type in NON_FUSABLE_TYPES
+            or high < limits.partial_ratio * low
+            or low + high < limits.min_partial_total
+        ):
             continue
         unfused = 1 if counts1[:, t].sum() > counts2[:, t].sum() else 2
         excess = diff[:, t] * (1 if unfused == 1 else -1)
-        imbalance = _Imbalance(kernel_type, unfused, high, low, high - low - explained[(unfused, kernel_type)],
-                               int((excess > 0).sum()), len(diff))
+        imbalance = _Imbalance(
+            kernel_type,
+            unfused,
+            high,
+            low,
+            high - low - explained[(unfused, kernel_type)],
+            int((excess > 0).sum()),
+            len(diff),
+        )
         targets = evidence.attributions.get((unfused, kernel_type))
         if imbalance.consistent >= limits.min_consistent_pairs and imbalance.missing > (high - low) / 2 and targets:
             refs = _top_pairs(excess, pair_ref, limits.max_evidence_refs)
@@ -61,8 +78,14 @@ class _Imbalance:
     pairs: int
 
 
-def _mapping(imbalance: _Imbalance, targets: Counter, evidence: Evidence, sides: tuple[Side, Side],
-             refs: list[EvidenceRef], limits: Thresholds) -> FusionMapping:
+def _mapping(
+    imbalance: _Imbalance,
+    targets: Counter,
+    evidence: Evidence,
+    sides: tuple[Side, Side],
+    refs: list[EvidenceRef],
+    limits: Thresholds,
+) -> FusionMapping:
     fused, unfused = sides[2 - imbalance.unfused], sides[imbalance.unfused - 1]
     top = targets.most_common(1)[0][0]
     kernel_type = imbalance.kernel_type
@@ -81,7 +104,9 @@ def _mapping(imbalance: _Imbalance, targets: Counter, evidence: Evidence, sides:
         evidence_refs=refs,
         pairs_with_pattern=imbalance.consistent,
         fused_kernel_names=top_names(fused, targets, limits.max_names),
-        unfused_kernel_names=top_names(unfused, evidence.attributed_names[(unfused.number, kernel_type)], limits.max_names),
+        unfused_kernel_names=top_names(
+            unfused, evidence.attributed_names[(unfused.number, kernel_type)], limits.max_names
+        ),
         fused_components=list(fused.fused_components[top]),
         evidence_source=EVIDENCE_SOURCES["group"],
     )
@@ -103,7 +128,9 @@ def _top_pairs(excess: np.ndarray, pair_ref: Callable[[int], EvidenceRef], limit
 
 
 def _text(imbalance: _Imbalance, fused: Side, targets: Counter) -> str:
-    shown = ", ".join(f"{short_name(fused.name_list[n])} ({fused.name_types[n]}, {k})" for n, k in targets.most_common(3))
+    shown = ", ".join(
+        f"{short_name(fused.name_list[n])} ({fused.name_types[n]}, {k})" for n, k in targets.most_common(3)
+    )
     return (
         f"{PLATFORM_NAMES[imbalance.unfused]} runs more {imbalance.kernel_type} in matched groups ({imbalance.high} vs"
         f" {imbalance.low}); more in {imbalance.consistent} of {imbalance.pairs} pairs; the extra kernels sit next to"

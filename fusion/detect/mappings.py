@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from fusion.result import TIME_DECIMALS, FusionMapping, OneSidedNote
 from fusion.detect.evidence import Evidence, Pattern, Side
 from fusion.detect.thresholds import Thresholds
+from fusion.result import TIME_DECIMALS, FusionMapping, OneSidedNote
 
 PLATFORM_NAMES = {1: "Trace 1", 2: "Trace 2"}
 SPLIT_DETECTOR = "split_kernel"
@@ -22,17 +22,24 @@ CHAIN_DETECTOR = "intra_type_chain"
 SEQUENCE_DETECTOR = "sequence"
 EVIDENCE_SOURCES = {"group": "groups", "stream": "windows"}
 """Pair kind -> FusionMapping.evidence_source."""
-INCONSISTENT_REASON = ("one-sided; covered by a neighbouring kernel in too few of the occurrences that could show it:"
-                       " not reported as a fusion")
+INCONSISTENT_REASON = (
+    "one-sided; covered by a neighbouring kernel in too few of the occurrences that could show it:"
+    " not reported as a fusion"
+)
 RARE_REASON = "one-sided; covered by a neighbouring kernel, but too rarely to be a pattern: not reported as a fusion"
-OTHER_WORK_CHAIN_REASON = ("one-sided; extra kernels of the neighbour's own type, in traces that do not look like the"
-                           " same workload (see comparability): different work, not reported as a fusion")
-UNREPEATED_CHAIN_REASON = ("one-sided; extra kernels of the neighbour's own type, but no pair of aligned kernel names"
-                           " shows them repeatedly (different shapes or kernel choices): not reported as a fusion")
+OTHER_WORK_CHAIN_REASON = (
+    "one-sided; extra kernels of the neighbour's own type, in traces that do not look like the"
+    " same workload (see comparability): different work, not reported as a fusion"
+)
+UNREPEATED_CHAIN_REASON = (
+    "one-sided; extra kernels of the neighbour's own type, but no pair of aligned kernel names"
+    " shows them repeatedly (different shapes or kernel choices): not reported as a fusion"
+)
 
 
-def fusion_mappings(evidence: Evidence, sides: tuple[Side, Side], limits: Thresholds,
-                    same_workload: bool = True) -> tuple[list[FusionMapping], list[OneSidedNote]]:
+def fusion_mappings(
+    evidence: Evidence, sides: tuple[Side, Side], limits: Thresholds, same_workload: bool = True
+) -> tuple[list[FusionMapping], list[OneSidedNote]]:
     """Accepted patterns become mappings (split, chain, Inductor or sequence detector); the rest notes.
     `same_workload` is False when the comparability check finds the traces too different (mismatch)."""
     mappings, notes = [], []
@@ -49,8 +56,9 @@ def fusion_mappings(evidence: Evidence, sides: tuple[Side, Side], limits: Thresh
     return sorted(mappings, key=lambda m: -m.time_saved_us), _merge_notes(notes)
 
 
-def _rejected(pattern: Pattern, confidence: float, sides: tuple[Side, Side], limits: Thresholds,
-              same_workload: bool) -> str | None:
+def _rejected(
+    pattern: Pattern, confidence: float, sides: tuple[Side, Side], limits: Thresholds, same_workload: bool
+) -> str | None:
     """Why a pattern is no finding (None: it is one): too rare, inconsistent, or a chain without support.
 
     A chain (extra kernels of the covering kernel's own type) is the one finding no kernel name supports: it

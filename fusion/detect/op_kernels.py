@@ -28,6 +28,7 @@ and correlation1/2 are the correlation ids of each call's first kernel."""
 NAME_CHARS = 100
 """Raw kernel names are cut to this many characters in evidence text (the mapping keeps them whole)."""
 
+
 @dataclass
 class _Difference:
     """Aligned call pairs of one op whose kernel type sequences differ in length in one way."""
@@ -46,8 +47,9 @@ class _Difference:
         return 1 if len(self.types1) < len(self.types2) else 2
 
 
-def op_findings(calls: tuple[OpCalls, OpCalls], aligned: np.ndarray,
-                limits: Thresholds) -> tuple[list[FusionMapping], list[str], list[tuple[int, int]]]:
+def op_findings(
+    calls: tuple[OpCalls, OpCalls], aligned: np.ndarray, limits: Thresholds
+) -> tuple[list[FusionMapping], list[str], list[tuple[int, int]]]:
     """Repeated, consistent kernel-count differences of aligned calls become findings; the others notes.
 
     Also returns the call pairs the findings stand on."""
@@ -62,11 +64,15 @@ def op_findings(calls: tuple[OpCalls, OpCalls], aligned: np.ndarray,
     findings, notes, shown = [], [], []
     for diff in groups.values():
         share = len(diff.pairs) / per_op[diff.op]
-        launch = (f"{diff.op}: {len(diff.pairs)} of {per_op[diff.op]} aligned calls launch"
-                  f" {len(diff.types1)} vs {len(diff.types2)} kernels")
+        launch = (
+            f"{diff.op}: {len(diff.pairs)} of {per_op[diff.op]} aligned calls launch"
+            f" {len(diff.types1)} vs {len(diff.types2)} kernels"
+        )
         if len(diff.pairs) < limits.op_min_calls or share < limits.op_min_consistency:
-            notes.append(f"{launch}; below {limits.op_min_calls} calls or {limits.op_min_consistency:.0%} of the op's"
-                         " calls, not reported")
+            notes.append(
+                f"{launch}; below {limits.op_min_calls} calls or {limits.op_min_consistency:.0%} of the op's"
+                " calls, not reported"
+            )
             continue
         unfused = 3 - diff.fused_side
         extra = _extra_positions(diff.types(diff.fused_side), diff.types(unfused))
@@ -76,9 +82,11 @@ def op_findings(calls: tuple[OpCalls, OpCalls], aligned: np.ndarray,
             idle_types = [diff.types(unfused)[p] for p in idle]
             kernels, do = ("kernel", "does") if len(idle) == 1 else ("kernels", "do")
             verdict = "left out of the finding" if len(compute) else "not a fusion"
-            notes.append(f"{launch}; the extra {kernels} per call on {calls[unfused - 1].trace.label}"
-                         f" ({' + '.join(idle_types)}, {_extra_time_us(diff, calls, idle) / 1000:.3f} ms in all)"
-                         f" {do} no compute: {verdict}")
+            notes.append(
+                f"{launch}; the extra {kernels} per call on {calls[unfused - 1].trace.label}"
+                f" ({' + '.join(idle_types)}, {_extra_time_us(diff, calls, idle) / 1000:.3f} ms in all)"
+                f" {do} no compute: {verdict}"
+            )
         if len(compute):
             findings.append(_finding(diff, share, calls, limits, _extra_time_us(diff, calls, compute), idle))
             shown += diff.pairs
@@ -92,8 +100,14 @@ def _extra_time_us(diff: _Difference, calls: tuple[OpCalls, OpCalls], extra: np.
     return round(float(calls[unfused - 1].dur[rows[:, extra]].sum()), TIME_DECIMALS)
 
 
-def _finding(diff: _Difference, share: float, calls: tuple[OpCalls, OpCalls], limits: Thresholds,
-             extra_us: float, idle: np.ndarray) -> FusionMapping:
+def _finding(
+    diff: _Difference,
+    share: float,
+    calls: tuple[OpCalls, OpCalls],
+    limits: Thresholds,
+    extra_us: float,
+    idle: np.ndarray,
+) -> FusionMapping:
     """The finding of a difference; `idle`: positions of the unfused call's non-compute extra kernels, which
     the mapping leaves out of what is fused."""
     fused, unfused = diff.fused_side, 3 - diff.fused_side
@@ -190,12 +204,24 @@ def _helpers(trace: Trace, names: list[str]) -> dict[str, str]:
 def _ref(calls: tuple[OpCalls, OpCalls], pair: tuple[int, int]) -> EvidenceRef:
     rows = [c.kernels(p) for c, p in zip(calls, pair)]
     correlation = [int(c.correlation[r[0]]) for c, r in zip(calls, rows)]
-    return EvidenceRef(OP_EVIDENCE_PAIR, correlation[0], correlation[1],
-                       (int(rows[0].min()), int(rows[0].max()) + 1), (int(rows[1].min()), int(rows[1].max()) + 1))
+    return EvidenceRef(
+        OP_EVIDENCE_PAIR,
+        correlation[0],
+        correlation[1],
+        (int(rows[0].min()), int(rows[0].max()) + 1),
+        (int(rows[1].min()), int(rows[1].max()) + 1),
+    )
 
 
-def _evidence_text(op: str, diff: _Difference, calls: tuple[OpCalls, OpCalls], cited: list[tuple[int, int]],
-                   components: list[str], helpers: dict[str, str], replaced: list[str]) -> str:
+def _evidence_text(
+    op: str,
+    diff: _Difference,
+    calls: tuple[OpCalls, OpCalls],
+    cited: list[tuple[int, int]],
+    components: list[str],
+    helpers: dict[str, str],
+    replaced: list[str],
+) -> str:
     fused, unfused = diff.fused_side, 3 - diff.fused_side
     sides = []
     for s in (1, 2):
@@ -205,8 +231,10 @@ def _evidence_text(op: str, diff: _Difference, calls: tuple[OpCalls, OpCalls], c
         listed = ", ".join(f"`{_cut(str(n))}`" for n in names)
         sides.append(f"{call.trace.label} {count} kernel{'s' if count != 1 else ''} ({listed})")
     per_call = [sum(c.dur[c.kernels(p[c.side - 1])].sum() for p in diff.pairs) / len(diff.pairs) for c in calls]
-    head = (f"{op}: {sides[0]}, {sides[1]}, {len(diff.pairs)} calls,"
-            f" {per_call[0]:.1f} vs {per_call[1]:.1f} us of kernel time per call")
+    head = (
+        f"{op}: {sides[0]}, {sides[1]}, {len(diff.pairs)} calls,"
+        f" {per_call[0]:.1f} vs {per_call[1]:.1f} us of kernel time per call"
+    )
     fused_label, unfused_label = calls[fused - 1].trace.label, calls[unfused - 1].trace.label
     counts = f"{len(diff.types(unfused))} vs {len(diff.types(fused))} kernels"
     if helpers:
@@ -240,5 +268,7 @@ def outside_ops_note(calls: OpCalls) -> str:
     if not outside.any():
         return ""
     time_ms = float(kernels["dur"].to_numpy()[outside].sum()) / 1000
-    return (f"{calls.trace.label}: eagerly launched kernels with no enclosing op: {int(outside.sum())}"
-            f" ({time_ms:.3f} ms); not part of the op-level comparison")
+    return (
+        f"{calls.trace.label}: eagerly launched kernels with no enclosing op: {int(outside.sum())}"
+        f" ({time_ms:.3f} ms); not part of the op-level comparison"
+    )

@@ -5,12 +5,21 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fusion.match.align import UNKNOWN_TYPE
-from fusion.result import COUNT, COUNT_RATIO, GROUPS_AFFECTED, KERNEL_TYPE, ONLY_IN, TIME_RATIO, TIME_US, Opportunity, side_column
 from fusion.detect.evidence import NON_FUSABLE_TYPES, Side
 from fusion.detect.mappings import PLATFORM_NAMES
 from fusion.detect.thresholds import Thresholds
-
+from fusion.match.align import UNKNOWN_TYPE
+from fusion.result import (
+    COUNT,
+    COUNT_RATIO,
+    GROUPS_AFFECTED,
+    KERNEL_TYPE,
+    ONLY_IN,
+    TIME_RATIO,
+    TIME_US,
+    Opportunity,
+    side_column,
+)
 
 
 def type_stats(sides: tuple[Side, Side], types: list[str]) -> pd.DataFrame:
@@ -25,13 +34,17 @@ def type_stats(sides: tuple[Side, Side], types: list[str]) -> pd.DataFrame:
     c1, c2 = table[side_column(COUNT, 1)], table[side_column(COUNT, 2)]
     table[COUNT_RATIO] = (c1 / c2).where((c1 > 0) & (c2 > 0))
     table[TIME_RATIO] = (table[side_column(TIME_US, 1)] / table[side_column(TIME_US, 2)]).where(
-        (table[side_column(TIME_US, 1)] > 0) & (table[side_column(TIME_US, 2)] > 0))
+        (table[side_column(TIME_US, 1)] > 0) & (table[side_column(TIME_US, 2)] > 0)
+    )
     table[ONLY_IN] = np.where(c2 == 0, 1, np.where(c1 == 0, 2, 0))
     return table.sort_values([side_column(TIME_US, 1), side_column(TIME_US, 2)], ascending=False)
 
 
 def fusion_opportunities(
-    type_table: pd.DataFrame, group_counts: pd.DataFrame, total_groups: int, limits: Thresholds,
+    type_table: pd.DataFrame,
+    group_counts: pd.DataFrame,
+    total_groups: int,
+    limits: Thresholds,
     whole_trace: bool = True,
 ) -> list[Opportunity]:
     """Types whose counts differ enough, from matched groups and then whole-trace counts; by time impact.
@@ -59,7 +72,9 @@ def fusion_opportunities(
 def _candidate(kernel_type: str, row: pd.Series, table: pd.DataFrame) -> bool:
     if kernel_type in NON_FUSABLE_TYPES or kernel_type == UNKNOWN_TYPE:
         return False
-    return not unknown_could_hide(int(row[side_column(COUNT, 1)]), int(row[side_column(COUNT, 2)]), _unknown_counts(table))
+    return not unknown_could_hide(
+        int(row[side_column(COUNT, 1)]), int(row[side_column(COUNT, 2)]), _unknown_counts(table)
+    )
 
 
 def _unknown_counts(table: pd.DataFrame) -> tuple[int, int]:

@@ -7,7 +7,7 @@ values (bools, strings, huge numbers, missing args) the same way.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -33,7 +33,7 @@ class IdArgs(msgspec.Struct, gc=False):
 
 _NO_ARGS = IdArgs()
 _args_decoder = msgspec.json.Decoder(IdArgs)
-_args_list_decoder = msgspec.json.Decoder(list[Optional[IdArgs]])
+_args_list_decoder = msgspec.json.Decoder(list[IdArgs | None])
 
 
 def _is_plain_number(value: Any) -> bool:
@@ -65,9 +65,7 @@ def id_column(values: list[Any]) -> tuple[np.ndarray, int]:
         else:
             column[column < 0] = MISSING_ID
             return column, int((column == MISSING_ID).sum())
-    column = np.array(
-        [v if type(v) is int and 0 <= v <= _INT64_MAX else MISSING_ID for v in values], dtype=np.int64
-    )
+    column = np.array([v if type(v) is int and 0 <= v <= _INT64_MAX else MISSING_ID for v in values], dtype=np.int64)
     return column, int((column == MISSING_ID).sum())  # every usable id is >= 0
 
 

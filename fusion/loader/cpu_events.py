@@ -31,7 +31,11 @@ class RangeKind(IntEnum):
     """Another python_function frame, kept when its name ends with one of CpuCollector.frame_suffixes."""
 
 
-RANGE_CATEGORIES = {"cpu_op": RangeKind.OP, "user_annotation": RangeKind.ANNOTATION, "python_function": RangeKind.MODULE}
+RANGE_CATEGORIES = {
+    "cpu_op": RangeKind.OP,
+    "user_annotation": RangeKind.ANNOTATION,
+    "python_function": RangeKind.MODULE,
+}
 """The category of each kind of range; python_function events are kept only where they are nn.Module frames."""
 
 

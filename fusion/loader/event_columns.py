@@ -134,18 +134,22 @@ def _hashable(value: Any) -> Any:
     return None if isinstance(value, (list, dict)) else value
 
 
-def distinct_pairs(first: np.ndarray, first_set: np.ndarray, second: np.ndarray, second_set: np.ndarray
-                   ) -> tuple[np.ndarray, list[tuple[Any, Any]]]:
+def distinct_pairs(
+    first: np.ndarray, first_set: np.ndarray, second: np.ndarray, second_set: np.ndarray
+) -> tuple[np.ndarray, list[tuple[Any, Any]]]:
     """Codes of (first, second) int64 pairs, numbered in order of first appearance, and the distinct pairs;
     a value whose `set` flag is False is None."""
-    keys = [pd.factorize(np.where(is_set, values, 0))[0] * 2 + is_set for values, is_set in
-            ((first, first_set), (second, second_set))]
+    keys = [
+        pd.factorize(np.where(is_set, values, 0))[0] * 2 + is_set
+        for values, is_set in ((first, first_set), (second, second_set))
+    ]
     width = int(keys[1].max()) + 1 if len(keys[1]) else 1
     codes, distinct = pd.factorize(keys[0] * width + keys[1])
     rows = np.unique(codes, return_index=True)[1]  # the first row of each pair
     pairs = [
         (a if has_a else None, b if has_b else None)
-        for a, has_a, b, has_b in zip(first[rows].tolist(), first_set[rows].tolist(), second[rows].tolist(),
-                                      second_set[rows].tolist())
+        for a, has_a, b, has_b in zip(
+            first[rows].tolist(), first_set[rows].tolist(), second[rows].tolist(), second_set[rows].tolist()
+        )
     ]
     return codes.astype(np.int32), pairs

@@ -21,16 +21,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import msgspec
 import numpy as np
 
-from fusion.loader.columns import IdArgs, decode_args
 from fusion.errors import TraceError
+from fusion.loader.columns import IdArgs, decode_args
 from fusion.loader.event_columns import EventColumns, of_events
 from fusion.loader.reader import RawInput
-from fusion.loader.scan import CLOSE_ARRAY, CLOSE_OBJECT, COLON, COMMA, OBJECT_MARKS, OPEN_OBJECT, QUOTE, Marks, Scanner
+from fusion.loader.scan import CLOSE_ARRAY, CLOSE_OBJECT, COLON, COMMA, OBJECT_MARKS, QUOTE, Marks, Scanner
 
 PIECE_SIZE = 16 << 20
 COMPILED_SCAN_MIN_BYTES = 4 << 20
@@ -75,7 +75,7 @@ class _Fields(msgspec.Struct, gc=False):
 class Event(_Fields, gc=False):
     """An event with the id fields of its `args`: None when it has no args, or args that are not an object."""
 
-    args: Optional[IdArgs] = None
+    args: IdArgs | None = None
 
 
 class _RawEvent(_Fields, gc=False):
@@ -417,8 +417,9 @@ class _ArrayScan:
 class _Pieces:
     """Cut the array into pieces and decode them; the last piece also yields the keys after the array."""
 
-    def __init__(self, source: str, chunks: Iterator[bytes], pending: _Pending, stream: EventStream,
-                 decoder: _Decoder) -> None:
+    def __init__(
+        self, source: str, chunks: Iterator[bytes], pending: _Pending, stream: EventStream, decoder: _Decoder
+    ) -> None:
         self.source = source
         self.decoder = decoder
         self.chunks = chunks
@@ -597,7 +598,9 @@ def _tail_keys(source: str, tail: bytes, at: int) -> dict[str, Any]:
         value = _any_decoder.decode(data)
     except msgspec.DecodeError as exc:
         if "truncated" in str(exc):
-            raise TraceError(source, "truncated: the file ends after the traceEvents list, before the closing }") from None
+            raise TraceError(
+                source, "truncated: the file ends after the traceEvents list, before the closing }"
+            ) from None
         problem = _json_problem(exc, data, at - len(_TAIL_PREFIX))
         raise TraceError(source, f"after the traceEvents list: {problem}") from None
     except (UnicodeDecodeError, RecursionError):

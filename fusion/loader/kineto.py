@@ -76,8 +76,15 @@ def read_kineto(
     gpu, recorded = gpu_name(platform, props)
     kernels, warnings = _kernel_table(collector, raw.source)
     return TraceRecords(
-        source=raw.source, digest=raw.sha256, platform=platform, platform_evidence=evidence, gpu=gpu,
-        gpu_recorded=recorded, device_properties=props, kernels=kernels, cpu=collector.cpu.events(),
+        source=raw.source,
+        digest=raw.sha256,
+        platform=platform,
+        platform_evidence=evidence,
+        gpu=gpu,
+        gpu_recorded=recorded,
+        device_properties=props,
+        kernels=kernels,
+        cpu=collector.cpu.events(),
         warnings=stream.warnings + warnings + _quality_warnings(collector),
     )
 
@@ -187,9 +194,7 @@ def _device_properties(top: dict[str, Any]) -> list[dict[str, Any]]:
     return [p for p in props if isinstance(p, dict)]
 
 
-def detect_platform(
-    top: dict[str, Any], props: list[dict[str, Any]], runtime_prefixes: Counter
-) -> tuple[str, str]:
+def detect_platform(top: dict[str, Any], props: list[dict[str, Any]], runtime_prefixes: Counter) -> tuple[str, str]:
     """AMD or NVIDIA from the trace's own evidence; returns (platform, the evidence used)."""
     warp_sizes = [p.get("warpSize") for p in props]
     hip = runtime_prefixes.get("hip", 0)
@@ -243,7 +248,5 @@ def _duplicated(table: pd.DataFrame) -> np.ndarray:
 
 def _quality_warnings(collector: _Collector) -> list[str]:
     warnings = [f"{count} kernel events skipped: {why}" for why, count in sorted(collector.skipped.items())]
-    warnings += [
-        f"{count} kernel events have no usable {what}" for what, count in sorted(collector.missing.items())
-    ]
+    warnings += [f"{count} kernel events have no usable {what}" for what, count in sorted(collector.missing.items())]
     return warnings

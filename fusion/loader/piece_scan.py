@@ -32,8 +32,22 @@ from fusion.compiled import UNCACHED, compiled
 from fusion.loader.event_columns import EventColumns, distinct_pairs
 
 # columns of the integer output, one row per kept event
-(_BUCKET, _NAME, _PID, _PID_KIND, _TID, _TID_KIND, _CORRELATION, _STREAM, _DEVICE, _HAS_ARGS,
- _SLOW_TS, _SLOW_TS_END, _SLOW_DUR, _SLOW_DUR_END) = range(14)
+(
+    _BUCKET,
+    _NAME,
+    _PID,
+    _PID_KIND,
+    _TID,
+    _TID_KIND,
+    _CORRELATION,
+    _STREAM,
+    _DEVICE,
+    _HAS_ARGS,
+    _SLOW_TS,
+    _SLOW_TS_END,
+    _SLOW_DUR,
+    _SLOW_DUR_END,
+) = range(14)
 """_SLOW_*: where a ts or dur that the scan could not convert exactly is (0 when converted)."""
 _INT_COLUMNS = 14
 _TS, _DUR = range(2)
@@ -72,10 +86,32 @@ def _key_table(keys: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer(b"".join(keys), dtype=np.uint8).copy(), starts
 
 
-_SKIPPED_KEYS = (b"ph", b"id", b"bp", b"queued", b"context", b"grid", b"block", b"kind", b"cbid", b"External id",
-                 b"Ev Idx", b"Python id", b"Input Dims", b"Input type", b"Input Strides", b"Concrete Inputs",
-                 b"shared memory", b"blocks per SM", b"warps per SM", b"Trace name", b"Trace iteration",
-                 b"Call stack", b"Sequence number", b"Fwd thread id")
+_SKIPPED_KEYS = (
+    b"ph",
+    b"id",
+    b"bp",
+    b"queued",
+    b"context",
+    b"grid",
+    b"block",
+    b"kind",
+    b"cbid",
+    b"External id",
+    b"Ev Idx",
+    b"Python id",
+    b"Input Dims",
+    b"Input type",
+    b"Input Strides",
+    b"Concrete Inputs",
+    b"shared memory",
+    b"blocks per SM",
+    b"warps per SM",
+    b"Trace name",
+    b"Trace iteration",
+    b"Call stack",
+    b"Sequence number",
+    b"Fwd thread id",
+)
 """Common keys of Kineto traces whose values are not kept: recognised only to save reading them a byte at a time."""
 _KEY_HASH = np.uint64(0x9E3779B97F4A7C15)
 _KEY_HASH_BITS = 12
@@ -308,7 +344,14 @@ def _literal(data, i, n):
     c = data[i]
     if c == 116 and i + 4 <= n and data[i + 1] == 114 and data[i + 2] == 117 and data[i + 3] == 101:
         return i + 4
-    if c == 102 and i + 5 <= n and data[i + 1] == 97 and data[i + 2] == 108 and data[i + 3] == 115 and data[i + 4] == 101:
+    if (
+        c == 102
+        and i + 5 <= n
+        and data[i + 1] == 97
+        and data[i + 2] == 108
+        and data[i + 3] == 115
+        and data[i + 4] == 101
+    ):
         return i + 5
     if c == 110 and i + 4 <= n and data[i + 1] == 117 and data[i + 2] == 108 and data[i + 3] == 108:
         return i + 4
@@ -535,8 +578,9 @@ def _scan(data, cat_bytes, cat_starts, cat_buckets):
             return declined
         if rows == ints.shape[0]:
             ints, floats = _grow(ints), _grow(floats)
-        i, bucket, name_start, name_end = _event(data, i, n, stack, cat_bytes, cat_starts, cat_buckets, ints[rows],
-                                                 floats[rows])
+        i, bucket, name_start, name_end = _event(
+            data, i, n, stack, cat_bytes, cat_starts, cat_buckets, ints[rows], floats[rows]
+        )
         if i < 0:
             return declined
         events += 1
@@ -735,7 +779,9 @@ def scan_piece(data: bytes, table: tuple[np.ndarray, np.ndarray, np.ndarray]) ->
         return None
     _convert_slow_numbers(data, ints, floats)
     names = [_decoded(data[start - 1 : end + 1]) for start, end in spans.tolist()]
-    thread, threads = distinct_pairs(ints[:, _PID], ints[:, _PID_KIND] == _INT, ints[:, _TID], ints[:, _TID_KIND] == _INT)
+    thread, threads = distinct_pairs(
+        ints[:, _PID], ints[:, _PID_KIND] == _INT, ints[:, _TID], ints[:, _TID_KIND] == _INT
+    )
     return EventColumns(
         bucket=ints[:, _BUCKET].astype(np.int8),
         name=ints[:, _NAME].astype(np.int32),

@@ -15,14 +15,14 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Union
+from typing import BinaryIO
 
 from zlib_ng import zlib_ng
 
 from fusion import settings
 from fusion.errors import TraceError
 
-TraceSource = Union[str, os.PathLike, bytes, bytearray, memoryview, BinaryIO]
+TraceSource = str | os.PathLike | bytes | bytearray | memoryview | BinaryIO
 Progress = Callable[[int, int], None]
 """Called with (bytes read so far, total bytes or 0 when unknown)."""
 
@@ -161,9 +161,7 @@ def _chunks(
         for out in _gunzip(blocks, raw.source) if raw.gzipped else blocks:
             produced += len(out)
             if produced > max_bytes:
-                raise TraceError(
-                    raw.source, f"decompresses to more than the {max_bytes / 1e9:.2f} GB limit; refused"
-                )
+                raise TraceError(raw.source, f"decompresses to more than the {max_bytes / 1e9:.2f} GB limit; refused")
             yield out
     except OSError as exc:
         raise TraceError(raw.source, f"read failed ({exc})") from None

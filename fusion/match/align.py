@@ -96,8 +96,9 @@ def ops(path: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 @lru_cache(maxsize=4096)
 def _cached(a_bytes: bytes, b_bytes: bytes, free_end: bool, free_start: bool) -> np.ndarray:
-    path = _needleman_wunsch(np.frombuffer(a_bytes, dtype=CODE_DTYPE), np.frombuffer(b_bytes, dtype=CODE_DTYPE), free_end,
-                             free_start)
+    path = _needleman_wunsch(
+        np.frombuffer(a_bytes, dtype=CODE_DTYPE), np.frombuffer(b_bytes, dtype=CODE_DTYPE), free_end, free_start
+    )
     path.flags.writeable = False
     return path
 
@@ -181,8 +182,14 @@ def kernel_helpers(kernels: pd.DataFrame, names: pd.DataFrame) -> np.ndarray:
     return helper.to_numpy(bool)[codes] if len(codes) else np.zeros(0, dtype=bool)
 
 
-def alignment_table(kernels1: pd.DataFrame, kernels2: pd.DataFrame, rows1: np.ndarray, rows2: np.ndarray,
-                    helpers1: np.ndarray, helpers2: np.ndarray) -> pd.DataFrame:
+def alignment_table(
+    kernels1: pd.DataFrame,
+    kernels2: pd.DataFrame,
+    rows1: np.ndarray,
+    rows2: np.ndarray,
+    helpers1: np.ndarray,
+    helpers2: np.ndarray,
+) -> pd.DataFrame:
     """Side-by-side aligned kernels of one pair: global index, name, type, dur and rel_ts per side, and op.
 
     `helpers1/2` flag each kernel row of the traces that is a helper (see unit_codes).
@@ -209,6 +216,8 @@ def _side_columns(side: int, kernels: pd.DataFrame, rows: np.ndarray, positions:
     columns: dict[str, object] = {f"index{side}": index}
     for column, fill in (("name", None), ("type", None), ("dur", np.nan), ("ts", np.nan)):
         values = np.full(len(positions), fill, dtype=object if fill is None else np.float64)
-        values[present] = picked[column].to_numpy() if column in ("name", "type") else picked[column].to_numpy(np.float64)
+        values[present] = (
+            picked[column].to_numpy() if column in ("name", "type") else picked[column].to_numpy(np.float64)
+        )
         columns[f"{column}{side}" if column != "ts" else f"rel_ts{side}"] = values - start if column == "ts" else values
     return columns

@@ -49,9 +49,13 @@ class CutPairs:
     def warnings(self, max_fused_run: int, stream_budget: int) -> list[str]:
         if not self.count:
             return []
-        what = (f"{self.count} matched group pairs ran different stretches of work (more than {max_fused_run} kernels"
-                " of one side at a pair's start or end had no counterpart: graph launches cut at different places)")
+        what = (
+            f"{self.count} matched group pairs ran different stretches of work (more than {max_fused_run} kernels"
+            " of one side at a pair's start or end had no counterpart: graph launches cut at different places)"
+        )
         if self.realigned:
             return [f"{what}; their kernels are compared with the kernels outside groups, as a stream"]
-        return [f"{what}; they stay compared as groups, since their kernels would take the stream beyond"
-                f" {stream_budget} kernels per trace (stream_budget): findings near their edges may be missed"]
+        return [
+            f"{what}; they stay compared as groups, since their kernels would take the stream beyond"
+            f" {stream_budget} kernels per trace (stream_budget): findings near their edges may be missed"
+        ]

@@ -18,8 +18,9 @@ GAP = -1
 
 
 @compiled
-def fill(a: np.ndarray, b: np.ndarray, scores: np.ndarray, unknown: int,
-         free_start: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def fill(
+    a: np.ndarray, b: np.ndarray, scores: np.ndarray, unknown: int, free_start: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The traceback directions of every cell, the last row's and the last column's scores.
 
     `scores`: match, mismatch, mismatch where a side carries the `unknown` bit, gap. With `free_start`,

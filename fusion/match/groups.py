@@ -48,8 +48,15 @@ class Groups:
         np.cumsum(sizes[keep], out=offsets[1:])
         table = self.table[keep].reset_index(drop=True).assign(order=np.arange(int(keep.sum())))
         residual = np.sort(np.concatenate([self.residual_rows, self.kernel_rows[~member]]))
-        return Groups(table, self.type_counts[keep], self.type_time_us[keep], self.kernel_rows[member], offsets,
-                      residual, self.total_groups)
+        return Groups(
+            table,
+            self.type_counts[keep],
+            self.type_time_us[keep],
+            self.kernel_rows[member],
+            offsets,
+            residual,
+            self.total_groups,
+        )
 
 
 def type_codes(kernels: pd.DataFrame, types: list[str]) -> np.ndarray:
@@ -124,8 +131,9 @@ def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return ordered[starts], inverse, np.diff(np.r_[starts, len(rows)])
 
 
-def _summary(kernels: pd.DataFrame, correlations: np.ndarray, kernel_rows: np.ndarray, offsets: np.ndarray,
-             dur: np.ndarray) -> pd.DataFrame:
+def _summary(
+    kernels: pd.DataFrame, correlations: np.ndarray, kernel_rows: np.ndarray, offsets: np.ndarray, dur: np.ndarray
+) -> pd.DataFrame:
     """One row per group; `dur` is the duration of each of `kernel_rows`."""
     ts = kernels["ts"].to_numpy()[kernel_rows]
     starts = offsets[:-1]

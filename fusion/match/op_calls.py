@@ -28,6 +28,7 @@ EAGER_LAUNCH = "kernel"
 _INSTANCE = re.compile(rf"_\d+(?={re.escape(MODULE_SEPARATOR)}|$)")
 """The instance number the profiler appends to a module name (Linear_3)."""
 
+
 @dataclass
 class OpCalls:
     """One trace's top-level op calls in start order; call i launched kernel rows rows[offsets[i]:offsets[i+1]].
@@ -72,11 +73,20 @@ def op_calls(trace: Trace, side: int) -> OpCalls:
     rows = rows[np.argsort(call[rows], kind="stable")]
     _, first = np.unique(call[rows], return_index=True)
     heads = rows[first]
-    return OpCalls(side, trace, _per_category(kernels, "op_top", heads, canonical_op),
-                   _per_category(kernels, "op_top", heads, str), _modules(kernels, heads),
-                   _column(kernels, "thread", heads), rows, np.r_[first, len(rows)].astype(np.int64),
-                   _by_row(kernels, "name"), _by_row(kernels, "type"),
-                   kernels["dur"].to_numpy(np.float64), kernels["correlation"].to_numpy(np.int64))
+    return OpCalls(
+        side,
+        trace,
+        _per_category(kernels, "op_top", heads, canonical_op),
+        _per_category(kernels, "op_top", heads, str),
+        _modules(kernels, heads),
+        _column(kernels, "thread", heads),
+        rows,
+        np.r_[first, len(rows)].astype(np.int64),
+        _by_row(kernels, "name"),
+        _by_row(kernels, "type"),
+        kernels["dur"].to_numpy(np.float64),
+        kernels["correlation"].to_numpy(np.int64),
+    )
 
 
 def _column(kernels: pd.DataFrame, name: str, rows: np.ndarray) -> np.ndarray:

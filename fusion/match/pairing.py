@@ -98,8 +98,16 @@ def match_kinds(reps1: np.ndarray, reps2: np.ndarray, threshold: float = MIN_PAI
             pairs.append((k1, k2))
             used1.add(k1)
             used2.add(k2)
-    pairs += [(k1, int(np.argmax(scores[k1]))) for k1 in range(len(reps1)) if k1 not in used1 and scores[k1].max() >= threshold]
-    pairs += [(int(np.argmax(scores[:, k2])), k2) for k2 in range(len(reps2)) if k2 not in used2 and scores[:, k2].max() >= threshold]
+    pairs += [
+        (k1, int(np.argmax(scores[k1])))
+        for k1 in range(len(reps1))
+        if k1 not in used1 and scores[k1].max() >= threshold
+    ]
+    pairs += [
+        (int(np.argmax(scores[:, k2])), k2)
+        for k2 in range(len(reps2))
+        if k2 not in used2 and scores[:, k2].max() >= threshold
+    ]
     return pairs
 
 
@@ -126,8 +134,9 @@ def candidate_size(min_group_size: int) -> int:
     return max(1, math.ceil(min_group_size / MAX_SIZE_RATIO))
 
 
-def match_across_threshold(groups1: Groups, groups2: Groups, min_group_size: int,
-                           threshold: float = MIN_PAIR_SIMILARITY) -> tuple[Groups, Groups, Matching]:
+def match_across_threshold(
+    groups1: Groups, groups2: Groups, min_group_size: int, threshold: float = MIN_PAIR_SIMILARITY
+) -> tuple[Groups, Groups, Matching]:
     """Match groups of at least candidate_size kernels; keep a pair when either side is significant.
 
     A decode graph of 55 kernels on one side and 45 on the fused side is one pair across a threshold of 50;
@@ -143,7 +152,9 @@ def match_across_threshold(groups1: Groups, groups2: Groups, min_group_size: int
     return _subset(groups1, groups2, matching, kept, (keep1, keep2))
 
 
-def keep_pairs(groups1: Groups, groups2: Groups, matching: Matching, kept: np.ndarray) -> tuple[Groups, Groups, Matching]:
+def keep_pairs(
+    groups1: Groups, groups2: Groups, matching: Matching, kept: np.ndarray
+) -> tuple[Groups, Groups, Matching]:
     """The matching with only the `kept` pairs (bool per pair); the groups of the other pairs join the
     kernels outside groups."""
     keep = []
@@ -154,8 +165,9 @@ def keep_pairs(groups1: Groups, groups2: Groups, matching: Matching, kept: np.nd
     return _subset(groups1, groups2, matching, kept, (keep[0], keep[1]))
 
 
-def _subset(groups1: Groups, groups2: Groups, matching: Matching, kept: np.ndarray,
-            keep: tuple[np.ndarray, np.ndarray]) -> tuple[Groups, Groups, Matching]:
+def _subset(
+    groups1: Groups, groups2: Groups, matching: Matching, kept: np.ndarray, keep: tuple[np.ndarray, np.ndarray]
+) -> tuple[Groups, Groups, Matching]:
     """The `keep` groups of each side (bool per group) and the `kept` pairs among them, renumbered."""
     keep1, keep2 = keep
     pairs = matching.pairs[kept]

@@ -41,6 +41,7 @@ def read(
     max_bytes: int | None = None,
 ) -> Trace:
     """Read a trace file and build its model; raises TraceError naming the input and the problem."""
-    records = read_kineto(source, name=name, progress=progress, max_bytes=max_bytes,
-                          frame_suffixes=ENGINE_FRAME_SUFFIXES)
+    records = read_kineto(
+        source, name=name, progress=progress, max_bytes=max_bytes, frame_suffixes=ENGINE_FRAME_SUFFIXES
+    )
     return build(records, label)

@@ -63,7 +63,9 @@ def unrecorded_columns(count: int) -> dict[str, pd.Categorical | np.ndarray]:
         **{column: pd.Categorical.from_codes(np.zeros(count, np.int8), categories=[""]) for column in OP_COLUMNS[:3]},
         "op_call": np.full(count, NO_ROW, dtype=np.int64),
         "thread": np.full(count, NO_ROW, dtype=np.int64),
-        "launch": pd.Categorical.from_codes(np.full(count, LAUNCH_KINDS.index("unrecorded")), categories=list(LAUNCH_KINDS)),
+        "launch": pd.Categorical.from_codes(
+            np.full(count, LAUNCH_KINDS.index("unrecorded")), categories=list(LAUNCH_KINDS)
+        ),
     }
 
 
@@ -93,7 +95,9 @@ def launched_only(trace: Trace) -> Trace:
     if note is None:
         return trace
     launched = np.flatnonzero((trace.kernels["launch"] != "none").to_numpy())
-    return trace.subset(launched, f"{note}; left out of the comparison (keep_unlaunched=True or --keep-unlaunched keeps them)")
+    return trace.subset(
+        launched, f"{note}; left out of the comparison (keep_unlaunched=True or --keep-unlaunched keeps them)"
+    )
 
 
 @dataclass

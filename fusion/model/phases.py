@@ -30,7 +30,7 @@ import pandas as pd
 
 from fusion.errors import TraceError
 from fusion.loader.cpu_events import CpuEvents, Ranges
-from fusion.model.columns import LAUNCH_KINDS, PHASE_COLUMNS
+from fusion.model.columns import LAUNCH_KINDS
 from fusion.model.ops import Nesting, launch_rows
 from fusion.model.trace import Trace
 from fusion.vocabulary import ALL, BACKWARD, DECODE, FORWARD, MIXED, OPTIMIZER, PHASES, PREFILL
@@ -44,8 +44,14 @@ SOURCE_GRAPH = "graph replay, assumed decode"
 SOURCE_NONE = "no phase signal"
 
 SGLANG_MODES = {
-    "EXTEND": PREFILL, "SPLIT_PREFILL": PREFILL, "DLLM_EXTEND": PREFILL, "PREBUILT": PREFILL,
-    "DECODE": DECODE, "TARGET_VERIFY": DECODE, "DRAFT_EXTEND": DECODE, "DRAFT_EXTEND_V2": DECODE,
+    "EXTEND": PREFILL,
+    "SPLIT_PREFILL": PREFILL,
+    "DLLM_EXTEND": PREFILL,
+    "PREBUILT": PREFILL,
+    "DECODE": DECODE,
+    "TARGET_VERIFY": DECODE,
+    "DRAFT_EXTEND": DECODE,
+    "DRAFT_EXTEND_V2": DECODE,
     "MIXED": MIXED,
 }
 """SGLang ForwardMode -> phase. Speculative verify and draft passes belong to decoding; IDLE has none."""
@@ -87,21 +93,37 @@ class Marker:
 
 
 SERVING_STEPS = (
-    Marker("vLLM execute annotation",
-           re.compile(r"^execute_(?:\d+_)?context_(?P<context>\d+)\(.*\)_generation_(?P<generation>\d+)\("),
-           _batch_phase, numbers_steps=True),
-    Marker("SGLang step annotation", re.compile(r"^step\[(?P<mode>[A-Z][A-Z0-9_]*)[ \]]"),
-           _mode_phase(SGLANG_MODES), numbers_steps=True),
+    Marker(
+        "vLLM execute annotation",
+        re.compile(r"^execute_(?:\d+_)?context_(?P<context>\d+)\(.*\)_generation_(?P<generation>\d+)\("),
+        _batch_phase,
+        numbers_steps=True,
+    ),
+    Marker(
+        "SGLang step annotation",
+        re.compile(r"^step\[(?P<mode>[A-Z][A-Z0-9_]*)[ \]]"),
+        _mode_phase(SGLANG_MODES),
+        numbers_steps=True,
+    ),
 )
 ENGINE_FRAMES = (
-    Marker("SGLang forward function", re.compile(rf": (?P<mode>{'|'.join(SGLANG_FUNCTIONS)})$"),
-           _mode_phase(SGLANG_FUNCTIONS), by_thread=True),
+    Marker(
+        "SGLang forward function",
+        re.compile(rf": (?P<mode>{'|'.join(SGLANG_FUNCTIONS)})$"),
+        _mode_phase(SGLANG_FUNCTIONS),
+        by_thread=True,
+    ),
 )
 TRAINING_FRAMES = (
-    Marker("optimizer annotation", re.compile(r"^Optimizer\.(?:step|zero_grad)#"), _constant(OPTIMIZER),
-           by_thread=True),
-    Marker("autograd engine frame", re.compile(r"^autograd::engine::evaluate_function: "), _constant(BACKWARD),
-           by_thread=True),
+    Marker(
+        "optimizer annotation", re.compile(r"^Optimizer\.(?:step|zero_grad)#"), _constant(OPTIMIZER), by_thread=True
+    ),
+    Marker(
+        "autograd engine frame",
+        re.compile(r"^autograd::engine::evaluate_function: "),
+        _constant(BACKWARD),
+        by_thread=True,
+    ),
 )
 MARKERS = SERVING_STEPS + ENGINE_FRAMES + TRAINING_FRAMES
 PROFILER_STEP = re.compile(r"^ProfilerStep#(?P<step>\d+)$")
@@ -127,8 +149,9 @@ def no_phase_columns(count: int) -> dict[str, pd.Categorical | np.ndarray]:
     return {
         "phase": pd.Categorical.from_codes(np.full(count, PHASES.index(ALL), dtype=np.int8), categories=list(PHASES)),
         "step": np.full(count, NO_STEP, dtype=np.int64),
-        "phase_source": pd.Categorical.from_codes(np.full(count, SOURCES.index(SOURCE_NONE), dtype=np.int8),
-                                                  categories=list(SOURCES)),
+        "phase_source": pd.Categorical.from_codes(
+            np.full(count, SOURCES.index(SOURCE_NONE), dtype=np.int8), categories=list(SOURCES)
+        ),
     }
 
 
@@ -147,7 +170,7 @@ def assign_phases(kernels: pd.DataFrame, ranges: Ranges, names: list[str]) -> pd
     found: set[str] = set()
     by_name = _per_name(names, ranges.name)
     for number, marker in enumerate(MARKERS):
-        phase_of = by_name(lambda name: PHASES.index(p) if (p := marker.phase(name)) else -1)
+        phase_of = by_name(lambda name: PHASES.index(p) if (p := marker.phase(name)) else -1)  # noqa: B023 (called here)
         hits = ranges.where(phase_of[ranges.name] >= 0)
         if not len(hits.start):
             continue
@@ -161,11 +184,14 @@ def assign_phases(kernels: pd.DataFrame, ranges: Ranges, names: list[str]) -> pd
     _fallbacks(phase, source, found, launch_ts, (kernels["launch"] == "graph").to_numpy(bool))
     unnumbered = step == NO_STEP
     step[unnumbered] = profiler_steps(ranges, by_name(_step_number), launch_ts[unnumbered])
-    return pd.DataFrame({
-        "phase": pd.Categorical.from_codes(phase, categories=list(PHASES)),
-        "step": step,
-        "phase_source": pd.Categorical.from_codes(source, categories=list(SOURCES)),
-    }, index=kernels.index)
+    return pd.DataFrame(
+        {
+            "phase": pd.Categorical.from_codes(phase, categories=list(PHASES)),
+            "step": step,
+            "phase_source": pd.Categorical.from_codes(source, categories=list(SOURCES)),
+        },
+        index=kernels.index,
+    )
 
 
 def _per_name(names: list[str], codes: np.ndarray) -> Callable[[Callable[[str], int]], np.ndarray]:
@@ -181,8 +207,9 @@ def _per_name(names: list[str], codes: np.ndarray) -> Callable[[Callable[[str], 
     return by_name
 
 
-def _fallbacks(phase: np.ndarray, source: np.ndarray, found: set[str], launch_ts: np.ndarray,
-               graph_launched: np.ndarray) -> None:
+def _fallbacks(
+    phase: np.ndarray, source: np.ndarray, found: set[str], launch_ts: np.ndarray, graph_launched: np.ndarray
+) -> None:
     """Training forward, graph replays as decode, and 'all' for kernels no range placed."""
     open_ = phase < 0
     if found & {m.source for m in TRAINING_FRAMES}:
@@ -236,12 +263,17 @@ def phase_table(kernels: pd.DataFrame) -> pd.DataFrame:
     times = np.bincount(codes[known], weights=kernels["dur"].to_numpy(np.float64)[known], minlength=width)
     stepped = known & (step != NO_STEP)
     steps = np.bincount(_distinct_pairs(codes[stepped], step[stepped]), minlength=width)
-    sources = np.bincount(codes[known] * len(source.categories) + source.codes.to_numpy()[known],
-                          minlength=width * len(source.categories)).reshape(width, -1)
+    sources = np.bincount(
+        codes[known] * len(source.categories) + source.codes.to_numpy()[known], minlength=width * len(source.categories)
+    ).reshape(width, -1)
     rows = {
         str(phase.categories[c]): {
-            "steps": int(steps[c]), "kernels": int(counts[c]), "time_us": float(times[c]),
-            "sources": {str(name): int(n) for name, n in sorted(zip(source.categories, sources[c]), key=lambda x: -x[1]) if n},
+            "steps": int(steps[c]),
+            "kernels": int(counts[c]),
+            "time_us": float(times[c]),
+            "sources": {
+                str(name): int(n) for name, n in sorted(zip(source.categories, sources[c]), key=lambda x: -x[1]) if n
+            },
         }
         for c in np.flatnonzero(counts).tolist()  # the phases present, in category order
     }
@@ -264,15 +296,20 @@ def phase_notes(kernels: pd.DataFrame, table: pd.DataFrame | None = None) -> lis
     table = phase_table(kernels) if table is None else table
     notes = []
     if list(table.index) == [ALL]:
-        notes.append("no phase signal (serving step annotations, engine or training frames, graph replays): "
-                     "one phase 'all'")
+        notes.append(
+            "no phase signal (serving step annotations, engine or training frames, graph replays): one phase 'all'"
+        )
     elif ALL in table.index:
         unlaunched = int(((kernels["phase"] == ALL) & kernels["launch"].isin(UNLAUNCHED)).sum())
-        notes.append(f"{table.loc[ALL, 'kernels']:,} kernels have no phase signal (phase 'all'), "
-                     f"{unlaunched:,} of them without a recorded launch")
+        notes.append(
+            f"{table.loc[ALL, 'kernels']:,} kernels have no phase signal (phase 'all'), "
+            f"{unlaunched:,} of them without a recorded launch"
+        )
     if MIXED in table.index:
-        notes.append(f"{step_count(table.loc[MIXED, 'steps'], MIXED)} (prefill and decode requests in one batch): "
-                     "their kernels are in neither prefill nor decode")
+        notes.append(
+            f"{step_count(table.loc[MIXED, 'steps'], MIXED)} (prefill and decode requests in one batch): "
+            "their kernels are in neither prefill nor decode"
+        )
     if DECODE in table.index and SOURCE_GRAPH in table.loc[DECODE, "sources"]:
         notes.append("decode is assumed from graph replays: the trace has no serving annotation or training frame")
     return notes
@@ -291,8 +328,11 @@ def phase_view(trace: Trace, phase: str, table: pd.DataFrame | None = None) -> T
         return trace
     table = phase_table(trace.kernels) if table is None else table
     steps = int(table.loc[phase, "steps"]) if phase in table.index else 0
-    return trace.subset(rows, f"phase {phase} only: {len(rows):,} of {len(kernels):,} kernels in"
-                              f" {step_count(steps, phase)}; kernel indices refer to this view")
+    return trace.subset(
+        rows,
+        f"phase {phase} only: {len(rows):,} of {len(kernels):,} kernels in"
+        f" {step_count(steps, phase)}; kernel indices refer to this view",
+    )
 
 
 def view_rows(kernels: pd.DataFrame, phase: str) -> np.ndarray:
@@ -306,9 +346,15 @@ def describe(kernels: pd.DataFrame) -> dict[str, Any]:
     """JSON-ready phases of one trace: per phase steps, kernels, time and sources, and the notes."""
     table = phase_table(kernels)
     return {
-        "per_phase": {str(p): {"steps": int(r["steps"]), "kernels": int(r["kernels"]),
-                               "time_us": round(float(r["time_us"]), 3), "sources": r["sources"]}
-                      for p, r in table.iterrows()},
+        "per_phase": {
+            str(p): {
+                "steps": int(r["steps"]),
+                "kernels": int(r["kernels"]),
+                "time_us": round(float(r["time_us"]), 3),
+                "sources": r["sources"],
+            }
+            for p, r in table.iterrows()
+        },
         "notes": phase_notes(kernels, table),
     }
 
@@ -353,8 +399,11 @@ def step_spans(kernels: pd.DataFrame) -> pd.DataFrame:
     if stepped.empty:
         return pd.DataFrame(columns=list(STEP_SPAN_COLUMNS))
     ends = stepped["ts"] + stepped["dur"]
-    spans = stepped.assign(end=ends).groupby(["step", "phase"], observed=True, sort=False).agg(
-        start_us=("ts", "min"), end_us=("end", "max"), kernels=("dur", "size"), time_us=("dur", "sum"))
+    spans = (
+        stepped.assign(end=ends)
+        .groupby(["step", "phase"], observed=True, sort=False)
+        .agg(start_us=("ts", "min"), end_us=("end", "max"), kernels=("dur", "size"), time_us=("dur", "sum"))
+    )
     spans = spans.reset_index().sort_values("start_us", kind="stable").reset_index(drop=True)
     spans["phase"] = spans["phase"].astype(str)
     return spans[list(STEP_SPAN_COLUMNS)]

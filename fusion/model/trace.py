@@ -21,7 +21,6 @@ from fusion.model.columns import NAME_STATS
 _FRAME_FIELDS = ("kernels", "names")
 
 
-
 @dataclass(frozen=True)
 class FrameLoader:
     """A table not built yet: its row count, and how to build it (the table cache reads it on demand)."""
@@ -97,8 +96,12 @@ class Trace:
         kernels["name"] = used_categories(kernels["name"])
         stats = name_stats(kernels)
         names = self.names.drop(columns=list(NAME_STATS)).loc[stats.index].join(stats)
-        return dataclasses.replace(self, kernels=kernels, names=names.sort_values("time_us", ascending=False),
-                                   warnings=[*self.warnings, warning])
+        return dataclasses.replace(
+            self,
+            kernels=kernels,
+            names=names.sort_values("time_us", ascending=False),
+            warnings=[*self.warnings, warning],
+        )
 
 
 def default_label(platform: str, gpu: str, recorded: bool, source: str) -> str:

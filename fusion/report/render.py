@@ -15,12 +15,33 @@ from fusion.detect.mappings import SPLIT_DETECTOR
 from fusion.detect.op_kernels import OP_CALLS_SOURCE, OP_KERNELS_DETECTOR
 from fusion.model.ops import MODULE_SEPARATOR
 from fusion.model.phases import ALL
-from fusion.result import (CALLS, COUNT, COUNT_RATIO, KERNEL_NAMES, KERNELS_PER_CALL, MODULE, ONLY_IN, OP, OP_NAMES, TIME_RATIO,
-                           TIME_US, EvidenceRef, FusionMapping, OneSidedNote, Opportunity, field_names, plain, side_column)
+from fusion.result import (
+    CALLS,
+    COUNT,
+    COUNT_RATIO,
+    KERNEL_NAMES,
+    KERNELS_PER_CALL,
+    MODULE,
+    ONLY_IN,
+    OP,
+    OP_NAMES,
+    TIME_RATIO,
+    TIME_US,
+    EvidenceRef,
+    FusionMapping,
+    OneSidedNote,
+    Opportunity,
+    field_names,
+    plain,
+    side_column,
+)
 
 TOP_OPPORTUNITIES = 10
-NAME_LABELS = {SPLIT_DETECTOR: ("single kernel", "split into"), OP_KERNELS_DETECTOR: ("the op launches", "the op launches"),
-               None: ("fused kernel", "replaced kernels")}
+NAME_LABELS = {
+    SPLIT_DETECTOR: ("single kernel", "split into"),
+    OP_KERNELS_DETECTOR: ("the op launches", "the op launches"),
+    None: ("fused kernel", "replaced kernels"),
+}
 """How a mapping's two name lists read: a split's one side runs one kernel, not a fused one; an op-level
 difference is two launches of the same op, which read as a fusion only through its evidence text."""
 
@@ -28,6 +49,8 @@ difference is two launches of the same op, which read as a fusion only through i
 def name_labels(mapping: FusionMapping) -> tuple[str, str]:
     """The labels of the fused side's and the other side's kernel names (NAME_LABELS)."""
     return NAME_LABELS.get(mapping.detector, NAME_LABELS[None])
+
+
 TOP_OPS = 10
 NAME_COLUMNS = ("fused_kernel_names", "unfused_kernel_names", "fused_components")
 """List fields of a mapping written as one CSV cell each."""
@@ -45,11 +68,17 @@ def to_json(comparison: Comparison) -> str:
 def to_text(comparison: Comparison) -> str:
     """A report for a person: traces, comparability, type table, top opportunities, op-level findings,
     mappings, the ops with the largest time gap, one-sided notes."""
-    sections = [_header(comparison), _comparability(comparison), _phases(comparison), _type_table(comparison),
-                _opportunities(comparison.opportunities), op_findings_text(comparison.mappings, comparison.op_notes),
-                _mappings([m for m in comparison.mappings if m.evidence_source != OP_CALLS_SOURCE]),
-                op_table_text(comparison.op_table, (comparison.trace1.label, comparison.trace2.label)),
-                _notes(comparison)]
+    sections = [
+        _header(comparison),
+        _comparability(comparison),
+        _phases(comparison),
+        _type_table(comparison),
+        _opportunities(comparison.opportunities),
+        op_findings_text(comparison.mappings, comparison.op_notes),
+        _mappings([m for m in comparison.mappings if m.evidence_source != OP_CALLS_SOURCE]),
+        op_table_text(comparison.op_table, (comparison.trace1.label, comparison.trace2.label)),
+        _notes(comparison),
+    ]
     return "\n\n".join(s for s in sections if s) + "\n"
 
 
@@ -80,7 +109,9 @@ def _flat_note(note: OneSidedNote) -> dict:
 
 
 def _refs_text(refs: list[EvidenceRef]) -> str:
-    return "; ".join(f"pair {r.pair_id} kernels {r.window1[0]}-{r.window1[1]} / {r.window2[0]}-{r.window2[1]}" for r in refs)
+    return "; ".join(
+        f"pair {r.pair_id} kernels {r.window1[0]}-{r.window1[1]} / {r.window2[0]}-{r.window2[1]}" for r in refs
+    )
 
 
 def _rows_csv(columns: list[str], rows: list[dict]) -> str:
@@ -88,8 +119,12 @@ def _rows_csv(columns: list[str], rows: list[dict]) -> str:
     writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: "" if v is None else round(v, CSV_DECIMALS) if isinstance(v, float) else v
-                         for k, v in plain(row).items()})
+        writer.writerow(
+            {
+                k: "" if v is None else round(v, CSV_DECIMALS) if isinstance(v, float) else v
+                for k, v in plain(row).items()
+            }
+        )
     return out.getvalue()
 
 
@@ -98,10 +133,14 @@ def _header(c: Comparison) -> str:
     lines = ["Fusion comparison"]
     for side in (1, 2):
         trace = c.trace(side)
-        lines.append(f"  Trace {side}: {trace.label} [{trace.platform}] {trace.source} - {trace.kernel_count} kernels,"
-                     f" {trace.kernel_time_us / 1000:.2f} ms, {m[f'trace{side}_correlation_groups']} significant groups")
-    lines.append(f"  matched group pairs: {m['matched_groups']}, stream windows: {m['stream_windows']},"
-                 f" min_group_size {c.params['min_group_size']}")
+        lines.append(
+            f"  Trace {side}: {trace.label} [{trace.platform}] {trace.source} - {trace.kernel_count} kernels,"
+            f" {trace.kernel_time_us / 1000:.2f} ms, {m[f'trace{side}_correlation_groups']} significant groups"
+        )
+    lines.append(
+        f"  matched group pairs: {m['matched_groups']}, stream windows: {m['stream_windows']},"
+        f" min_group_size {c.params['min_group_size']}"
+    )
     return "\n".join(lines)
 
 
@@ -113,7 +152,8 @@ def _comparability(c: Comparison) -> str:
 def _type_table(c: Comparison) -> str:
     milliseconds = {side_column("ms", s): c.type_stats[side_column(TIME_US, s)] / 1000 for s in (1, 2)}
     table = c.type_stats.assign(**milliseconds)[
-        [side_column(COUNT, 1), side_column(COUNT, 2), COUNT_RATIO, *milliseconds, ONLY_IN]]
+        [side_column(COUNT, 1), side_column(COUNT, 2), COUNT_RATIO, *milliseconds, ONLY_IN]
+    ]
     with pd.option_context("display.width", 120, "display.max_rows", 200):
         return "Kernel types\n" + table.to_string(float_format=lambda v: f"{v:.3f}", na_rep="-")
 
@@ -124,8 +164,10 @@ def _opportunities(opportunities: list[Opportunity]) -> str:
     lines = [f"Fusion opportunities (top {min(len(opportunities), TOP_OPPORTUNITIES)} by time impact)"]
     for o in opportunities[:TOP_OPPORTUNITIES]:
         ratio = f"{o.ratio:.1f}x" if o.ratio is not None else f"only on trace {o.only_in}"
-        lines.append(f"  {o.kernel_type:<18} {o.trace1_total:>8} vs {o.trace2_total:<8} {ratio:<16}"
-                     f" {o.trace1_time_ms:.3f} vs {o.trace2_time_ms:.3f} ms  fused by {o.fused_by} [{o.source}]")
+        lines.append(
+            f"  {o.kernel_type:<18} {o.trace1_total:>8} vs {o.trace2_total:<8} {ratio:<16}"
+            f" {o.trace1_time_ms:.3f} vs {o.trace2_time_ms:.3f} ms  fused by {o.fused_by} [{o.source}]"
+        )
     return "\n".join(lines)
 
 
@@ -135,8 +177,10 @@ def _mappings(mappings: list[FusionMapping]) -> str:
     lines = ["Fusion mappings"]
     for m in mappings:
         title = headline(m.detector, m.fused_trace, m.unfused_sequence, m.fused_kernel_type)
-        lines.append(f"  [{m.detector}] {title}  x{m.pattern_count}, confidence {m.pattern_confidence:.0%},"
-                     f" {m.time_saved_us / 1000:.3f} ms extra")
+        lines.append(
+            f"  [{m.detector}] {title}  x{m.pattern_count}, confidence {m.pattern_confidence:.0%},"
+            f" {m.time_saved_us / 1000:.3f} ms extra"
+        )
         lines.append(f"      {m.evidence}")
         one, several = name_labels(m)
         lines.append(f"      {one} (trace {m.fused_trace}): {'; '.join(m.fused_kernel_names) or '-'}")
@@ -145,16 +189,20 @@ def _mappings(mappings: list[FusionMapping]) -> str:
         lines.append(f"      {several} (trace {3 - m.fused_trace}): {'; '.join(m.unfused_kernel_names) or '-'}")
         lines.append(f"      evidence from: {m.evidence_source}")
         for ref in m.evidence_refs[:3]:
-            lines.append(f"      pair {ref.pair_id}: trace1 kernels {ref.window1[0]}..{ref.window1[1] - 1},"
-                         f" trace2 kernels {ref.window2[0]}..{ref.window2[1] - 1}")
+            lines.append(
+                f"      pair {ref.pair_id}: trace1 kernels {ref.window1[0]}..{ref.window1[1] - 1},"
+                f" trace2 kernels {ref.window2[0]}..{ref.window2[1] - 1}"
+            )
     return "\n".join(lines)
 
 
 def _notes(c: Comparison) -> str:
     if not c.one_sided:
         return ""
-    return "\n".join(["One-sided kernels (not fusions)"] +
-                     [f"  trace {n.side}: {n.count} x {n.kernel_type} - {n.reason}" for n in c.one_sided])
+    return "\n".join(
+        ["One-sided kernels (not fusions)"]
+        + [f"  trace {n.side}: {n.count} x {n.kernel_type} - {n.reason}" for n in c.one_sided]
+    )
 
 
 def _phases(c: Comparison) -> str:
@@ -169,11 +217,15 @@ def op_findings_text(mappings: list[FusionMapping], notes: list[str]) -> str:
     lines = ["Op-level findings (same op call, different kernels)" if found else "Op-level findings: none"]
     for m in found:
         lines.append(f"  [{m.detector}] {m.evidence}")
-        lines.append(f"      {m.pattern_confidence:.0%} of the op's aligned calls; {m.time_saved_us / 1000:.3f} ms"
-                     f" in Trace {3 - m.fused_trace}'s kernels without a same-type counterpart")
+        lines.append(
+            f"      {m.pattern_confidence:.0%} of the op's aligned calls; {m.time_saved_us / 1000:.3f} ms"
+            f" in Trace {3 - m.fused_trace}'s kernels without a same-type counterpart"
+        )
         for ref in m.evidence_refs[:3]:
-            lines.append(f"      op call: trace1 kernels {ref.window1[0]}..{ref.window1[1] - 1},"
-                         f" trace2 kernels {ref.window2[0]}..{ref.window2[1] - 1}")
+            lines.append(
+                f"      op call: trace1 kernels {ref.window1[0]}..{ref.window1[1] - 1},"
+                f" trace2 kernels {ref.window2[0]}..{ref.window2[1] - 1}"
+            )
     lines += [f"  note: {note}" for note in notes]
     return "\n".join(lines)
 
@@ -182,15 +234,19 @@ def op_table_text(table: pd.DataFrame, labels: tuple[str, str], limit: int = TOP
     """The ops with the largest time gap: calls, kernels per call and time on each side."""
     if table.empty:
         return ""
-    lines = [f"Top ops by time gap (trace 1: {labels[0]}, trace 2: {labels[1]})",
-             f"  {'op':<40} {'module':<30} {'calls':>11} {'kernels/call':>13} {'ms':>17} {'ratio':>6}"]
+    lines = [
+        f"Top ops by time gap (trace 1: {labels[0]}, trace 2: {labels[1]})",
+        f"  {'op':<40} {'module':<30} {'calls':>11} {'kernels/call':>13} {'ms':>17} {'ratio':>6}",
+    ]
     for _, row in table.head(limit).iterrows():
         calls, per_call, ms = ([row[side_column(c, s)] for s in (1, 2)] for c in (CALLS, KERNELS_PER_CALL, TIME_US))
         ratio = "-" if pd.isna(row[TIME_RATIO]) else f"{row[TIME_RATIO]:.2f}"
         op = ", ".join(row[OP_NAMES]) or row[OP]
-        lines.append(f"  {op[:40]:<40} {_path_tail(row[MODULE], 30):<30} {calls[0]:>5} {calls[1]:>5}"
-                     f" {_per_call(per_call[0]):>6} {_per_call(per_call[1]):>6}"
-                     f" {ms[0] / 1000:>8.3f} {ms[1] / 1000:>8.3f} {ratio:>6}")
+        lines.append(
+            f"  {op[:40]:<40} {_path_tail(row[MODULE], 30):<30} {calls[0]:>5} {calls[1]:>5}"
+            f" {_per_call(per_call[0]):>6} {_per_call(per_call[1]):>6}"
+            f" {ms[0] / 1000:>8.3f} {ms[1] / 1000:>8.3f} {ratio:>6}"
+        )
     return "\n".join(lines)
 
 
@@ -228,11 +284,16 @@ def phase_lines(summary: dict[str, Any]) -> list[str]:
     lines = [f"{'phase':<11}{'steps 1':>9}{'steps 2':>9}{'kernels 1':>11}{'kernels 2':>11}{'ms 1':>11}{'ms 2':>11}"]
     for phase, section in summary["per_phase"].items():
         one, two = section["trace1"], section["trace2"]
-        lines.append(f"{phase:<11}{one['steps']:>9}{two['steps']:>9}{one['kernels']:>11,}{two['kernels']:>11,}"
-                     f"{one['time_us'] / 1e3:>11,.3f}{two['time_us'] / 1e3:>11,.3f}")
+        lines.append(
+            f"{phase:<11}{one['steps']:>9}{two['steps']:>9}{one['kernels']:>11,}{two['kernels']:>11,}"
+            f"{one['time_us'] / 1e3:>11,.3f}{two['time_us'] / 1e3:>11,.3f}"
+        )
     for phase, section in summary["per_phase"].items():
         if "fusion_mappings" in section:
-            found = [headline(m["detector"], m["fused_trace"], m["unfused_sequence"], m["fused_kernel_type"])
-                     + f" x{m['pattern_count']}" for m in section["fusion_mappings"]]
+            found = [
+                headline(m["detector"], m["fused_trace"], m["unfused_sequence"], m["fused_kernel_type"])
+                + f" x{m['pattern_count']}"
+                for m in section["fusion_mappings"]
+            ]
             lines.append(f"{phase} alone: " + ("; ".join(found) or "no fusion"))
     return lines + [f"note: {note}" for note in summary["notes"]]

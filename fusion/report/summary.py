@@ -6,11 +6,11 @@ from typing import Any
 
 import pandas as pd
 
-from fusion.result import CALLS, KERNELS_PER_CALL, MODULE, OP, OP_NAMES, TIME_US
 from fusion.comparison.ops import op_times
 from fusion.model.ops import unlaunched_note
 from fusion.model.phases import describe
 from fusion.model.trace import Trace
+from fusion.result import CALLS, KERNELS_PER_CALL, MODULE, OP, OP_NAMES, TIME_US
 
 UNCLASSIFIED_TYPE = "Other"
 TOP_OPS = 10
@@ -43,8 +43,13 @@ def summarize(trace: Trace, top_unclassified: int = 20) -> dict[str, Any]:
 def _top_ops(trace: Trace, limit: int) -> list[dict[str, Any]]:
     """The eager top-level ops (and module class paths) with the most kernel time."""
     return [
-        {"op": ", ".join(row[OP_NAMES]) or row[OP], "module": row[MODULE], "calls": int(row[CALLS]),
-         "kernels_per_call": round(float(row[KERNELS_PER_CALL]), 3), "time_us": round(float(row[TIME_US]), 3)}
+        {
+            "op": ", ".join(row[OP_NAMES]) or row[OP],
+            "module": row[MODULE],
+            "calls": int(row[CALLS]),
+            "kernels_per_call": round(float(row[KERNELS_PER_CALL]), 3),
+            "time_us": round(float(row[TIME_US]), 3),
+        }
         for _, row in op_times(trace).head(limit).iterrows()
     ]
 
@@ -83,8 +88,10 @@ def summary_text(trace: Trace, summary: dict[str, Any]) -> str:
     if summary["ops"]:
         lines += ["", "top ops by kernel time (eager launches):"]
         for entry in summary["ops"]:
-            lines.append(f"  {entry['time_us'] / 1e3:>10,.3f} ms  {entry['calls']:>7,} calls  {entry['kernels_per_call']:>5.2f}"
-                         f" kernels/call  {entry['op']}  {entry['module']}")
+            lines.append(
+                f"  {entry['time_us'] / 1e3:>10,.3f} ms  {entry['calls']:>7,} calls  {entry['kernels_per_call']:>5.2f}"
+                f" kernels/call  {entry['op']}  {entry['module']}"
+            )
     if summary["unclassified"]:
         lines += ["", "unclassified kernel names by total time (add a rule for them, see FUSION_RULES):"]
         for entry in summary["unclassified"]:
@@ -104,5 +111,8 @@ def phase_text(phases: dict[str, Any]) -> list[str]:
 
 def _shares(title: str, breakdown: dict[str, dict[str, float]], total: float) -> str:
     """'launch     kernel: 1,053 kernels, 69.1% of time; none: 463 kernels, 30.9% of time' on one line."""
-    parts = [f"{value}: {row['count']:,} kernels, {100 * row['time_us'] / total:.1f}% of time" for value, row in breakdown.items()]
+    parts = [
+        f"{value}: {row['count']:,} kernels, {100 * row['time_us'] / total:.1f}% of time"
+        for value, row in breakdown.items()
+    ]
     return f"{title:<11}" + "; ".join(parts)

@@ -15,9 +15,10 @@ import gzip
 import random
 import sys
 from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable, Iterator, Sequence
+from typing import IO
 
 import orjson
 
@@ -185,7 +186,13 @@ _SPLIT_K_REDUCE = Kernel(
     "void cublasLt::splitKreduce_kernel<32, 16, int, __nv_bfloat16, __nv_bfloat16, float, __nv_bfloat16, true,"
     " true, false>(cublasLt::cublasSplitKParams<float>, __nv_bfloat16 const*, __nv_bfloat16 const*, __nv_bfloat16*,"
     " float const*, float const*, __nv_bfloat16 const*, __nv_bfloat16 const*, __nv_bfloat16*, void*, long, float*,"
-    " int*)", "GEMM", 3.0, "aten::mm", (48, 1, 1), (512, 1, 1))
+    " int*)",
+    "GEMM",
+    3.0,
+    "aten::mm",
+    (48, 1, 1),
+    (512, 1, 1),
+)
 _CUTLASS_SILU_AND_MUL = (
     "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int>,"
     " cutlass::gemm::collective::CollectiveMma<cutlass::gemm::MainloopSm90TmaGmmaWarpSpecializedCooperative<4,"
@@ -248,8 +255,9 @@ def _attention(platform: str, prefill: bool, spec: PairSpec) -> Kernel:
         name, ktype = _UNKNOWN_ATTN, "Other"
     else:
         name, ktype = (_NV_PREFILL_ATTN if prefill else _NV_ATTN), "Attention"
-    return Kernel(name, ktype, 38.0 if platform == AMD else 32.0, "vllm::unified_attention_with_output",
-                  (32, 8, 1), (128, 1, 1))
+    return Kernel(
+        name, ktype, 38.0 if platform == AMD else 32.0, "vllm::unified_attention_with_output", (32, 8, 1), (128, 1, 1)
+    )
 
 
 def _fused_dur(parts: Sequence[Kernel]) -> float:
@@ -286,28 +294,65 @@ def _sites() -> dict[str, FusionSite]:
     add = Kernel(_ADD, "Elementwise", 3.0, "aten::add")
     sort_pass = Kernel(_AMD_SORT_PASS, "Sort", 3.0, "aten::sort", (16, 1, 1), (256, 1, 1))
     sites = [
-        FusionSite("add_rmsnorm", NVIDIA, _FUSED_ADD_RMS_NORM, "_C::fused_add_rms_norm",
-                   (add, Kernel(_RMS_NORM, "RMSNorm", 4.5, "_C::rms_norm")), "RMSNorm",
-                   "post-attention residual add + RMSNorm: AMD launches an elementwise add then rms_norm_kernel,"
-                   " NVIDIA one fused_add_rms_norm_kernel"),
-        FusionSite("moe_swiglu", AMD, _MOE_GEMM + "_swiglu", "vllm::moe_forward", (moe_gemm, silu_and_mul),
-                   "MoE_GEMM",
-                   "MoE gate/up GEMM with SwiGLU epilogue: AMD runs _matmul_ogs_..._swiglu, NVIDIA the plain"
-                   " MoE GEMM followed by act_and_mul_kernel"),
-        FusionSite("sort_chain", NVIDIA, _NV_SORT, "aten::sort", (sort_pass,) * 4, "Sort",
-                   "MoE token sort: AMD runs four rocprim onesweep radix passes, NVIDIA one cub single-tile sort"),
-        FusionSite("inductor_silu", AMD, _INDUCTOR_SILU, "triton_poi_fused_add_mul_silu", (silu_and_mul, add),
-                   "SwiGLU",
-                   "shared-expert silu(gate)*up + residual: AMD runs one Inductor kernel"
-                   " triton_poi_fused_add_mul_silu_3, NVIDIA act_and_mul_kernel then an elementwise add"),
-        FusionSite("gemm_silu_epilogue", NVIDIA, _CUTLASS_SILU_AND_MUL, "aten::mm",
-                   (Kernel(_cijk("256x256x64"), "GEMM", 20.0, "aten::mm", (304, 1, 1)), silu_and_mul), "GEMM",
-                   "dense MLP gate/up GEMM and SiLU-and-mul: AMD runs a hipBLASLt GEMM then act_and_mul_kernel,"
-                   " NVIDIA one CUTLASS GEMM whose epilogue is LinCombDeEltActSiLuAndMul"),
-        FusionSite("template_rmsnorm", NVIDIA, _TEMPLATE_RMSNORM_GEMM, "aten::addmm",
-                   (Kernel(_RMS_NORM, "RMSNorm", 4.5, "_C::rms_norm"), _gemm(AMD, "qkv", PairSpec())), "GEMM",
-                   "input RMSNorm + QKV projection: AMD runs rms_norm_kernel then the GEMM, NVIDIA one Inductor"
-                   " template GEMM with the norm as its prologue (triton_tem_fused_addmm_mean_mul_pow_rsqrt_0)"),
+        FusionSite(
+            "add_rmsnorm",
+            NVIDIA,
+            _FUSED_ADD_RMS_NORM,
+            "_C::fused_add_rms_norm",
+            (add, Kernel(_RMS_NORM, "RMSNorm", 4.5, "_C::rms_norm")),
+            "RMSNorm",
+            "post-attention residual add + RMSNorm: AMD launches an elementwise add then rms_norm_kernel,"
+            " NVIDIA one fused_add_rms_norm_kernel",
+        ),
+        FusionSite(
+            "moe_swiglu",
+            AMD,
+            _MOE_GEMM + "_swiglu",
+            "vllm::moe_forward",
+            (moe_gemm, silu_and_mul),
+            "MoE_GEMM",
+            "MoE gate/up GEMM with SwiGLU epilogue: AMD runs _matmul_ogs_..._swiglu, NVIDIA the plain"
+            " MoE GEMM followed by act_and_mul_kernel",
+        ),
+        FusionSite(
+            "sort_chain",
+            NVIDIA,
+            _NV_SORT,
+            "aten::sort",
+            (sort_pass,) * 4,
+            "Sort",
+            "MoE token sort: AMD runs four rocprim onesweep radix passes, NVIDIA one cub single-tile sort",
+        ),
+        FusionSite(
+            "inductor_silu",
+            AMD,
+            _INDUCTOR_SILU,
+            "triton_poi_fused_add_mul_silu",
+            (silu_and_mul, add),
+            "SwiGLU",
+            "shared-expert silu(gate)*up + residual: AMD runs one Inductor kernel"
+            " triton_poi_fused_add_mul_silu_3, NVIDIA act_and_mul_kernel then an elementwise add",
+        ),
+        FusionSite(
+            "gemm_silu_epilogue",
+            NVIDIA,
+            _CUTLASS_SILU_AND_MUL,
+            "aten::mm",
+            (Kernel(_cijk("256x256x64"), "GEMM", 20.0, "aten::mm", (304, 1, 1)), silu_and_mul),
+            "GEMM",
+            "dense MLP gate/up GEMM and SiLU-and-mul: AMD runs a hipBLASLt GEMM then act_and_mul_kernel,"
+            " NVIDIA one CUTLASS GEMM whose epilogue is LinCombDeEltActSiLuAndMul",
+        ),
+        FusionSite(
+            "template_rmsnorm",
+            NVIDIA,
+            _TEMPLATE_RMSNORM_GEMM,
+            "aten::addmm",
+            (Kernel(_RMS_NORM, "RMSNorm", 4.5, "_C::rms_norm"), _gemm(AMD, "qkv", PairSpec())),
+            "GEMM",
+            "input RMSNorm + QKV projection: AMD runs rms_norm_kernel then the GEMM, NVIDIA one Inductor"
+            " template GEMM with the norm as its prologue (triton_tem_fused_addmm_mean_mul_pow_rsqrt_0)",
+        ),
     ]
     return {s.id: s for s in sites}
 
@@ -318,15 +363,20 @@ SITES: dict[str, FusionSite] = _sites()
 def _layer(platform: str, spec: PairSpec, prefill: bool) -> list[Slot]:
     """One decoder layer: attention block, then the MoE block."""
     on = set(spec.fusions)
-    comm = Kernel(_RCCL if platform == AMD else _NCCL, "Communication", 15.0, "vllm::all_reduce", (64, 1, 1),
-                  (256, 1, 1))
+    comm = Kernel(
+        _RCCL if platform == AMD else _NCCL, "Communication", 15.0, "vllm::all_reduce", (64, 1, 1), (256, 1, 1)
+    )
     moe_down = Kernel(_MOE_GEMM, "MoE_GEMM", 41.0, "vllm::moe_forward", (64, 8, 1), (256, 1, 1))
     topk = Kernel("_topk_forward", "MoE_Routing", 5.0, "vllm::moe_forward", (32, 1, 1), (128, 1, 1))
     slots: list[Slot] = _input_norm_and_qkv(platform, spec)
     slots += [
         ("graph", Kernel(_ROPE, "RoPE", 3.0, "_C::rotary_embedding")),
-        ("split", Kernel(_kv_cache(platform), "KV_Cache", 3.0, "_C_cache_ops::reshape_and_cache_flash",
-                         (32, 1, 1), (128, 1, 1))),
+        (
+            "split",
+            Kernel(
+                _kv_cache(platform), "KV_Cache", 3.0, "_C_cache_ops::reshape_and_cache_flash", (32, 1, 1), (128, 1, 1)
+            ),
+        ),
         ("split", _attention(platform, prefill, spec)),
     ]
     slots += [("graph", k) for k in _gemm_call(platform, "o_proj", spec)]
@@ -356,7 +406,9 @@ def _extra_memset(platform: str, spec: PairSpec) -> bool:
 
 def forward_slots(platform: str, spec: PairSpec, prefill: bool = False) -> list[Slot]:
     """All kernels of one forward pass (a decode step or a prefill), in launch order."""
-    slots: list[Slot] = [("graph", Kernel(_GATHER, "Elementwise", 3.0, "aten::embedding", (32, 2, 1), eager_type="Embedding"))]
+    slots: list[Slot] = [
+        ("graph", Kernel(_GATHER, "Elementwise", 3.0, "aten::embedding", (32, 2, 1), eager_type="Embedding"))
+    ]
     if _extra_memset(platform, spec):
         slots.append(("graph", Kernel(_AMD_MEMSET, "Memset", 2.0, "aten::zero_", (64, 1, 1))))
     for _ in range(spec.layers):
@@ -466,34 +518,76 @@ _NV_GPU = "NVIDIA H100 80GB HBM3"
 
 def _header(props: dict, versions: dict, trace_id: str, base_ns: int) -> dict:
     """Top-level keys before traceEvents, in the order Kineto writes them."""
-    return {"schemaVersion": 1, "deviceProperties": [{**_COMMON_PROPS, **props}], **versions, "with_flops": 1,
-            "record_shapes": 1, "profile_memory": 0, "with_stack": 1, "trace_id": trace_id,
-            "displayTimeUnit": "ms", "baseTimeNanoseconds": base_ns}
+    return {
+        "schemaVersion": 1,
+        "deviceProperties": [{**_COMMON_PROPS, **props}],
+        **versions,
+        "with_flops": 1,
+        "record_shapes": 1,
+        "profile_memory": 0,
+        "with_stack": 1,
+        "trace_id": trace_id,
+        "displayTimeUnit": "ms",
+        "baseTimeNanoseconds": base_ns,
+    }
 
 
 _PLATFORMS = {
     AMD: _Platform(
         gpu=_AMD_GPU,
         header=_header(
-            {"name": _AMD_GPU, "totalGlobalMem": 206141652992, "computeMajor": 9, "computeMinor": 4,
-             "warpSize": 64, "sharedMemPerBlock": 65536, "numSms": 304, "maxSharedMemoryPerMultiProcessor": 65536},
+            {
+                "name": _AMD_GPU,
+                "totalGlobalMem": 206141652992,
+                "computeMajor": 9,
+                "computeMinor": 4,
+                "warpSize": 64,
+                "sharedMemPerBlock": 65536,
+                "numSms": 304,
+                "maxSharedMemoryPerMultiProcessor": 65536,
+            },
             {"roctracer_version": 4.1, "hip_runtime_version": 70051831, "hip_driver_version": 70051831},
-            "5F1C0A3E9B7D4E21A6C8D0F2B4E6A8C0", 1767189312000000000),
-        cpu_pid=851, ts0=6520618853000.0, corr0=505100, ext0=1479500,
-        graph_launch="hipGraphLaunch", graph_launch_us=1.2, launch="hipLaunchKernel",
-        gemm_launch="hipExtModuleLaunchKernel", triton_launch="hipModuleLaunchKernel",
+            "5F1C0A3E9B7D4E21A6C8D0F2B4E6A8C0",
+            1767189312000000000,
+        ),
+        cpu_pid=851,
+        ts0=6520618853000.0,
+        corr0=505100,
+        ext0=1479500,
+        graph_launch="hipGraphLaunch",
+        graph_launch_us=1.2,
+        launch="hipLaunchKernel",
+        gemm_launch="hipExtModuleLaunchKernel",
+        triton_launch="hipModuleLaunchKernel",
     ),
     NVIDIA: _Platform(
         gpu=_NV_GPU,
         header=_header(
-            {"name": _NV_GPU, "totalGlobalMem": 85018279936, "computeMajor": 9, "computeMinor": 0, "warpSize": 32,
-             "sharedMemPerBlock": 49152, "numSms": 132, "regsPerMultiprocessor": 65536,
-             "sharedMemPerBlockOptin": 232448, "sharedMemPerMultiprocessor": 233472},
+            {
+                "name": _NV_GPU,
+                "totalGlobalMem": 85018279936,
+                "computeMajor": 9,
+                "computeMinor": 0,
+                "warpSize": 32,
+                "sharedMemPerBlock": 49152,
+                "numSms": 132,
+                "regsPerMultiprocessor": 65536,
+                "sharedMemPerBlockOptin": 232448,
+                "sharedMemPerMultiprocessor": 233472,
+            },
             {"cuda_runtime_version": 12080, "cupti_version": 24, "cuda_driver_version": 12090},
-            "0B7E2D4C6A8F4B1D9E3C5A7F1D3B5E70", 1752839000000000000),
-        cpu_pid=25286, ts0=1428625731000.0, corr0=675700, ext0=18400,
-        graph_launch="cudaGraphLaunch", graph_launch_us=0.05, launch="cudaLaunchKernel",
-        gemm_launch="cudaLaunchKernelExC", triton_launch="cudaLaunchKernel",
+            "0B7E2D4C6A8F4B1D9E3C5A7F1D3B5E70",
+            1752839000000000000,
+        ),
+        cpu_pid=25286,
+        ts0=1428625731000.0,
+        corr0=675700,
+        ext0=18400,
+        graph_launch="cudaGraphLaunch",
+        graph_launch_us=0.05,
+        launch="cudaLaunchKernel",
+        gemm_launch="cudaLaunchKernelExC",
+        triton_launch="cudaLaunchKernel",
     ),
 }
 _GPU_PID, _STREAM = 0, 7
@@ -557,18 +651,36 @@ class _Writer:
             tmpl = self.templates[key] = _template(build())
         return tmpl
 
-    def _x(self, cat: str, name: str, ts: float, dur: float, args: dict, pid: int | None = None,
-           tid: int | None = None) -> None:
+    def _x(
+        self, cat: str, name: str, ts: float, dur: float, args: dict, pid: int | None = None, tid: int | None = None
+    ) -> None:
         pid = self.p.cpu_pid if pid is None else pid
-        self.emit({"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": pid if tid is None else tid,
-                   "ts": round(ts, 3), "dur": round(dur, 3), "args": args})
+        self.emit(
+            {
+                "ph": "X",
+                "cat": cat,
+                "name": name,
+                "pid": pid,
+                "tid": pid if tid is None else tid,
+                "ts": round(ts, 3),
+                "dur": round(dur, 3),
+                "args": args,
+            }
+        )
 
     def _flow(self, phase: str, corr: int, ts: float, gpu: bool) -> None:
         self.buf.append(self._cached(("flow", gpu), lambda: self._flow_event(phase, gpu)) % (corr, ts))
 
     def _flow_event(self, phase: str, gpu: bool) -> dict:
-        event = {"ph": phase, "id": "@d@", "pid": _GPU_PID if gpu else self.p.cpu_pid,
-                 "tid": _STREAM if gpu else self.p.cpu_pid, "ts": "@f@", "cat": "ac2g", "name": "ac2g"}
+        event = {
+            "ph": phase,
+            "id": "@d@",
+            "pid": _GPU_PID if gpu else self.p.cpu_pid,
+            "tid": _STREAM if gpu else self.p.cpu_pid,
+            "ts": "@f@",
+            "cat": "ac2g",
+            "name": "ac2g",
+        }
         if gpu:
             event["bp"] = "e"
         return event
@@ -578,28 +690,61 @@ class _Writer:
 
     def metadata(self) -> None:
         for pid, tid, label in ((self.p.cpu_pid, self.p.cpu_pid, "python3"), (_GPU_PID, _STREAM, "stream 7")):
-            self.emit({"name": "process_name", "ph": "M", "ts": self.p.ts0, "pid": pid, "tid": 0,
-                       "args": {"name": "python3" if pid else "GPU 0"}})
-            self.emit({"name": "thread_name", "ph": "M", "ts": self.p.ts0, "pid": pid, "tid": tid,
-                       "args": {"name": label}})
+            self.emit(
+                {
+                    "name": "process_name",
+                    "ph": "M",
+                    "ts": self.p.ts0,
+                    "pid": pid,
+                    "tid": 0,
+                    "args": {"name": "python3" if pid else "GPU 0"},
+                }
+            )
+            self.emit(
+                {"name": "thread_name", "ph": "M", "ts": self.p.ts0, "pid": pid, "tid": tid, "args": {"name": label}}
+            )
 
     def _cpu_event(self, cat: str, name: str, args: dict) -> dict:
-        return {"ph": "X", "cat": cat, "name": name, "pid": self.p.cpu_pid, "tid": self.p.cpu_pid, "ts": "@f@",
-                "dur": "@f@", "args": args}
+        return {
+            "ph": "X",
+            "cat": cat,
+            "name": name,
+            "pid": self.p.cpu_pid,
+            "tid": self.p.cpu_pid,
+            "ts": "@f@",
+            "dur": "@f@",
+            "args": args,
+        }
 
     def python(self, name: str, ts: float, dur: float) -> None:
         self.py_id += 1
         self.ev_idx += 1
-        tmpl = self._cached(("py", name), lambda: self._cpu_event("python_function", name, {
-            "Python parent id": "@d@", "Python id": "@d@", "Ev Idx": "@d@"}))
+        tmpl = self._cached(
+            ("py", name),
+            lambda: self._cpu_event(
+                "python_function", name, {"Python parent id": "@d@", "Python id": "@d@", "Ev Idx": "@d@"}
+            ),
+        )
         self.buf.append(tmpl % (ts, dur, self.py_id - 1, self.py_id, self.ev_idx))
 
     def cpu_op(self, name: str, ts: float, dur: float, ext: int) -> None:
         self.ev_idx += 1
-        tmpl = self._cached(("op", name, self.tokens), lambda: self._cpu_event("cpu_op", name, {
-            "External id": "@d@", "Record function id": 0, "Concrete Inputs": ["", ""],
-            "Input type": ["c10::BFloat16", "c10::BFloat16"], "Input Strides": [[_HIDDEN, 1], [1, _HIDDEN]],
-            "Input Dims": [[self.tokens, _HIDDEN], [_HIDDEN, _HIDDEN]], "Ev Idx": "@d@"}))
+        tmpl = self._cached(
+            ("op", name, self.tokens),
+            lambda: self._cpu_event(
+                "cpu_op",
+                name,
+                {
+                    "External id": "@d@",
+                    "Record function id": 0,
+                    "Concrete Inputs": ["", ""],
+                    "Input type": ["c10::BFloat16", "c10::BFloat16"],
+                    "Input Strides": [[_HIDDEN, 1], [1, _HIDDEN]],
+                    "Input Dims": [[self.tokens, _HIDDEN], [_HIDDEN, _HIDDEN]],
+                    "Ev Idx": "@d@",
+                },
+            ),
+        )
         self.buf.append(tmpl % (ts, dur, ext, self.ev_idx))
 
     def prep(self, count: int) -> None:
@@ -631,13 +776,38 @@ class _Writer:
     def _kernel_event(self, k: Kernel, in_graph: bool) -> dict:
         args: dict = {} if in_graph else {"External id": "@d@"}
         if self.amd:
-            args.update(device=0, stream=_STREAM, correlation="@d@",
-                        kind="Dispatch Task" if in_graph else "Dispatch Kernel", grid=k.grid, block=k.block)
+            args.update(
+                device=0,
+                stream=_STREAM,
+                correlation="@d@",
+                kind="Dispatch Task" if in_graph else "Dispatch Kernel",
+                grid=k.grid,
+                block=k.block,
+            )
         else:
-            args.update({"queued": 0, "device": 0, "context": 1, "stream": _STREAM, "correlation": "@d@",
-                         "registers per thread": 64, "shared memory": 0, "grid": k.grid, "block": k.block})
-        return {"ph": "X", "cat": "kernel", "name": k.name, "pid": _GPU_PID, "tid": _STREAM, "ts": "@f@",
-                "dur": "@f@", "args": args}
+            args.update(
+                {
+                    "queued": 0,
+                    "device": 0,
+                    "context": 1,
+                    "stream": _STREAM,
+                    "correlation": "@d@",
+                    "registers per thread": 64,
+                    "shared memory": 0,
+                    "grid": k.grid,
+                    "block": k.block,
+                }
+            )
+        return {
+            "ph": "X",
+            "cat": "kernel",
+            "name": k.name,
+            "pid": _GPU_PID,
+            "tid": _STREAM,
+            "ts": "@f@",
+            "dur": "@f@",
+            "args": args,
+        }
 
     def eager(self, k: Kernel, scale: float) -> None:
         corr, ext = self._next()
@@ -664,8 +834,9 @@ class _Writer:
             ts = self.kernel(k, corr, None, ts, scale)
         self.cpu = t0 + launch + 5.0
 
-    def forward(self, prefill: bool, pass_launches: Sequence[tuple[bool, list[Kernel]]], fill: int,
-                prep_share: float) -> None:
+    def forward(
+        self, prefill: bool, pass_launches: Sequence[tuple[bool, list[Kernel]]], fill: int, prep_share: float
+    ) -> None:
         """One forward pass inside an annotation, followed by a host sync."""
         t0 = self.cpu
         self.tokens = _TOKENS[prefill]
@@ -722,8 +893,9 @@ def _linear_size(spec: PairSpec, trace: int) -> tuple[float, float, float]:
     """(fixed bytes, bytes per step, bytes per filler op per step) of a trace."""
     one = dataclasses.replace(spec, steps=1, steps2=1)
     two = dataclasses.replace(spec, steps=2, steps2=2)
-    filled = dataclasses.replace(one, cpu_fill=one.cpu_fill + 100,
-                                 cpu_fill2=None if one.cpu_fill2 is None else one.cpu_fill2 + 100)
+    filled = dataclasses.replace(
+        one, cpu_fill=one.cpu_fill + 100, cpu_fill2=None if one.cpu_fill2 is None else one.cpu_fill2 + 100
+    )
     base = trace_size(one, trace)
     per_step = trace_size(two, trace) - base
     return base - per_step, per_step, (trace_size(filled, trace) - base) / 100
@@ -786,8 +958,7 @@ def _split_k_truth(spec: PairSpec) -> dict:
         "unfused_kernel_names": [_gemm(NVIDIA, r, spec).name for r in roles] + [_SPLIT_K_REDUCE.name],
         "occurrences": {f"trace{t}": passes * (spec.layers + ("lm_head" in roles)) for t in (1, 2)},
         "description": "NVIDIA runs these GEMMs as a GEMM plus cublasLt::splitKreduce_kernel (split-K), AMD as one"
-                       " kernel" + ("; AMD uses one GEMM kernel name for every shape" if "split_k_partial" in spec.cases
-                                    else ""),
+        " kernel" + ("; AMD uses one GEMM kernel name for every shape" if "split_k_partial" in spec.cases else ""),
     }
 
 
@@ -804,31 +975,55 @@ def _passes(spec: PairSpec, trace: int) -> int:
 
 def _non_fusion_truth(spec: PairSpec) -> list[dict]:
     diffs = [
-        {"id": "gemm_library_names", "kernel_type": "GEMM",
-         "description": "dense GEMMs are hipBLASLt/Tensile Cijk_* kernels on AMD and nvjet/cuBLAS sm90_xmma kernels"
-                        " on NVIDIA: different names, same count per layer"},
-        {"id": "nccl_vs_rccl", "kernel_type": "Communication",
-         "description": "the per-layer tensor-parallel all-reduce is an RCCL ncclDevKernel_Generic kernel on AMD"
-                        " and ncclDevKernel_AllReduce_Sum_bf16_RING_LL on NVIDIA: same count"},
+        {
+            "id": "gemm_library_names",
+            "kernel_type": "GEMM",
+            "description": "dense GEMMs are hipBLASLt/Tensile Cijk_* kernels on AMD and nvjet/cuBLAS sm90_xmma kernels"
+            " on NVIDIA: different names, same count per layer",
+        },
+        {
+            "id": "nccl_vs_rccl",
+            "kernel_type": "Communication",
+            "description": "the per-layer tensor-parallel all-reduce is an RCCL ncclDevKernel_Generic kernel on AMD"
+            " and ncclDevKernel_AllReduce_Sum_bf16_RING_LL on NVIDIA: same count",
+        },
     ]
     if spec.non_fusion:
-        diffs.append({"id": "extra_memset", "trace": 1, "platform": AMD, "kernel_type": "Memset",
-                      "kernel_name": _AMD_MEMSET, "per_step": 1,
-                      "description": "AMD zero-fills a buffer once per forward pass (__amd_rocclr_fillBufferAligned);"
-                                     " NVIDIA has no such kernel: an extra kernel, not a fusion"})
+        diffs.append(
+            {
+                "id": "extra_memset",
+                "trace": 1,
+                "platform": AMD,
+                "kernel_type": "Memset",
+                "kernel_name": _AMD_MEMSET,
+                "per_step": 1,
+                "description": "AMD zero-fills a buffer once per forward pass (__amd_rocclr_fillBufferAligned);"
+                " NVIDIA has no such kernel: an extra kernel, not a fusion",
+            }
+        )
     if "unknown_attention" in spec.cases:
-        diffs.append({"id": "unknown_attention", "trace": 2, "platform": NVIDIA, "kernel_type": "Other",
-                      "kernel_name": _UNKNOWN_ATTN,
-                      "description": "NVIDIA's attention kernel belongs to a family no classification rule knows (typed"
-                                     " Other): same count as AMD's attention, not a difference of the workload"})
+        diffs.append(
+            {
+                "id": "unknown_attention",
+                "trace": 2,
+                "platform": NVIDIA,
+                "kernel_type": "Other",
+                "kernel_name": _UNKNOWN_ATTN,
+                "description": "NVIDIA's attention kernel belongs to a family no classification rule knows (typed"
+                " Other): same count as AMD's attention, not a difference of the workload",
+            }
+        )
     return diffs
 
 
 def ground_truth(spec: PairSpec, *, gzip: bool = True) -> dict:
     """The injected differences and exact kernel counts per type: what write_pair writes."""
     traces = {
-        f"trace{t}": {"platform": PLATFORMS[t - 1], "gpu": _PLATFORMS[PLATFORMS[t - 1]].gpu,
-                      "file": _file_name(t, gzip)}
+        f"trace{t}": {
+            "platform": PLATFORMS[t - 1],
+            "gpu": _PLATFORMS[PLATFORMS[t - 1]].gpu,
+            "file": _file_name(t, gzip),
+        }
         for t in (1, 2)
     }
     return {
@@ -872,8 +1067,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--steps2", type=int, default=None, help="decode steps on trace 2 (default: --steps)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--fusions", default=",".join(ALL_FUSIONS),
-                        help=f"comma-separated subset of {','.join(ALL_FUSIONS)}, or 'none'")
+    parser.add_argument(
+        "--fusions", default=",".join(ALL_FUSIONS), help=f"comma-separated subset of {','.join(ALL_FUSIONS)}, or 'none'"
+    )
     parser.add_argument("--cases", default="", help=f"comma-separated subset of {','.join(CASES)}")
     parser.add_argument("--no-non-fusion", action="store_true", help="omit the extra AMD memset")
     parser.add_argument("--prefill", action="store_true", help="an eager prefill pass before decoding")
@@ -886,10 +1082,18 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse_args(argv)
     fusions = () if args.fusions == "none" else tuple(f for f in args.fusions.split(",") if f)
-    spec = PairSpec(scenario=args.scenario, layers=args.layers, steps=args.steps, fusions=fusions,
-                    non_fusion=not args.no_non_fusion, steps2=args.steps2, seed=args.seed, prefill=args.prefill,
-                    prefill2=None if args.prefill2 is None else args.prefill2 == "on",
-                    cases=tuple(c for c in args.cases.split(",") if c))
+    spec = PairSpec(
+        scenario=args.scenario,
+        layers=args.layers,
+        steps=args.steps,
+        fusions=fusions,
+        non_fusion=not args.no_non_fusion,
+        steps2=args.steps2,
+        seed=args.seed,
+        prefill=args.prefill,
+        prefill2=None if args.prefill2 is None else args.prefill2 == "on",
+        cases=tuple(c for c in args.cases.split(",") if c),
+    )
     target = None if args.target_mb is None else int(args.target_mb * 1_000_000)
     files = write_pair(args.out_dir, spec, gzip=not args.plain, target_bytes=target)
     for path in (files.trace1, files.trace2, files.ground_truth):

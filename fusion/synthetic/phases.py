@@ -73,8 +73,9 @@ class _Writer:
     correlation: int = 0
 
     def cpu_range(self, cat: str, name: str, ts: float, dur: float, tid: int = MAIN_TID) -> None:
-        self.events.append({"ph": "X", "cat": cat, "name": name, "pid": CPU_PID, "tid": tid, "ts": ts, "dur": dur,
-                            "args": {}})
+        self.events.append(
+            {"ph": "X", "cat": cat, "name": name, "pid": CPU_PID, "tid": tid, "ts": ts, "dur": dur, "args": {}}
+        )
 
     def launch(self, kernels: list[Kernel], graph: bool, tid: int = MAIN_TID, op: str | None = None) -> None:
         """One runtime call (a graph launch for several kernels) and its kernels, under a cpu_op when given."""
@@ -84,13 +85,32 @@ class _Writer:
         if op:
             self.cpu_range("cpu_op", op, start, LAUNCH_US + 2, tid)
         runtime = {"correlation": self.correlation}
-        self.events.append({"ph": "X", "cat": "cuda_runtime", "name": graph_launch if graph else eager,
-                            "pid": CPU_PID, "tid": tid, "ts": start + 1, "dur": LAUNCH_US, "args": runtime})
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": graph_launch if graph else eager,
+                "pid": CPU_PID,
+                "tid": tid,
+                "ts": start + 1,
+                "dur": LAUNCH_US,
+                "args": runtime,
+            }
+        )
         for kernel in kernels:
             self.gpu = max(self.gpu, start + QUEUE_US) + 1.0
-            self.events.append({"ph": "X", "cat": "kernel", "name": kernel.name, "pid": GPU_PID, "tid": STREAM,
-                                "ts": self.gpu, "dur": kernel.dur,
-                                "args": {"device": 0, "stream": STREAM, "correlation": self.correlation}})
+            self.events.append(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": kernel.name,
+                    "pid": GPU_PID,
+                    "tid": STREAM,
+                    "ts": self.gpu,
+                    "dur": kernel.dur,
+                    "args": {"device": 0, "stream": STREAM, "correlation": self.correlation},
+                }
+            )
             self.gpu += kernel.dur
         self.cpu = start + LAUNCH_US + GAP_US
 
@@ -104,8 +124,10 @@ def _annotation(step: str, trace: int) -> str:
     generation = DECODE_REQUESTS if step in "DM" else 0
     tokens = PREFILL_TOKENS * context + generation
     if trace == 1:
-        return (f"execute_{tokens}_context_{context}(sq{PREFILL_TOKENS * context}sk0sqsq0sqsk0)"
-                f"_generation_{generation}(sq{generation}sk0sqsq0sqsk0)")
+        return (
+            f"execute_{tokens}_context_{context}(sq{PREFILL_TOKENS * context}sk0sqsq0sqsk0)"
+            f"_generation_{generation}(sq{generation}sk0sqsq0sqsk0)"
+        )
     return f"execute_context_{context}({PREFILL_TOKENS * context})_generation_{generation}({generation})"
 
 
@@ -137,26 +159,42 @@ def serving_truth(spec: ServingSpec) -> dict[str, Any]:
         for step in spec.schedule(trace):
             kernels[STEP_PHASES[step]] += len(spec.step_slots(platform, step))
         traces[f"trace{trace}"] = {p: {"steps": steps[p], "kernels": kernels[p]} for p in steps}
-    return {"traces": traces, "fusions": {"decode": _site_truth(spec.decode_fusion),
-                                          "prefill": _site_truth(spec.prefill_fusion)}}
+    return {
+        "traces": traces,
+        "fusions": {"decode": _site_truth(spec.decode_fusion), "prefill": _site_truth(spec.prefill_fusion)},
+    }
 
 
 def _site_truth(site_id: str) -> dict[str, Any]:
     site = SITES[site_id]
-    return {"id": site.id, "fused_trace": PLATFORMS.index(site.fused_platform) + 1,
-            "fused_kernel_type": site.fused_type, "unfused_sequence": [k.ktype for k in site.unfused]}
+    return {
+        "id": site.id,
+        "fused_trace": PLATFORMS.index(site.fused_platform) + 1,
+        "fused_kernel_type": site.fused_type,
+        "unfused_sequence": [k.ktype for k in site.unfused],
+    }
 
 
 _TRAINING_KERNELS = {
     "gemm": Kernel("Cijk_Alik_Bljk_SB_MT64x16x32_MI16x16x1_SN", "GEMM", 20.0, "aten::addmm"),
-    "relu": Kernel("void at::native::vectorized_elementwise_kernel<4, at::native::clamp_scalar_kernel>", "ReLU",
-                   3.0, "aten::relu"),
-    "relu_backward": Kernel("void at::native::vectorized_elementwise_kernel<4, at::native::threshold_kernel_impl>",
-                            "ReLU", 3.0, "aten::threshold_backward"),
-    "sum": Kernel("void at::native::reduce_kernel<128, 4, at::native::ReduceOp<float, sum_functor> >", "Reduce",
-                  4.0, "aten::sum"),
-    "adam": Kernel("void at::native::multi_tensor_apply_kernel<TensorListMetadata<4>, FusedAdamMathFunctor>",
-                   "Elementwise", 6.0, "aten::_fused_adam_"),
+    "relu": Kernel(
+        "void at::native::vectorized_elementwise_kernel<4, at::native::clamp_scalar_kernel>", "ReLU", 3.0, "aten::relu"
+    ),
+    "relu_backward": Kernel(
+        "void at::native::vectorized_elementwise_kernel<4, at::native::threshold_kernel_impl>",
+        "ReLU",
+        3.0,
+        "aten::threshold_backward",
+    ),
+    "sum": Kernel(
+        "void at::native::reduce_kernel<128, 4, at::native::ReduceOp<float, sum_functor> >", "Reduce", 4.0, "aten::sum"
+    ),
+    "adam": Kernel(
+        "void at::native::multi_tensor_apply_kernel<TensorListMetadata<4>, FusedAdamMathFunctor>",
+        "Elementwise",
+        6.0,
+        "aten::_fused_adam_",
+    ),
 }
 TRAINING_LAYERS = 3
 BACKWARD_FRAMES = (("AddmmBackward0", ("gemm", "gemm", "sum")), ("ReluBackward0", ("relu_backward",)))
@@ -176,8 +214,9 @@ def training_trace(steps: int = 2, first_step: int = 5, platform: str = AMD) -> 
                 start = writer.cpu
                 for name in names:
                     writer.launch([k[name]], graph=False, tid=AUTOGRAD_TID, op=k[name].op)
-                writer.cpu_range("cpu_op", f"autograd::engine::evaluate_function: {frame}", start,
-                                 writer.cpu - start, AUTOGRAD_TID)
+                writer.cpu_range(
+                    "cpu_op", f"autograd::engine::evaluate_function: {frame}", start, writer.cpu - start, AUTOGRAD_TID
+                )
         start = writer.cpu
         writer.launch([k["adam"]], graph=False, op=k["adam"].op)
         writer.cpu_range("user_annotation", "Optimizer.step#AdamW.step", start, writer.cpu - start)
@@ -188,9 +227,11 @@ def training_trace(steps: int = 2, first_step: int = 5, platform: str = AMD) -> 
 
 def training_truth(steps: int = 2) -> dict[str, dict[str, int]]:
     backward = sum(len(names) for _, names in BACKWARD_FRAMES) * TRAINING_LAYERS
-    return {"forward": {"steps": steps, "kernels": 2 * TRAINING_LAYERS * steps},
-            "backward": {"steps": steps, "kernels": backward * steps},
-            "optimizer": {"steps": steps, "kernels": steps}}
+    return {
+        "forward": {"steps": steps, "kernels": 2 * TRAINING_LAYERS * steps},
+        "backward": {"steps": steps, "kernels": backward * steps},
+        "optimizer": {"steps": steps, "kernels": steps},
+    }
 
 
 def write(path: Path, document: dict[str, Any]) -> Path:
@@ -203,4 +244,3 @@ def write(path: Path, document: dict[str, Any]) -> Path:
 def write_serving_pair(out_dir: Path, spec: ServingSpec = ServingSpec()) -> tuple[Path, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     return tuple(write(out_dir / f"serving{t}.json.gz", serving_trace(spec, t)) for t in (1, 2))  # type: ignore[return-value]
-

@@ -10,14 +10,12 @@ import orjson
 import pandas as pd
 import pytest
 from builders import BATCH_RANKS as RANKS
-from builders import BATCH_SAME_RANK as SAME_RANK
 from builders import FUSED_SAMPLE as FUSED
-from builders import SAMPLES, kineto_trace, write_trace
+from builders import kineto_trace, write_trace
 
-from fusion.batch import run as batch
 from fusion.__main__ import main
+from fusion.batch import run as batch
 from fusion.batch.results import BatchError, read_batch
-
 
 
 @pytest.fixture(scope="module")
@@ -35,13 +33,15 @@ def test_directories_pair_by_rank_in_the_file_names(rank_dirs):
 
 
 def test_directories_pair_by_recorded_rank_when_names_have_none(tmp_path):
-    for side, platform in (("a", "AMD"), ("b", "NVIDIA")):
+    for side in ("a", "b"):
         (tmp_path / side).mkdir()
         for rank, name in ((0, "first.json"), (1, "second.json")):
             write_trace(tmp_path / side / f"{side}{name}", [], distributedInfo={"rank": 1 - rank})
     jobs = batch.jobs_from_directories(tmp_path / "a", tmp_path / "b")
     assert [(j.rank, Path(j.trace1).name, Path(j.trace2).name) for j in jobs] == [
-        (0, "asecond.json", "bsecond.json"), (1, "afirst.json", "bfirst.json")]
+        (0, "asecond.json", "bsecond.json"),
+        (1, "afirst.json", "bfirst.json"),
+    ]
 
 
 def test_directories_pair_by_name(tmp_path):
@@ -57,7 +57,9 @@ def test_directories_pair_by_name(tmp_path):
 
 def test_manifest_rows_resolve_relative_paths_and_name_ranks(tmp_path):
     manifest = tmp_path / "pairs.csv"
-    manifest.write_text("trace1,trace2,label\nx/amd.json,/abs/nv.json,llama-tp8/rank3\ns3://b/a.json.gz,gs://b/n.json,\n")
+    manifest.write_text(
+        "trace1,trace2,label\nx/amd.json,/abs/nv.json,llama-tp8/rank3\ns3://b/a.json.gz,gs://b/n.json,\n"
+    )
     jobs = batch.jobs_from_manifest(manifest)
     assert jobs[0] == batch.Job(str(tmp_path / "x/amd.json"), "/abs/nv.json", "llama-tp8/rank3", "llama-tp8", 3)
     assert (jobs[1].trace1, jobs[1].trace2, jobs[1].label) == ("s3://b/a.json.gz", "gs://b/n.json", "a vs n")
@@ -107,7 +109,9 @@ def test_a_failing_pair_is_recorded_and_the_batch_goes_on(tmp_path):
     broken = tmp_path / "broken.json"
     broken.write_text('{"traceEvents": [{"cat": "kernel",')
     manifest = tmp_path / "pairs.csv"
-    manifest.write_text(f"{FUSED / 'amd.json.gz'},{FUSED / 'nvidia.json.gz'},good\n{broken},{FUSED / 'nvidia.json.gz'},bad\n")
+    manifest.write_text(
+        f"{FUSED / 'amd.json.gz'},{FUSED / 'nvidia.json.gz'},good\n{broken},{FUSED / 'nvidia.json.gz'},bad\n"
+    )
     summary = batch.run_batch(batch.jobs_from_manifest(manifest), tmp_path / "out", workers=2)
     statuses = summary.groupby("label")["status"].first()
     assert statuses.to_dict() == {"bad": "error", "good": "ok"}
@@ -153,17 +157,21 @@ def test_ray_engine_gives_the_same_summary(local_run, rank_dirs, tmp_path):
     on_ray = batch.run_batch(batch.jobs_from_directories(*rank_dirs), tmp_path / "ray", engine="ray")
     columns = ["label", "rank", "status", "kernel_type", "side", "count", "time_us", "fused_findings"]
     pd.testing.assert_frame_equal(on_ray[columns], local[columns])
-    findings = [pd.read_parquet(d / batch.FINDINGS_FILE).drop(columns=["result_file"])
-                for d in (local_run[0], tmp_path / "ray")]
+    findings = [
+        pd.read_parquet(d / batch.FINDINGS_FILE).drop(columns=["result_file"]) for d in (local_run[0], tmp_path / "ray")
+    ]
     pd.testing.assert_frame_equal(*findings)
 
 
 # ---- reading a batch result back (the dashboard's Batch page) -------------------------------------
 
+
 def test_a_batch_folder_reads_back_as_its_record_and_tables(local_run, rank_dirs):
     out, summary = local_run
     result = read_batch(out)
-    assert [(p.index, p.label, p.rank, p.status) for p in result.record.pairs] == [(r, f"rank{r}", r, "ok") for r in range(RANKS)]
+    assert [(p.index, p.label, p.rank, p.status) for p in result.record.pairs] == [
+        (r, f"rank{r}", r, "ok") for r in range(RANKS)
+    ]
     assert all(Path(p.trace1).is_absolute() and Path(p.trace1).parent == rank_dirs[0] for p in result.record.pairs)
     assert result.record.min_group_size == batch.BatchParams().min_group_size and result.record.failures == 0
     pd.testing.assert_frame_equal(result.summary, summary)
@@ -180,15 +188,21 @@ def _damage_record(folder: Path) -> None:
     (folder / batch.BATCH_FILE).write_text('{"format": 1, "params": {"min_group_size": 50}, "pairs": [{"label": 3}]}')
 
 
-@pytest.mark.parametrize(("damage", "problem"), [
-    (lambda f: (f / batch.BATCH_FILE).unlink(), "no batch.json"),
-    (lambda f: (f / batch.BATCH_FILE).write_text("{not json"), "batch.json cannot be read"),
-    (lambda f: (f / batch.BATCH_FILE).write_text('{"format": 99, "pairs": []}'), "format 99"),
-    (_damage_record, "pair 0: label is missing or not text"),
-    (lambda f: (f / batch.SUMMARY_FILE).write_bytes(b"PAR1 truncated"), "summary.parquet cannot be read"),
-    (lambda f: (f / batch.FINDINGS_FILE).unlink(), "no findings.parquet"),
-    (lambda f: pd.DataFrame({"label": ["x"]}).to_parquet(f / batch.FINDINGS_FILE), "findings.parquet lacks the column(s)"),
-])
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        (lambda f: (f / batch.BATCH_FILE).unlink(), "no batch.json"),
+        (lambda f: (f / batch.BATCH_FILE).write_text("{not json"), "batch.json cannot be read"),
+        (lambda f: (f / batch.BATCH_FILE).write_text('{"format": 99, "pairs": []}'), "format 99"),
+        (_damage_record, "pair 0: label is missing or not text"),
+        (lambda f: (f / batch.SUMMARY_FILE).write_bytes(b"PAR1 truncated"), "summary.parquet cannot be read"),
+        (lambda f: (f / batch.FINDINGS_FILE).unlink(), "no findings.parquet"),
+        (
+            lambda f: pd.DataFrame({"label": ["x"]}).to_parquet(f / batch.FINDINGS_FILE),
+            "findings.parquet lacks the column(s)",
+        ),
+    ],
+)
 def test_a_damaged_batch_folder_gives_one_message_naming_it(local_run, tmp_path, damage, problem):
     folder = shutil.copytree(local_run[0], tmp_path / "damaged")
     damage(folder)
@@ -214,7 +228,12 @@ def test_a_trace_changed_since_the_batch_ran_is_flagged_on_its_pair(rank_dirs, t
     (copies[1] / "trace-rank-1.json.gz").write_bytes((copies[1] / "trace-rank-0.json.gz").read_bytes() + b"\n")
     (copies[0] / "trace_rank2.json.gz").unlink()
     states = pair_table(read_batch(out))["trace files"].tolist()
-    assert states == [AS_COMPARED, "trace 2 changed since the batch ran", "trace 1 changed since the batch ran", AS_COMPARED]
+    assert states == [
+        AS_COMPARED,
+        "trace 2 changed since the batch ran",
+        "trace 1 changed since the batch ran",
+        AS_COMPARED,
+    ]
 
 
 def test_a_record_without_stamps_reads_as_unchanged(local_run, tmp_path):

@@ -25,8 +25,8 @@ import pytest
 from builders import PROJECT, SAMPLES
 
 from fusion import settings
-from fusion.cache import tables as tablecache
 from fusion.__main__ import main
+from fusion.cache import tables as tablecache
 from fusion.cache.loading import WORKDIR_PREFIX, remove_leftovers
 from fusion.cache.sealed import seal, write_sealed
 from fusion.cache.store import STALE_TEMP_SECONDS, TEMP_PREFIX

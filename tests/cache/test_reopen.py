@@ -8,8 +8,8 @@ import sys
 from builders import PROJECT, SAMPLES
 from test_faults import compare_json
 
-from fusion.cache import reopen
 from fusion import settings
+from fusion.cache import reopen
 
 PAIR = [str(SAMPLES / "vllm_moe_full_graph" / name) for name in ("amd.json.gz", "nvidia.json.gz")]
 _NO_PANDAS = """
@@ -24,9 +24,13 @@ sys.exit(code)
 def test_a_cold_reopen_prints_the_no_cache_output_without_pandas() -> None:
     code, expected_out, expected_err = compare_json("--no-cache")
     assert code == 0 and compare_json()[1] == expected_out  # fills the table and result caches
-    done = subprocess.run([sys.executable, "-c", _NO_PANDAS, *PAIR], capture_output=True, text=True, cwd=PROJECT,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(PROJECT),
-                               "FUSION_CACHE_DIR": str(settings.cache_dir())})
+    done = subprocess.run(
+        [sys.executable, "-c", _NO_PANDAS, *PAIR],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(PROJECT), "FUSION_CACHE_DIR": str(settings.cache_dir())},
+    )
     assert done.returncode == 0, done.stderr
     assert (done.stdout, done.stderr) == (expected_out, expected_err)
 

@@ -10,10 +10,11 @@ import pandas as pd
 import pytest
 from builders import SAMPLES
 
-from fusion.cache import results as resultcache, tables as tablecache
-from fusion.comparison.pair import compare
+from fusion.cache import results as resultcache
+from fusion.cache import tables as tablecache
 from fusion.cache.results import ResultCache, cached_compare
 from fusion.classify.trace import load
+from fusion.comparison.pair import compare
 
 
 @pytest.fixture(scope="module")

@@ -14,11 +14,11 @@ import pytest
 from builders import SAMPLES, kernel_event, write_trace
 
 from fusion.cache import tables as tablecache
-from fusion.errors import TraceError
 from fusion.cache.loading import Request, load_pair, load_traces
 from fusion.cache.tables import TableCache
-from fusion.model.trace import Trace
 from fusion.classify.trace import load
+from fusion.errors import TraceError
+from fusion.model.trace import Trace
 
 
 def _sample_pair() -> tuple[Path, Path]:
@@ -92,8 +92,9 @@ ISOLATED_OR_NOT = pytest.mark.parametrize("isolated", [True, False], ids=["in a 
 @ISOLATED_OR_NOT
 def test_parallel_and_sequential_loads_agree(isolated: bool) -> None:
     seen: set[int] = set()
-    parallel = load_pair(*_sample_pair(), parallel=True, progress=lambda side, done, total: seen.add(side),
-                         isolated=isolated)
+    parallel = load_pair(
+        *_sample_pair(), parallel=True, progress=lambda side, done, total: seen.add(side), isolated=isolated
+    )
     sequential = load_pair(*_sample_pair(), parallel=False)
     for a, b in zip(parallel, sequential):
         _assert_same_trace(a, b)
@@ -106,8 +107,12 @@ def test_threads_start_no_process_and_report_progress_in_the_calling_thread(monk
 
     monkeypatch.setattr(subprocess, "Popen", no_process)
     callers: set[str] = set()
-    load_pair(*_sample_pair(), parallel=True, isolated=False,
-              progress=lambda side, done, total: callers.add(threading.current_thread().name))
+    load_pair(
+        *_sample_pair(),
+        parallel=True,
+        isolated=False,
+        progress=lambda side, done, total: callers.add(threading.current_thread().name),
+    )
     assert callers == {threading.current_thread().name}
 
 
@@ -119,8 +124,13 @@ def test_meanwhile_runs_once_after_a_loader_has_finished(isolated: bool) -> None
     def meanwhile() -> None:
         finished_when_called.append({side for side, (done, total) in read.items() if done == total})
 
-    load_pair(*_sample_pair(), parallel=True, progress=lambda side, *done_total: read.update({side: done_total}),
-              meanwhile=meanwhile, isolated=isolated)
+    load_pair(
+        *_sample_pair(),
+        parallel=True,
+        progress=lambda side, *done_total: read.update({side: done_total}),
+        meanwhile=meanwhile,
+        isolated=isolated,
+    )
     assert len(finished_when_called) == 1 and finished_when_called[0]
     load_pair(*_sample_pair(), parallel=False, meanwhile=meanwhile)
     assert len(finished_when_called) == 1  # one loader at a time: nothing to fill the wait with

@@ -11,7 +11,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusion.classify.names import BUILTIN_OP_RULES, BUILTIN_RULES, COLUMNS, HELPER_ROLES, KERNEL_TYPES, MAX_MATCH_CHARS, RULES_ENV, Classification, canonical_op, classify, classify_names, inductor_ops, type_from_op
+from fusion.classify.names import (
+    BUILTIN_OP_RULES,
+    BUILTIN_RULES,
+    COLUMNS,
+    HELPER_ROLES,
+    KERNEL_TYPES,
+    MAX_MATCH_CHARS,
+    RULES_ENV,
+    Classification,
+    canonical_op,
+    classify,
+    classify_names,
+    inductor_ops,
+    type_from_op,
+)
 from fusion.errors import ConfigError
 
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
@@ -25,69 +39,245 @@ REAL_NAMES = [
     ("AMD", "Cijk_Alik_Bljk_B_BS_BH_Bias_HA_S_SAV_UserArgs_MT256x128x64_MI16x16x1_SN_LDSB1_AF", "GEMM"),
     ("AMD", "Cijk_Ailk_Bljk_BBS_BH_MT256x256x32_MI32x32x8x1_SN_1LDSB1_APM1_AF0EM1_AF1EM1_AMAS3_ASE", "GEMM"),
     ("NVIDIA", "nvjet_tst_64x64_64x16_2x1_2cta_v_bz_bias_TNT", "GEMM"),
-    ("NVIDIA", "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas", "GEMM"),
-    ("NVIDIA", "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8>(cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8::Params)", "GEMM"),
+    (
+        "NVIDIA",
+        "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
+        "GEMM",
+    ),
+    (
+        "NVIDIA",
+        "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8>(cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8::Params)",
+        "GEMM",
+    ),
     ("NVIDIA", "ampere_sgemm_128x64_tn", "GEMM"),
-    ("NVIDIA", "void splitKreduce_kernel<float, float, float, float, true, false, false>(cublasSplitKParams<float>, float const*)", "GEMM"),
+    (
+        "NVIDIA",
+        "void splitKreduce_kernel<float, float, float, float, true, false, false>(cublasSplitKParams<float>, float const*)",
+        "GEMM",
+    ),
     ("AMD", "_matmul_ogs_NNT_bf16xbf16xmxfp4_128x128x128x1_swiglu", "MoE_GEMM"),
-    ("NVIDIA", "bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_rM_TN_transOut_schedP2x1x2x3_biasM_bN_tma_tmaOpt_clmp_swiGlu_dynBatch_sm100f", "MoE_GEMM"),
+    (
+        "NVIDIA",
+        "bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_rM_TN_transOut_schedP2x1x2x3_biasM_bN_tma_tmaOpt_clmp_swiGlu_dynBatch_sm100f",
+        "MoE_GEMM",
+    ),
     ("AMD", "attn_fwd", "Attention"),
     ("AMD", "kernel_unified_attention_3d", "Attention"),
     ("AMD", "aiter::fmha_fwd_hd128_bf16_rtz", "Attention"),
-    ("AMD", "_ZN7ck_tile6kentryILi2ENS_38FmhaBatchPrefillWithPagedKVCacheKernelINS_40BlockFmhaBatchPrefillPipelineQRKSVSAsync", "Attention"),
-    ("NVIDIA", "void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::bfloat16_t>", "Attention"),
+    (
+        "AMD",
+        "_ZN7ck_tile6kentryILi2ENS_38FmhaBatchPrefillWithPagedKVCacheKernelINS_40BlockFmhaBatchPrefillPipelineQRKSVSAsync",
+        "Attention",
+    ),
+    (
+        "NVIDIA",
+        "void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::bfloat16_t>",
+        "Attention",
+    ),
     ("NVIDIA", "fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ128Kv128PersistentContext", "Attention"),
-    ("AMD", "void vllm::reshape_and_cache_flash_kernel<__hip_bfloat16, __hip_bfloat16, (vllm::Fp8KVCacheDataType)0>(__hip_bfloat16 const*)", "KV_Cache"),
-    ("AMD", "void (anonymous namespace)::store_kvcache<2048l, 4, false, long>((anonymous namespace)::StoreKVCacheParams)", "KV_Cache"),
-    ("NVIDIA", "void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, unsigned char, (vllm::Fp8KVCacheDataType)1>(__nv_bfloat16 const*)", "KV_Cache"),
+    (
+        "AMD",
+        "void vllm::reshape_and_cache_flash_kernel<__hip_bfloat16, __hip_bfloat16, (vllm::Fp8KVCacheDataType)0>(__hip_bfloat16 const*)",
+        "KV_Cache",
+    ),
+    (
+        "AMD",
+        "void (anonymous namespace)::store_kvcache<2048l, 4, false, long>((anonymous namespace)::StoreKVCacheParams)",
+        "KV_Cache",
+    ),
+    (
+        "NVIDIA",
+        "void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, unsigned char, (vllm::Fp8KVCacheDataType)1>(__nv_bfloat16 const*)",
+        "KV_Cache",
+    ),
     ("NVIDIA", "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", "Communication"),
     ("NVIDIA", "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "Communication"),
-    ("NVIDIA", "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*, unsigned long)", "Communication"),
-    ("AMD", "igemm_fwd_gtcx3_nhwc_bf16_bx0_ex1_bt64x64x16_wt16x16x4_ws1x1_wr2x2_ta1x1x4x1_1x16x1x16_tb1x1x4x1_1x16x1x16_me", "Convolution"),
-    ("AMD", "_ZN2ck16tensor_operation6device12_GLOBAL__N_139kernel_grouped_conv_fwd_xdl_cshuffle_v3INS_34GridwiseGemmMultiD_xdl_cshuffle_v3", "Convolution"),
-    ("NVIDIA", "void cutlass__5x_cudnn::Kernel<cutlass_tensorop_bf16_s16816fprop_optimized_bf16_256x64_32x4_nhwc_align8>(cutlass_tensorop_bf16_s16816fprop_optimized_bf16_256x64_32x4_nhwc_align8::Params)", "Convolution"),
-    ("AMD", "_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi64ELi8ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_diiiiiiib", "RMSNorm"),
-    ("AMD", "_ZN7ck_tile6kentryILi1ENS_12Rmsnorm2dFwdINS_27Rmsnorm2dFwdPipelineOnePassINS_27Rmsnorm2dFwdPipelineProblemIDF16bDF16bfDF16b", "RMSNorm"),
-    ("NVIDIA", "std::enable_if<(((8)>(0)))&&vllm::_typeConvert<c10::BFloat16>::exists, void>::type vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, long)", "RMSNorm"),
-    ("AMD", "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>(int, float, c10::BFloat16 const*)", "LayerNorm"),
-    ("NVIDIA", "void at::native::(anonymous namespace)::GammaBetaBackwardCUDAKernel<float, float>(long, long, float const*, float const*)", "LayerNorm"),
-    ("AMD", "void at::native::batch_norm_collect_statistics_kernel<at::native::Var, c10::BFloat16, c10::BFloat16, float, int>(at::GenericPackedTensorAccessor<c10::BFloat16 const, 3ul, at::RestrictPtrTraits, int>)", "BatchNorm"),
-    ("AMD", "void (anonymous namespace)::groupnorm_kernel_dispatch_down<__hip_bfloat16, 1024u>(unsigned int, unsigned int, long, float, bool)", "GroupNorm"),
+    (
+        "NVIDIA",
+        "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*, unsigned long)",
+        "Communication",
+    ),
+    (
+        "AMD",
+        "igemm_fwd_gtcx3_nhwc_bf16_bx0_ex1_bt64x64x16_wt16x16x4_ws1x1_wr2x2_ta1x1x4x1_1x16x1x16_tb1x1x4x1_1x16x1x16_me",
+        "Convolution",
+    ),
+    (
+        "AMD",
+        "_ZN2ck16tensor_operation6device12_GLOBAL__N_139kernel_grouped_conv_fwd_xdl_cshuffle_v3INS_34GridwiseGemmMultiD_xdl_cshuffle_v3",
+        "Convolution",
+    ),
+    (
+        "NVIDIA",
+        "void cutlass__5x_cudnn::Kernel<cutlass_tensorop_bf16_s16816fprop_optimized_bf16_256x64_32x4_nhwc_align8>(cutlass_tensorop_bf16_s16816fprop_optimized_bf16_256x64_32x4_nhwc_align8::Params)",
+        "Convolution",
+    ),
+    (
+        "AMD",
+        "_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi64ELi8ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_diiiiiiib",
+        "RMSNorm",
+    ),
+    (
+        "AMD",
+        "_ZN7ck_tile6kentryILi1ENS_12Rmsnorm2dFwdINS_27Rmsnorm2dFwdPipelineOnePassINS_27Rmsnorm2dFwdPipelineProblemIDF16bDF16bfDF16b",
+        "RMSNorm",
+    ),
+    (
+        "NVIDIA",
+        "std::enable_if<(((8)>(0)))&&vllm::_typeConvert<c10::BFloat16>::exists, void>::type vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, long)",
+        "RMSNorm",
+    ),
+    (
+        "AMD",
+        "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>(int, float, c10::BFloat16 const*)",
+        "LayerNorm",
+    ),
+    (
+        "NVIDIA",
+        "void at::native::(anonymous namespace)::GammaBetaBackwardCUDAKernel<float, float>(long, long, float const*, float const*)",
+        "LayerNorm",
+    ),
+    (
+        "AMD",
+        "void at::native::batch_norm_collect_statistics_kernel<at::native::Var, c10::BFloat16, c10::BFloat16, float, int>(at::GenericPackedTensorAccessor<c10::BFloat16 const, 3ul, at::RestrictPtrTraits, int>)",
+        "BatchNorm",
+    ),
+    (
+        "AMD",
+        "void (anonymous namespace)::groupnorm_kernel_dispatch_down<__hip_bfloat16, 1024u>(unsigned int, unsigned int, long, float, bool)",
+        "GroupNorm",
+    ),
     ("AMD", "l2norm_fwd_kernel1", "L2Norm"),
-    ("AMD", "_ZN7sgl_hip10activation18act_and_mul_kernelI14__hip_bfloat16TnPFT_RKS3_EXadL_Z4siluIS2_ES3_S5_EEEEvPS3_PS4_i", "SwiGLU"),
-    ("NVIDIA", "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::silu_kernel(at::TensorIteratorBase&)::{lambda()#1}::operator()() const", "SiLU"),
-    ("AMD", "void at::native::vectorized_elementwise_kernel<8, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()() const", "GELU"),
-    ("NVIDIA", "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, at::native::(anonymous namespace)::threshold_kernel_impl<float>(at::TensorIteratorBase&, float, float)::{lambda(float, float)#1}>", "ReLU"),
+    (
+        "AMD",
+        "_ZN7sgl_hip10activation18act_and_mul_kernelI14__hip_bfloat16TnPFT_RKS3_EXadL_Z4siluIS2_ES3_S5_EEEEvPS3_PS4_i",
+        "SwiGLU",
+    ),
+    (
+        "NVIDIA",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::silu_kernel(at::TensorIteratorBase&)::{lambda()#1}::operator()() const",
+        "SiLU",
+    ),
+    (
+        "AMD",
+        "void at::native::vectorized_elementwise_kernel<8, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()() const",
+        "GELU",
+    ),
+    (
+        "NVIDIA",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, at::native::(anonymous namespace)::threshold_kernel_impl<float>(at::TensorIteratorBase&, float, float)::{lambda(float, float)#1}>",
+        "ReLU",
+    ),
     ("AMD", "void rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat16*, c10::BFloat16*)", "RoPE"),
-    ("NVIDIA", "void vllm::rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat16*, c10::BFloat16*)", "RoPE"),
+    (
+        "NVIDIA",
+        "void vllm::rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat16*, c10::BFloat16*)",
+        "RoPE",
+    ),
     ("AMD", "_topk_forward", "MoE_Routing"),
     ("AMD", "_finalize_matmul_scatter_bf16", "MoE_Routing"),
-    ("NVIDIA", "void moe::dev::routing::routingIndicesHistogramKernel<moe::dev::routing::routingRenormalize::KernelParams<__nv_bfloat16, __nv_bfloat16, 128, false, true, true> >", "MoE_Routing"),
-    ("AMD", "void at::native::(anonymous namespace)::cunn_SoftMaxForwardReg<c10::BFloat16, float, c10::BFloat16, at::native::(anonymous namespace)::SoftMaxForwardEpilogue, long, 4>", "Softmax"),
-    ("NVIDIA", "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false, false>(float*, float const*, int, int, int, bool const*, int, bool)", "Softmax"),
-    ("NVIDIA", "void split_embedding_codegen_forward_unweighted_kernel<float, float, float, false, long, 1ul, 16ul>(at::GenericPackedTensorAccessor<float, 1ul, at::RestrictPtrTraits, long>)", "Embedding"),
-    ("NVIDIA", "void fbgemm_gpu::permute_2D_data_kernel<false, int, int, decltype(nullptr)>(int, int, int, int const*)", "Embedding"),
-    ("NVIDIA", "void fbgemm_gpu::(anonymous namespace)::_compute_FP8_quantize_cuda_kernel<float>(float const*, float const*, int, int, unsigned char*, bool)", "Quantize"),
-    ("NVIDIA", "void vllm::scaled_fp8_quant_kernel_strided<c10::BFloat16, c10::Float8_e4m3fn>(c10::Float8_e4m3fn*, c10::BFloat16 const*)", "Quantize"),
-    ("AMD", "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, unsigned int, float, 4, 4> >", "Reduce"),
-    ("NVIDIA", "void cub::DeviceReduceByKeyKernel<cub::DispatchReduceByKey<long*, long*, cub::ConstantInputIterator<int, int>, int*, int*, cub::Equality, cub::Sum, int>::PtxReduceByKeyPolicy>", "Reduce"),
-    ("AMD", "void at::native::(anonymous namespace)::max_pool_forward_nchw<c10::BFloat16>(int, c10::BFloat16 const*, long, long, long)", "Reduce"),
-    ("NVIDIA", "void cub::DeviceRadixSortOnesweepKernel<cub::DeviceRadixSortPolicy<long, int, int>::Policy800, false, long, int, int, int>(int*, int*, int*)", "Sort"),
-    ("NVIDIA", "void at::native::sbtopk::gatherTopK<float, unsigned int, 2, false>(at::cuda::detail::TensorInfo<float const, unsigned int>)", "Sort"),
-    ("NVIDIA", "void cub::DeviceScanKernel<cub::AgentScanPolicy<128, 15, int, (cub::BlockLoadAlgorithm)3, (cub::CacheLoadModifier)0> >", "Scan"),
-    ("AMD", "void rocprim::ROCPRIM_400200_NS::detail::trampoline_kernel<rocprim::ROCPRIM_400200_NS::detail::wrapped_scan_config<rocprim::ROCPRIM_400200_NS::default_config, long>", "Scan"),
-    ("AMD", "void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)", "Elementwise"),
-    ("NVIDIA", "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::TensorListMetadata<2>, at::native::(anonymous namespace)::BinaryOpListAlphaFunctor<float, 2, 2, 0> >", "Elementwise"),
+    (
+        "NVIDIA",
+        "void moe::dev::routing::routingIndicesHistogramKernel<moe::dev::routing::routingRenormalize::KernelParams<__nv_bfloat16, __nv_bfloat16, 128, false, true, true> >",
+        "MoE_Routing",
+    ),
+    (
+        "AMD",
+        "void at::native::(anonymous namespace)::cunn_SoftMaxForwardReg<c10::BFloat16, float, c10::BFloat16, at::native::(anonymous namespace)::SoftMaxForwardEpilogue, long, 4>",
+        "Softmax",
+    ),
+    (
+        "NVIDIA",
+        "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false, false>(float*, float const*, int, int, int, bool const*, int, bool)",
+        "Softmax",
+    ),
+    (
+        "NVIDIA",
+        "void split_embedding_codegen_forward_unweighted_kernel<float, float, float, false, long, 1ul, 16ul>(at::GenericPackedTensorAccessor<float, 1ul, at::RestrictPtrTraits, long>)",
+        "Embedding",
+    ),
+    (
+        "NVIDIA",
+        "void fbgemm_gpu::permute_2D_data_kernel<false, int, int, decltype(nullptr)>(int, int, int, int const*)",
+        "Embedding",
+    ),
+    (
+        "NVIDIA",
+        "void fbgemm_gpu::(anonymous namespace)::_compute_FP8_quantize_cuda_kernel<float>(float const*, float const*, int, int, unsigned char*, bool)",
+        "Quantize",
+    ),
+    (
+        "NVIDIA",
+        "void vllm::scaled_fp8_quant_kernel_strided<c10::BFloat16, c10::Float8_e4m3fn>(c10::Float8_e4m3fn*, c10::BFloat16 const*)",
+        "Quantize",
+    ),
+    (
+        "AMD",
+        "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, unsigned int, float, 4, 4> >",
+        "Reduce",
+    ),
+    (
+        "NVIDIA",
+        "void cub::DeviceReduceByKeyKernel<cub::DispatchReduceByKey<long*, long*, cub::ConstantInputIterator<int, int>, int*, int*, cub::Equality, cub::Sum, int>::PtxReduceByKeyPolicy>",
+        "Reduce",
+    ),
+    (
+        "AMD",
+        "void at::native::(anonymous namespace)::max_pool_forward_nchw<c10::BFloat16>(int, c10::BFloat16 const*, long, long, long)",
+        "Reduce",
+    ),
+    (
+        "NVIDIA",
+        "void cub::DeviceRadixSortOnesweepKernel<cub::DeviceRadixSortPolicy<long, int, int>::Policy800, false, long, int, int, int>(int*, int*, int*)",
+        "Sort",
+    ),
+    (
+        "NVIDIA",
+        "void at::native::sbtopk::gatherTopK<float, unsigned int, 2, false>(at::cuda::detail::TensorInfo<float const, unsigned int>)",
+        "Sort",
+    ),
+    (
+        "NVIDIA",
+        "void cub::DeviceScanKernel<cub::AgentScanPolicy<128, 15, int, (cub::BlockLoadAlgorithm)3, (cub::CacheLoadModifier)0> >",
+        "Scan",
+    ),
+    (
+        "AMD",
+        "void rocprim::ROCPRIM_400200_NS::detail::trampoline_kernel<rocprim::ROCPRIM_400200_NS::detail::wrapped_scan_config<rocprim::ROCPRIM_400200_NS::default_config, long>",
+        "Scan",
+    ),
+    (
+        "AMD",
+        "void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)",
+        "Elementwise",
+    ),
+    (
+        "NVIDIA",
+        "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)::TensorListMetadata<2>, at::native::(anonymous namespace)::BinaryOpListAlphaFunctor<float, 2, 2, 0> >",
+        "Elementwise",
+    ),
     ("AMD", "triton_poi_fused__unsafe_view_mul_silu_2", "SwiGLU"),
     ("AMD", "triton_poi_fused_constant_pad_nd_moe_forward_0", "MemCopy"),
     ("AMD", "triton_red_fused_add_mean_mul_pow_rsqrt_0", "RMSNorm"),
     ("AMD", "triton_per_fused__to_copy_addmm_mean_pow_view_8", "Reduce"),
     ("NVIDIA", "triton_tem_fused_addmm_0", "GEMM"),
-    ("NVIDIA", "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const", "MemCopy"),
-    ("AMD", "void at::native::vectorized_elementwise_kernel<4, at::native::bfloat16_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda(float)#1}, std::array<char*, 2ul> >", "Cast"),
+    (
+        "NVIDIA",
+        "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const",
+        "MemCopy",
+    ),
+    (
+        "AMD",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::bfloat16_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda(float)#1}, std::array<char*, 2ul> >",
+        "Cast",
+    ),
     ("AMD", "batched_transpose_32x32_half", "MemCopy"),
     ("AMD", "__amd_rocclr_copyBuffer", "MemCopy"),
-    ("NVIDIA", "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)", "Memset"),
+    (
+        "NVIDIA",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)",
+        "Memset",
+    ),
     ("AMD", "__amd_rocclr_fillBufferAligned", "Memset"),
     ("NVIDIA", "triton__0d1d2d3d4d5d", "Other"),
 ]
@@ -112,8 +302,22 @@ def test_real_names_cover_every_type() -> None:
 def test_kernel_types_are_unique_with_other_last() -> None:
     assert len(set(KERNEL_TYPES)) == len(KERNEL_TYPES)
     assert KERNEL_TYPES[-1] == "Other"
-    reference = {"GEMM", "Attention", "KV_Cache", "RMSNorm", "SwiGLU", "SiLU", "GELU", "ReLU", "Cast",
-                 "Reduce", "Sort", "Softmax", "Elementwise", "MemCopy"}
+    reference = {
+        "GEMM",
+        "Attention",
+        "KV_Cache",
+        "RMSNorm",
+        "SwiGLU",
+        "SiLU",
+        "GELU",
+        "ReLU",
+        "Cast",
+        "Reduce",
+        "Sort",
+        "Softmax",
+        "Elementwise",
+        "MemCopy",
+    }
     assert reference <= set(KERNEL_TYPES)
     assert not [t for t in KERNEL_TYPES if t.startswith("Triton")]
 
@@ -207,9 +411,14 @@ def test_platform_is_case_insensitive_and_checked() -> None:
         ("triton_poi_fused__unsafe_view_mul_silu_2", ("_unsafe_view", "mul", "silu")),
         ("triton_per_fused__softmax_12", ("_softmax",)),
         ("triton_red_fused__log_softmax_nll_loss_forward_7", ("_log_softmax", "nll_loss_forward")),
-        ("triton_per_fused__native_batch_norm_legit_functional_relu_4", ("_native_batch_norm_legit_functional", "relu")),
-        ("triton_red_fused_add_addmm_mul_native_layer_norm_split_unsqueeze_view_15",
-         ("add", "addmm", "mul", "native_layer_norm", "split", "unsqueeze", "view")),
+        (
+            "triton_per_fused__native_batch_norm_legit_functional_relu_4",
+            ("_native_batch_norm_legit_functional", "relu"),
+        ),
+        (
+            "triton_red_fused_add_addmm_mul_native_layer_norm_split_unsqueeze_view_15",
+            ("add", "addmm", "mul", "native_layer_norm", "split", "unsqueeze", "view"),
+        ),
         ("triton_poi_fused_constant_pad_nd_moe_forward_0", ("constant_pad_nd", "moe_forward")),
         ("triton_poi_fused_embedding_dense_backward_index_select_1", ("embedding_dense_backward", "index_select")),
         ("triton_tem_fused_addmm_gelu_0", ("addmm", "gelu")),
@@ -227,8 +436,9 @@ def test_inductor_ops(name: str, components: tuple[str, ...]) -> None:
 
 def test_classification_carries_components() -> None:
     result = classify("triton_red_fused_add_mean_mul_pow_rsqrt_0", "AMD")
-    assert result == Classification("RMSNorm", "inductor_rmsnorm", ("add", "mean", "mul", "pow", "rsqrt"),
-                                    (), "Inductor", "")
+    assert result == Classification(
+        "RMSNorm", "inductor_rmsnorm", ("add", "mean", "mul", "pow", "rsqrt"), (), "Inductor", ""
+    )
 
 
 # --- hostile and odd input ----------------------------------------------------
@@ -416,7 +626,10 @@ def test_missing_user_rules_file_raises(tmp_path: Path, monkeypatch: pytest.Monk
         (_rule(extra='fused = "SwiGLU"'), "'fused' must be a list"),
         (_rule(extra='helper = "reducer"'), "helper 'reducer' is not one of"),
         ('[[component]]\nid = "c1"\npattern = "x"\nfused = ["GELU"]\n', "'fused' and 'types' must each list"),
-        ('[[component]]\nid = "c2"\npattern = "x"\nfused = ["GELU"]\ntypes = ["Gemm"]\n', "types: 'Gemm' is not one of"),
+        (
+            '[[component]]\nid = "c2"\npattern = "x"\nfused = ["GELU"]\ntypes = ["Gemm"]\n',
+            "types: 'Gemm' is not one of",
+        ),
         ('[[implementation]]\nid = "i1"\npattern = "x"\n', "'implementation' must be a non-empty string"),
         ('[[inductor_op]]\nid = "o1"\ntype = "GEMM"\n', "needs 'all' or 'any'"),
         ('[[inductor_op]]\nid = "o2"\ntype = "GEMM"\nany = ["mm"]\nkinds = ["pointwise"]\n', "kinds: 'pointwise'"),
@@ -425,8 +638,10 @@ def test_missing_user_rules_file_raises(tmp_path: Path, monkeypatch: pytest.Monk
         ('[[op]]\nid = "p1"\ntype = "GEMM"\npattern = "aten::.*"\n', "unbounded repeat"),
         ('[[op]]\nid = "p2"\ntype = "GEMM"\npattern = "x"\noverrides = ["Gemm"]\n', "overrides: 'Gemm'"),
         ('[[op]]\nid = "op_gemm"\ntype = "GEMM"\npattern = "x"\n', "already used by a built-in rule"),
-        ('[[equivalent]]\ncanonical = "a::x"\nops = ["a::y"]\n[[equivalent]]\ncanonical = "a::z"\nops = ["a::y"]\n',
-         "already equivalent to"),
+        (
+            '[[equivalent]]\ncanonical = "a::x"\nops = ["a::y"]\n[[equivalent]]\ncanonical = "a::z"\nops = ["a::y"]\n',
+            "already equivalent to",
+        ),
     ],
 )
 def test_bad_new_keys_raise(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, problem: str) -> None:
@@ -444,8 +659,12 @@ def test_rules_path_is_read_through_settings(tmp_path: Path, monkeypatch: pytest
 
 
 def test_user_op_rules_come_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _use_rules(tmp_path, monkeypatch, "[[op]]\nid = 'my_op'\ntype = 'Attention'\npattern = 'mylib::fancy_\\w{0,20}'\n"
-               '[[equivalent]]\ncanonical = "mylib::a"\nops = ["mylib::b"]\n')
+    _use_rules(
+        tmp_path,
+        monkeypatch,
+        "[[op]]\nid = 'my_op'\ntype = 'Attention'\npattern = 'mylib::fancy_\\w{0,20}'\n"
+        '[[equivalent]]\ncanonical = "mylib::a"\nops = ["mylib::b"]\n',
+    )
     assert type_from_op("Other", "mylib::fancy_attn", "") == ("Attention", "op")
     assert canonical_op("mylib::b") == "mylib::a"
     assert canonical_op("aten::addmm") == "aten::mm"
@@ -453,9 +672,11 @@ def test_user_op_rules_come_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 # --- fused components, implementation, helper roles ----------------------------------------------
 
-CUTLASS_SWIGLU = ("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int>, "
-                  "cutlass::epilogue::collective::CollectiveEpilogue<cutlass::epilogue::fusion::"
-                  "LinCombDeEltActSiLuAndMul<cutlass::bfloat16_t, float> > > >(Params)")
+CUTLASS_SWIGLU = (
+    "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int>, "
+    "cutlass::epilogue::collective::CollectiveEpilogue<cutlass::epilogue::fusion::"
+    "LinCombDeEltActSiLuAndMul<cutlass::bfloat16_t, float> > > >(Params)"
+)
 
 
 @pytest.mark.parametrize(
@@ -472,44 +693,85 @@ CUTLASS_SWIGLU = ("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniver
         ("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0", "AMD", ("RMSNorm", (), "Inductor", "")),
         ("triton_per_fused__softmax_12", "AMD", ("Softmax", (), "Inductor", "")),
         ("triton_poi_fused_addmm_gelu_view_17", "AMD", ("GELU", ("Elementwise",), "Inductor", "")),
-        ("triton_per_fused__native_batch_norm_legit_functional_relu_4", "AMD", ("BatchNorm", ("ReLU",), "Inductor", "")),
+        (
+            "triton_per_fused__native_batch_norm_legit_functional_relu_4",
+            "AMD",
+            ("BatchNorm", ("ReLU",), "Inductor", ""),
+        ),
         ("triton_red_fused_mean_pow_rsqrt_0", "AMD", ("RMSNorm", (), "Inductor", "")),
         ("triton_tem_fused_0", "AMD", ("GEMM", (), "Inductor", "")),
         ("triton_red_fused_sum_0", "AMD", ("Reduce", (), "Inductor", "")),
-        ("std::enable_if<true, void>::type vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*)", "NVIDIA",
-         ("RMSNorm", ("Elementwise",), "vLLM", "")),
-        ("_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi64ELi8ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_diiiiiiib", "AMD",
-         ("RMSNorm", ("Elementwise", "Quantize"), "aiter", "")),
-        ("void vllm::act_and_mul_kernel<c10::BFloat16, &vllm::silu_kernel<c10::BFloat16>, true>(c10::BFloat16*)", "NVIDIA",
-         ("SwiGLU", (), "vLLM", "")),
+        (
+            "std::enable_if<true, void>::type vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*)",
+            "NVIDIA",
+            ("RMSNorm", ("Elementwise",), "vLLM", ""),
+        ),
+        (
+            "_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi64ELi8ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_diiiiiiib",
+            "AMD",
+            ("RMSNorm", ("Elementwise", "Quantize"), "aiter", ""),
+        ),
+        (
+            "void vllm::act_and_mul_kernel<c10::BFloat16, &vllm::silu_kernel<c10::BFloat16>, true>(c10::BFloat16*)",
+            "NVIDIA",
+            ("SwiGLU", (), "vLLM", ""),
+        ),
         ("_matmul_ogs_NNT_bf16xbf16xmxfp4_128x128x128x1_swiglu", "AMD", ("MoE_GEMM", ("SwiGLU",), "Triton", "")),
-        ("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8>(Params)", "NVIDIA",
-         ("GEMM", (), "CUTLASS", "")),
-        ("void splitKreduce_kernel<float, float, float, float, true, false, false>(cublasSplitKParams<float>, float const*)",
-         "NVIDIA", ("GEMM", (), "cuBLAS", "split_k_reduce")),
+        (
+            "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8>(Params)",
+            "NVIDIA",
+            ("GEMM", (), "CUTLASS", ""),
+        ),
+        (
+            "void splitKreduce_kernel<float, float, float, float, true, false, false>(cublasSplitKParams<float>, float const*)",
+            "NVIDIA",
+            ("GEMM", (), "cuBLAS", "split_k_reduce"),
+        ),
         ("Cijk_SS_BiasS_HAS_ScaleAlphaVec_PostGSU16_VW4", "AMD", ("GEMM", (), "Tensile", "split_k_reduce")),
-        ("void flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, cutlass::bfloat16_t>, 16, 4, false>(Flash_fwd_params)",
-         "NVIDIA", ("Attention", (), "FlashAttention", "split_kv_combine")),
+        (
+            "void flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, cutlass::bfloat16_t>, 16, 4, false>(Flash_fwd_params)",
+            "NVIDIA",
+            ("Attention", (), "FlashAttention", "split_kv_combine"),
+        ),
         ("reduce_segments", "AMD", ("Attention", (), "vLLM", "split_kv_combine")),
-        ("void cub::DeviceRadixSortOnesweepKernel<cub::DeviceRadixSortPolicy<long, int, int>::Policy800, false, long, int, int, int>(int*)",
-         "NVIDIA", ("Sort", (), "cub", "sort_pass")),
-        ("void cub::DeviceRadixSortHistogramKernel<cub::DeviceRadixSortPolicy<long, int, int>::Policy800, false, long, int>(int*)",
-         "NVIDIA", ("Sort", (), "cub", "")),
+        (
+            "void cub::DeviceRadixSortOnesweepKernel<cub::DeviceRadixSortPolicy<long, int, int>::Policy800, false, long, int, int, int>(int*)",
+            "NVIDIA",
+            ("Sort", (), "cub", "sort_pass"),
+        ),
+        (
+            "void cub::DeviceRadixSortHistogramKernel<cub::DeviceRadixSortPolicy<long, int, int>::Policy800, false, long, int>(int*)",
+            "NVIDIA",
+            ("Sort", (), "cub", ""),
+        ),
         # composable_kernel: the output (CDE) op is the last element_wise template argument. Names shortened; the
         # mangled one follows the xdit trace's spelling (12element_wise11PassThroughE, later ops after a substitution).
-        ("void ck::kernel_gemm_multiple_d_xdl_cshuffle<ck::GridwiseGemmMultipleD_xdl_cshuffle<ck::half_t, float,"
-         " ck::tensor_operation::element_wise::PassThrough, ck::tensor_operation::element_wise::PassThrough,"
-         " ck::tensor_operation::element_wise::AddFastGelu, 256>, true>(ck::half_t const*)", "AMD",
-         ("GEMM", ("GELU", "Elementwise"), "CK", "")),
-        ("_ZN2ck26kernel_gemm_xdl_cshuffle_v3INS_28GridwiseGemm_xdl_cshuffle_v3INS_13tensor_layout4gemm8RowMajorENS3_11Column"
-         "MajorES4_DF16_S6_fS6_S6_NS_16tensor_operation12element_wise11PassThroughESA_NS8_7AddReluELi256EEELb1EEEvNT_8ArgumentE",
-         "AMD", ("GEMM", ("ReLU", "Elementwise"), "CK", "")),
-        ("void ck::kernel_gemm_xdl_cshuffle_v3<ck::GridwiseGemm_xdl_cshuffle_v3<ck::tensor_layout::gemm::RowMajor,"
-         " ck::tensor_operation::element_wise::PassThrough, ck::tensor_operation::element_wise::Multiply,"
-         " ck::tensor_operation::element_wise::PassThrough, 256> >(int)", "AMD", ("GEMM", (), "CK", "")),
-        ("void ck::kernel_batched_gemm_softmax_gemm_xdl_cshuffle_v1<ck::GridwiseBatchedGemmSoftmaxGemm_Xdl_CShuffle<ck::half_t,"
-         " ck::tensor_operation::element_wise::PassThrough, ck::tensor_operation::element_wise::Scale> >(int)", "AMD",
-         ("Attention", (), "CK", "")),
+        (
+            "void ck::kernel_gemm_multiple_d_xdl_cshuffle<ck::GridwiseGemmMultipleD_xdl_cshuffle<ck::half_t, float,"
+            " ck::tensor_operation::element_wise::PassThrough, ck::tensor_operation::element_wise::PassThrough,"
+            " ck::tensor_operation::element_wise::AddFastGelu, 256>, true>(ck::half_t const*)",
+            "AMD",
+            ("GEMM", ("GELU", "Elementwise"), "CK", ""),
+        ),
+        (
+            "_ZN2ck26kernel_gemm_xdl_cshuffle_v3INS_28GridwiseGemm_xdl_cshuffle_v3INS_13tensor_layout4gemm8RowMajorENS3_11Column"
+            "MajorES4_DF16_S6_fS6_S6_NS_16tensor_operation12element_wise11PassThroughESA_NS8_7AddReluELi256EEELb1EEEvNT_8ArgumentE",
+            "AMD",
+            ("GEMM", ("ReLU", "Elementwise"), "CK", ""),
+        ),
+        (
+            "void ck::kernel_gemm_xdl_cshuffle_v3<ck::GridwiseGemm_xdl_cshuffle_v3<ck::tensor_layout::gemm::RowMajor,"
+            " ck::tensor_operation::element_wise::PassThrough, ck::tensor_operation::element_wise::Multiply,"
+            " ck::tensor_operation::element_wise::PassThrough, 256> >(int)",
+            "AMD",
+            ("GEMM", (), "CK", ""),
+        ),
+        (
+            "void ck::kernel_batched_gemm_softmax_gemm_xdl_cshuffle_v1<ck::GridwiseBatchedGemmSoftmaxGemm_Xdl_CShuffle<ck::half_t,"
+            " ck::tensor_operation::element_wise::PassThrough, ck::tensor_operation::element_wise::Scale> >(int)",
+            "AMD",
+            ("Attention", (), "CK", ""),
+        ),
     ],
     ids=lambda v: str(v)[:40],
 )
@@ -531,7 +793,12 @@ def test_helper_roles_are_known() -> None:
     [
         ("Other", "aten::addmm", "aten::linear", ("GEMM", "op")),
         ("Other", "aten::cudnn_convolution", "aten::conv2d", ("Convolution", "op")),
-        ("Other", "aten::_scaled_dot_product_flash_attention", "aten::scaled_dot_product_attention", ("Attention", "op")),
+        (
+            "Other",
+            "aten::_scaled_dot_product_flash_attention",
+            "aten::scaled_dot_product_attention",
+            ("Attention", "op"),
+        ),
         ("Other", "aten::_flash_attention_forward", "aten::scaled_dot_product_attention", ("Attention", "op")),
         ("Other", "vllm::unified_attention", "vllm::unified_attention", ("Attention", "op")),
         ("Other", "deep_ep::dispatch", "", ("Communication", "op")),
@@ -591,16 +858,37 @@ def test_op_rule_types_are_known() -> None:
 # Real launching ops (PyTorch profiler cpu_op names, vLLM/SGLang custom ops) and the type each gives
 # a kernel whose name says nothing.
 REAL_OPS = [
-    ("aten::mm", "GEMM"), ("aten::bmm", "GEMM"), ("aten::_scaled_mm", "GEMM"), ("vllm::rocm_unquantized_gemm", "GEMM"),
-    ("aten::miopen_convolution", "Convolution"), ("aten::cudnn_convolution", "Convolution"),
-    ("aten::_scaled_dot_product_efficient_attention", "Attention"), ("aten::_efficient_attention_forward", "Attention"),
-    ("vllm::unified_attention_with_output", "Attention"), ("aiter::fmha_v3_fwd", "Attention"),
-    ("deep_ep::combine", "Communication"), ("c10d::allreduce_", "Communication"), ("vllm::all_reduce", "Communication"),
-    ("aten::embedding", "Embedding"), ("aten::layer_norm", "LayerNorm"), ("_C::fused_add_rms_norm", "RMSNorm"),
-    ("aten::cudnn_batch_norm", "BatchNorm"), ("aten::group_norm", "GroupNorm"), ("aten::_softmax", "Softmax"),
-    ("_C::silu_and_mul", "SwiGLU"), ("aten::silu", "SiLU"), ("aten::gelu", "GELU"), ("_C::rotary_embedding", "RoPE"),
-    ("_C::scaled_fp8_quant", "Quantize"), ("aten::sort", "Sort"), ("aten::cumsum", "Scan"), ("aten::fill_", "Memset"),
-    ("aten::clone", "MemCopy"), ("aten::_to_copy", "Cast"), ("aten::sum", "Reduce"), ("aten::mul", "Elementwise"),
+    ("aten::mm", "GEMM"),
+    ("aten::bmm", "GEMM"),
+    ("aten::_scaled_mm", "GEMM"),
+    ("vllm::rocm_unquantized_gemm", "GEMM"),
+    ("aten::miopen_convolution", "Convolution"),
+    ("aten::cudnn_convolution", "Convolution"),
+    ("aten::_scaled_dot_product_efficient_attention", "Attention"),
+    ("aten::_efficient_attention_forward", "Attention"),
+    ("vllm::unified_attention_with_output", "Attention"),
+    ("aiter::fmha_v3_fwd", "Attention"),
+    ("deep_ep::combine", "Communication"),
+    ("c10d::allreduce_", "Communication"),
+    ("vllm::all_reduce", "Communication"),
+    ("aten::embedding", "Embedding"),
+    ("aten::layer_norm", "LayerNorm"),
+    ("_C::fused_add_rms_norm", "RMSNorm"),
+    ("aten::cudnn_batch_norm", "BatchNorm"),
+    ("aten::group_norm", "GroupNorm"),
+    ("aten::_softmax", "Softmax"),
+    ("_C::silu_and_mul", "SwiGLU"),
+    ("aten::silu", "SiLU"),
+    ("aten::gelu", "GELU"),
+    ("_C::rotary_embedding", "RoPE"),
+    ("_C::scaled_fp8_quant", "Quantize"),
+    ("aten::sort", "Sort"),
+    ("aten::cumsum", "Scan"),
+    ("aten::fill_", "Memset"),
+    ("aten::clone", "MemCopy"),
+    ("aten::_to_copy", "Cast"),
+    ("aten::sum", "Reduce"),
+    ("aten::mul", "Elementwise"),
 ]
 
 

@@ -42,8 +42,18 @@ def _rows() -> list[Row]:
         assert len(cells) == FIELDS, f"{CORPUS.name}: {FIELDS} tab-separated fields expected: {line[:80]}"
         name, platform, kernel_type, implementation, fused, helper, single_op, source = cells
         assert single_op in ("", "yes"), f"{CORPUS.name}: single_op is 'yes' or empty: {line[:80]}"
-        rows.append(Row(name, platform, kernel_type, implementation, tuple(filter(None, fused.split(","))), helper,
-                        single_op == "yes", source))
+        rows.append(
+            Row(
+                name,
+                platform,
+                kernel_type,
+                implementation,
+                tuple(filter(None, fused.split(","))),
+                helper,
+                single_op == "yes",
+                source,
+            )
+        )
     return rows
 
 

@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 from builders import PROJECT, gzip_bomb, kernel_event, kineto_trace, trace_json
 
+from fusion.__main__ import main
+from fusion.classify.trace import load
+from fusion.errors import TraceError
 from fusion.loader import events as events_module
 from fusion.loader import reader
-from fusion.__main__ import main
-from fusion.errors import TraceError
 from fusion.match.pair_checks import pair_warnings
-from fusion.classify.trace import load
 
 Maker = Callable[[Path], Path]
 
@@ -103,90 +103,175 @@ REJECTED = [
     pytest.param(content(b"\xef\xbb\xbf"), "the file is empty", id="only-a-byte-order-mark"),
     pytest.param(content(b"hello, world"), "not valid JSON: invalid character (byte 0)", id="not-json-text"),
     pytest.param(content(b"\x00\x01\x02\x03" * 64), "not valid JSON: invalid character (byte 0)", id="binary-noise"),
-    pytest.param(content(BASE.decode().encode("utf-16")), "UTF-16 text; a trace is UTF-8 JSON (save it as UTF-8)",
-                 id="utf-16-text"),
+    pytest.param(
+        content(BASE.decode().encode("utf-16")),
+        "UTF-16 text; a trace is UTF-8 JSON (save it as UTF-8)",
+        id="utf-16-text",
+    ),
     # -- truncated at several points
-    pytest.param(content(at(b'"warpSize"')), "truncated JSON: the file ends in the middle of a value",
-                 id="truncated-inside-header"),
-    pytest.param(content(at(b"\"traceEvents\":", 14)), "truncated: the file ends right after the traceEvents key",
-                 id="truncated-after-traceEvents-key"),
-    pytest.param(content(at(b'"k2"')), "truncated: the file ends before the traceEvents list is closed",
-                 id="truncated-inside-an-event"),
-    pytest.param(content(at(b'},{"ph"', 2)), "truncated: the file ends before the traceEvents list is closed",
-                 id="truncated-between-events"),
-    pytest.param(content(BASE[:-1]), "truncated: the file ends after the traceEvents list, before the closing }",
-                 id="truncated-after-the-array"),
-    pytest.param(content(BASE[:-1] + b',"traceName":"run'),
-                 "truncated: the file ends after the traceEvents list, before the closing }",
-                 id="truncated-inside-tail"),
-    pytest.param(content(BASE + b"\nGARBAGE"),
-                 f"after the traceEvents list: not valid JSON: trailing characters (byte {len(BASE) + 1})",
-                 id="garbage-after-the-trace"),
-    pytest.param(content(BASE[:-1] + b',"traceName":}'),
-                 f"after the traceEvents list: not valid JSON: invalid character (byte {len(BASE) + 12})",
-                 id="bad-key-after-the-array"),
+    pytest.param(
+        content(at(b'"warpSize"')),
+        "truncated JSON: the file ends in the middle of a value",
+        id="truncated-inside-header",
+    ),
+    pytest.param(
+        content(at(b'"traceEvents":', 14)),
+        "truncated: the file ends right after the traceEvents key",
+        id="truncated-after-traceEvents-key",
+    ),
+    pytest.param(
+        content(at(b'"k2"')),
+        "truncated: the file ends before the traceEvents list is closed",
+        id="truncated-inside-an-event",
+    ),
+    pytest.param(
+        content(at(b'},{"ph"', 2)),
+        "truncated: the file ends before the traceEvents list is closed",
+        id="truncated-between-events",
+    ),
+    pytest.param(
+        content(BASE[:-1]),
+        "truncated: the file ends after the traceEvents list, before the closing }",
+        id="truncated-after-the-array",
+    ),
+    pytest.param(
+        content(BASE[:-1] + b',"traceName":"run'),
+        "truncated: the file ends after the traceEvents list, before the closing }",
+        id="truncated-inside-tail",
+    ),
+    pytest.param(
+        content(BASE + b"\nGARBAGE"),
+        f"after the traceEvents list: not valid JSON: trailing characters (byte {len(BASE) + 1})",
+        id="garbage-after-the-trace",
+    ),
+    pytest.param(
+        content(BASE[:-1] + b',"traceName":}'),
+        f"after the traceEvents list: not valid JSON: invalid character (byte {len(BASE) + 12})",
+        id="bad-key-after-the-array",
+    ),
     # -- the wrong shape
-    pytest.param(content(b"[1, 2, 3]"), "the JSON holds an array at the top level, not a trace object",
-                 id="top-level-array"),
+    pytest.param(
+        content(b"[1, 2, 3]"), "the JSON holds an array at the top level, not a trace object", id="top-level-array"
+    ),
     pytest.param(content(b"42"), "the JSON holds a number at the top level, not a trace object", id="top-level-number"),
-    pytest.param(content(b'"trace"'), "the JSON holds a string at the top level, not a trace object",
-                 id="top-level-string"),
-    pytest.param(content(b'{"schemaVersion": 1, "displayTimeUnit": "ms"}'),
-                 "JSON object without a traceEvents list; not a Chrome/Kineto trace", id="traceEvents-missing"),
-    pytest.param(content(b'{"traceEvents": {"0": {}}}'), "traceEvents is not a list (it holds an object)",
-                 id="traceEvents-an-object"),
-    pytest.param(content(b'{"traceEvents": "none"}'), "traceEvents is not a list (it holds a string)",
-                 id="traceEvents-a-string"),
+    pytest.param(
+        content(b'"trace"'), "the JSON holds a string at the top level, not a trace object", id="top-level-string"
+    ),
+    pytest.param(
+        content(b'{"schemaVersion": 1, "displayTimeUnit": "ms"}'),
+        "JSON object without a traceEvents list; not a Chrome/Kineto trace",
+        id="traceEvents-missing",
+    ),
+    pytest.param(
+        content(b'{"traceEvents": {"0": {}}}'),
+        "traceEvents is not a list (it holds an object)",
+        id="traceEvents-an-object",
+    ),
+    pytest.param(
+        content(b'{"traceEvents": "none"}'), "traceEvents is not a list (it holds a string)", id="traceEvents-a-string"
+    ),
     pytest.param(content(b'{"traceEvents": null}'), "traceEvents is not a list (it holds null)", id="traceEvents-null"),
-    pytest.param(content(doc(b"1", b"2")), "traceEvents entry 0 is not an object (Expected `object`, got `int`)",
-                 id="traceEvents-of-numbers"),
-    pytest.param(content(doc(KERNEL, KERNEL, b'"x"')),
-                 "traceEvents entry 2 is not an object (Expected `object`, got `str`)", id="traceEvents-with-a-string"),
-    pytest.param(content(doc(KERNEL, b"null")), "traceEvents entry 1 is not an object (Expected `object`, got `null`)",
-                 id="traceEvents-with-null"),
-    pytest.param(content(doc(KERNEL, tail=b',"traceEvents":[]')), "two traceEvents keys; which one is meant is unclear",
-                 id="two-traceEvents-keys"),
+    pytest.param(
+        content(doc(b"1", b"2")),
+        "traceEvents entry 0 is not an object (Expected `object`, got `int`)",
+        id="traceEvents-of-numbers",
+    ),
+    pytest.param(
+        content(doc(KERNEL, KERNEL, b'"x"')),
+        "traceEvents entry 2 is not an object (Expected `object`, got `str`)",
+        id="traceEvents-with-a-string",
+    ),
+    pytest.param(
+        content(doc(KERNEL, b"null")),
+        "traceEvents entry 1 is not an object (Expected `object`, got `null`)",
+        id="traceEvents-with-null",
+    ),
+    pytest.param(
+        content(doc(KERNEL, tail=b',"traceEvents":[]')),
+        "two traceEvents keys; which one is meant is unclear",
+        id="two-traceEvents-keys",
+    ),
     # -- numbers JSON does not have
-    pytest.param(kernel_with(b'"name":"n","ts":NaN,"dur":1'),
-                 "not valid JSON: NaN or Infinity at byte 147 (JSON has no such numbers)", id="NaN-literal"),
-    pytest.param(kernel_with(b'"name":"n","ts":1,"dur":Infinity'),
-                 "not valid JSON: NaN or Infinity at byte 155 (JSON has no such numbers)", id="Infinity-literal"),
-    pytest.param(kernel_with(b'"name":"n","ts":-Infinity,"dur":1'),
-                 "not valid JSON: NaN or Infinity at byte 148 (JSON has no such numbers)", id="minus-Infinity-literal"),
-    pytest.param(kernel_with(b'"name":"n","ts":1,"dur":1e400'),
-                 "traceEvents entry 1 holds a value that cannot be read (Number out of range)", id="dur-1e400"),
+    pytest.param(
+        kernel_with(b'"name":"n","ts":NaN,"dur":1'),
+        "not valid JSON: NaN or Infinity at byte 147 (JSON has no such numbers)",
+        id="NaN-literal",
+    ),
+    pytest.param(
+        kernel_with(b'"name":"n","ts":1,"dur":Infinity'),
+        "not valid JSON: NaN or Infinity at byte 155 (JSON has no such numbers)",
+        id="Infinity-literal",
+    ),
+    pytest.param(
+        kernel_with(b'"name":"n","ts":-Infinity,"dur":1'),
+        "not valid JSON: NaN or Infinity at byte 148 (JSON has no such numbers)",
+        id="minus-Infinity-literal",
+    ),
+    pytest.param(
+        kernel_with(b'"name":"n","ts":1,"dur":1e400'),
+        "traceEvents entry 1 holds a value that cannot be read (Number out of range)",
+        id="dur-1e400",
+    ),
     # -- text encoding and nesting
-    pytest.param(kernel_with(b'"name":"k\xff\xfe","ts":1,"dur":1'),
-                 "not UTF-8 text (bad byte at 140)", id="non-utf8-in-a-name"),
-    pytest.param(content(b'{"caf\xe9": 1, "traceEvents": []}'), "not UTF-8 text (bad byte at 5)",
-                 id="non-utf8-in-header"),
-    pytest.param(kernel_with(b'"name":"k\\ud800","ts":1,"dur":1'),
-                 "not valid JSON: unexpected end of escaped utf-16 surrogate pair (byte 146)",
-                 id="lone-surrogate-escape"),
-    pytest.param(content(with_kernel(b'{"cat":"kernel","name":"k","ts":1,"dur":1,"args":' + deep(5000) + b"}")),
-                 "JSON nested too deeply (over a thousand levels; trace events are a few levels deep)",
-                 id="args-nested-5000-deep"),
-    pytest.param(content(b'{"meta":' + deep(5000) + b',"traceEvents":[]}'),
-                 "JSON nested too deeply (over a thousand levels; trace events are a few levels deep)",
-                 id="header-nested-5000-deep"),
+    pytest.param(
+        kernel_with(b'"name":"k\xff\xfe","ts":1,"dur":1'), "not UTF-8 text (bad byte at 140)", id="non-utf8-in-a-name"
+    ),
+    pytest.param(
+        content(b'{"caf\xe9": 1, "traceEvents": []}'), "not UTF-8 text (bad byte at 5)", id="non-utf8-in-header"
+    ),
+    pytest.param(
+        kernel_with(b'"name":"k\\ud800","ts":1,"dur":1'),
+        "not valid JSON: unexpected end of escaped utf-16 surrogate pair (byte 146)",
+        id="lone-surrogate-escape",
+    ),
+    pytest.param(
+        content(with_kernel(b'{"cat":"kernel","name":"k","ts":1,"dur":1,"args":' + deep(5000) + b"}")),
+        "JSON nested too deeply (over a thousand levels; trace events are a few levels deep)",
+        id="args-nested-5000-deep",
+    ),
+    pytest.param(
+        content(b'{"meta":' + deep(5000) + b',"traceEvents":[]}'),
+        "JSON nested too deeply (over a thousand levels; trace events are a few levels deep)",
+        id="header-nested-5000-deep",
+    ),
     # -- gzip
-    pytest.param(content(b"\x1f\x8b\x08\x00" + bytes(range(200)), ".json.gz"),
-                 "corrupt gzip data (Error -3 while decompressing data: invalid block type)", id="corrupt-gzip"),
-    pytest.param(content(BAD_GZIP[: len(BAD_GZIP) // 2], ".json.gz"),
-                 "gzip data is truncated or corrupt (the compressed stream ends early)", id="truncated-gzip"),
-    pytest.param(content(b"\x1f\x8b", ".json.gz"),
-                 "gzip data is truncated or corrupt (the compressed stream ends early)", id="gzip-magic-only"),
-    pytest.param(content(BAD_GZIP + b"junk!", ".json.gz"),
-                 "corrupt gzip data after gzip member 1 (junk appended to the file?) "
-                 "(Error -3 while decompressing data: incorrect header check)", id="junk-after-gzip"),
-    pytest.param(content(gzip.compress(b"hello, world"), ".json.gz"), "not valid JSON: invalid character (byte 0)",
-                 id="gzip-of-text"),
+    pytest.param(
+        content(b"\x1f\x8b\x08\x00" + bytes(range(200)), ".json.gz"),
+        "corrupt gzip data (Error -3 while decompressing data: invalid block type)",
+        id="corrupt-gzip",
+    ),
+    pytest.param(
+        content(BAD_GZIP[: len(BAD_GZIP) // 2], ".json.gz"),
+        "gzip data is truncated or corrupt (the compressed stream ends early)",
+        id="truncated-gzip",
+    ),
+    pytest.param(
+        content(b"\x1f\x8b", ".json.gz"),
+        "gzip data is truncated or corrupt (the compressed stream ends early)",
+        id="gzip-magic-only",
+    ),
+    pytest.param(
+        content(BAD_GZIP + b"junk!", ".json.gz"),
+        "corrupt gzip data after gzip member 1 (junk appended to the file?) "
+        "(Error -3 while decompressing data: incorrect header check)",
+        id="junk-after-gzip",
+    ),
+    pytest.param(
+        content(gzip.compress(b"hello, world"), ".json.gz"),
+        "not valid JSON: invalid character (byte 0)",
+        id="gzip-of-text",
+    ),
     # -- sizes
-    pytest.param(content(million_names),
-                 "more than 200,000 distinct kernel names; a GPU profile has thousands; refused",
-                 id="a-million-distinct-kernel-names"),
-    pytest.param(content(b'{"traceEvents": [' + b"\x00" * (1 << 20) + b"]}"),
-                 "not valid JSON: invalid character (byte 17)", id="a-MB-of-NUL-in-the-array"),
+    pytest.param(
+        content(million_names),
+        "more than 200,000 distinct kernel names; a GPU profile has thousands; refused",
+        id="a-million-distinct-kernel-names",
+    ),
+    pytest.param(
+        content(b'{"traceEvents": [' + b"\x00" * (1 << 20) + b"]}"),
+        "not valid JSON: invalid character (byte 17)",
+        id="a-MB-of-NUL-in-the-array",
+    ),
     # -- not a file
     pytest.param(directory, "is a directory, not a trace file", id="a-directory"),
     pytest.param(missing, "no such file", id="missing-file"),
@@ -219,54 +304,107 @@ ACCEPTED = [
     # -- works, no warning
     pytest.param(content(BASE, ".json.gz"), 2, None, id="plain-json-with-gz-suffix"),
     pytest.param(content(BAD_GZIP, ".json"), 2, None, id="gzip-with-json-suffix"),
-    pytest.param(content(gzip.compress(BASE[:60]) + gzip.compress(BASE[60:]), ".json.gz"), 2, None,
-                 id="two-concatenated-gzip-members"),
+    pytest.param(
+        content(gzip.compress(BASE[:60]) + gzip.compress(BASE[60:]), ".json.gz"),
+        2,
+        None,
+        id="two-concatenated-gzip-members",
+    ),
     pytest.param(content(BAD_GZIP + bytes(4096), ".json.gz"), 2, None, id="zero-padding-after-gzip"),
-    pytest.param(content(BASE.replace(b"},{", b"}," + b" " * (20 << 20) + b"{")), 2, None,
-                 id="20-MB-of-blanks-between-events"),
-    pytest.param(content(lambda: trace_json([kernel_event(LARGE_NAME, 1.0, 2.0, 1), kernel_event("k", 3.0, 1.0, 2)])),
-                 2, None, id="a-10-MB-kernel-name"),
+    pytest.param(
+        content(BASE.replace(b"},{", b"}," + b" " * (20 << 20) + b"{")), 2, None, id="20-MB-of-blanks-between-events"
+    ),
+    pytest.param(
+        content(lambda: trace_json([kernel_event(LARGE_NAME, 1.0, 2.0, 1), kernel_event("k", 3.0, 1.0, 2)])),
+        2,
+        None,
+        id="a-10-MB-kernel-name",
+    ),
     pytest.param(content(big_nested_event), 3, None, id="a-40-MB-event-with-nested-args"),
-    pytest.param(content(with_kernel(b'{"cat":["kernel"],"name":"k","ts":1,"dur":1}')), 1, None,
-                 id="cat-a-list-is-not-a-kernel"),
-    pytest.param(content(b'{"deviceProperties":[{"warpSize":[64],"name":7}],"traceEvents":[' + KERNEL + b"]}"), 1, None,
-                 id="deviceProperties-of-wrong-types"),
+    pytest.param(
+        content(with_kernel(b'{"cat":["kernel"],"name":"k","ts":1,"dur":1}')), 1, None, id="cat-a-list-is-not-a-kernel"
+    ),
+    pytest.param(
+        content(b'{"deviceProperties":[{"warpSize":[64],"name":7}],"traceEvents":[' + KERNEL + b"]}"),
+        1,
+        None,
+        id="deviceProperties-of-wrong-types",
+    ),
     # -- works, with a warning
-    pytest.param(content(b"\xef\xbb\xbf" + BASE), 2, "the file starts with a UTF-8 byte-order mark; it was skipped",
-                 id="byte-order-mark"),
-    pytest.param(content(trace_json([{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1.0, "dur": 3.0}])), 0,
-                 NO_KERNELS, id="cpu-only-trace"),
+    pytest.param(
+        content(b"\xef\xbb\xbf" + BASE),
+        2,
+        "the file starts with a UTF-8 byte-order mark; it was skipped",
+        id="byte-order-mark",
+    ),
+    pytest.param(
+        content(trace_json([{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1.0, "dur": 3.0}])),
+        0,
+        NO_KERNELS,
+        id="cpu-only-trace",
+    ),
     pytest.param(content(b'{"traceEvents":[]}'), 0, NO_KERNELS, id="empty-traceEvents"),
-    pytest.param(kernel_with(b'"ts":1,"dur":1'), 1, "1 kernel events skipped: no name",
-                 id="kernel-without-name"),
-    pytest.param(kernel_with(b'"name":{"a":1},"ts":1,"dur":1'), 1,
-                 "1 kernel events skipped: no name", id="kernel-name-an-object"),
-    pytest.param(kernel_with(b'"name":"n","dur":1'), 1, "1 kernel events skipped: no numeric ts",
-                 id="kernel-without-ts"),
-    pytest.param(kernel_with(b'"name":"n","ts":"abc","dur":1'), 1,
-                 "1 kernel events skipped: no numeric ts", id="ts-abc"),
-    pytest.param(kernel_with(b'"name":"n","ts":1'), 1, "1 kernel events skipped: no numeric dur",
-                 id="kernel-without-dur"),
-    pytest.param(kernel_with(b'"name":"n","ts":1,"dur":true'), 1,
-                 "1 kernel events skipped: no numeric dur", id="dur-true"),
-    pytest.param(kernel_with(b'"name":"n","ts":1,"dur":-5'), 1,
-                 "1 kernel events skipped: negative dur", id="dur-negative"),
-    pytest.param(kernel_with(b'"name":"n","ts":1,"dur":1e308'), 1,
-                 "1 kernel events skipped: no numeric dur", id="dur-1e308"),
-    pytest.param(kernel_with(b'"name":"n","ts":1,"dur":1'), 2,
-                 "1 kernel events have no usable args", id="kernel-without-args"),
-    pytest.param(kernel_with(b'"name":"n","ts":1,"dur":1,"args":"x"'), 2,
-                 "1 kernel events have no usable args", id="args-a-string"),
-    pytest.param(kernel_with(b'"name":"n","ts":1,"dur":1,"args":{"stream":7,"device":0}'), 2,
-                 "1 kernel events have no usable correlation", id="kernel-without-correlation"),
-    pytest.param(kernel_with(b'"name":"n","ts":1,"dur":1,"args":{"correlation":1.5,"stream":7,"device":0}'), 2,
-                 "1 kernel events have no usable correlation", id="correlation-1.5"),
-    pytest.param(kernel_with(b'"name":"n","ts":1,"dur":1,"args":{"correlation":%d,"stream":7,"device":0}' % 2**70),
-                 2, "1 kernel events have no usable correlation", id="correlation-2**70"),
-    pytest.param(kernel_with(b'"name":"n","ts":1,"dur":1,"args":{"correlation":"7","stream":7,"device":0}'), 2,
-                 "1 kernel events have no usable correlation", id="correlation-string-7"),
-    pytest.param(content(doc(KERNEL, KERNEL, KERNEL)), 1,
-                 "2 duplicate kernel events (same name, ts, dur and ids) were dropped", id="duplicate-events"),
+    pytest.param(kernel_with(b'"ts":1,"dur":1'), 1, "1 kernel events skipped: no name", id="kernel-without-name"),
+    pytest.param(
+        kernel_with(b'"name":{"a":1},"ts":1,"dur":1'), 1, "1 kernel events skipped: no name", id="kernel-name-an-object"
+    ),
+    pytest.param(
+        kernel_with(b'"name":"n","dur":1'), 1, "1 kernel events skipped: no numeric ts", id="kernel-without-ts"
+    ),
+    pytest.param(
+        kernel_with(b'"name":"n","ts":"abc","dur":1'), 1, "1 kernel events skipped: no numeric ts", id="ts-abc"
+    ),
+    pytest.param(
+        kernel_with(b'"name":"n","ts":1'), 1, "1 kernel events skipped: no numeric dur", id="kernel-without-dur"
+    ),
+    pytest.param(
+        kernel_with(b'"name":"n","ts":1,"dur":true'), 1, "1 kernel events skipped: no numeric dur", id="dur-true"
+    ),
+    pytest.param(
+        kernel_with(b'"name":"n","ts":1,"dur":-5'), 1, "1 kernel events skipped: negative dur", id="dur-negative"
+    ),
+    pytest.param(
+        kernel_with(b'"name":"n","ts":1,"dur":1e308'), 1, "1 kernel events skipped: no numeric dur", id="dur-1e308"
+    ),
+    pytest.param(
+        kernel_with(b'"name":"n","ts":1,"dur":1'), 2, "1 kernel events have no usable args", id="kernel-without-args"
+    ),
+    pytest.param(
+        kernel_with(b'"name":"n","ts":1,"dur":1,"args":"x"'),
+        2,
+        "1 kernel events have no usable args",
+        id="args-a-string",
+    ),
+    pytest.param(
+        kernel_with(b'"name":"n","ts":1,"dur":1,"args":{"stream":7,"device":0}'),
+        2,
+        "1 kernel events have no usable correlation",
+        id="kernel-without-correlation",
+    ),
+    pytest.param(
+        kernel_with(b'"name":"n","ts":1,"dur":1,"args":{"correlation":1.5,"stream":7,"device":0}'),
+        2,
+        "1 kernel events have no usable correlation",
+        id="correlation-1.5",
+    ),
+    pytest.param(
+        kernel_with(b'"name":"n","ts":1,"dur":1,"args":{"correlation":%d,"stream":7,"device":0}' % 2**70),
+        2,
+        "1 kernel events have no usable correlation",
+        id="correlation-2**70",
+    ),
+    pytest.param(
+        kernel_with(b'"name":"n","ts":1,"dur":1,"args":{"correlation":"7","stream":7,"device":0}'),
+        2,
+        "1 kernel events have no usable correlation",
+        id="correlation-string-7",
+    ),
+    pytest.param(
+        content(doc(KERNEL, KERNEL, KERNEL)),
+        1,
+        "2 duplicate kernel events (same name, ts, dur and ids) were dropped",
+        id="duplicate-events",
+    ),
 ]
 
 
@@ -355,8 +493,10 @@ MAX_CRAFTED_RATIO = 10
 
 
 def crafted_kernel(i: int, name: bytes = b"k", args: bytes = b"") -> bytes:
-    return (b'{"ph":"X","cat":"kernel","name":"%s","pid":0,"tid":7,"ts":%d,"dur":2.5,'
-            b'"args":{"correlation":%d,"stream":7,"device":0%s}}' % (name, i, i, args))
+    return (
+        b'{"ph":"X","cat":"kernel","name":"%s","pid":0,"tid":7,"ts":%d,"dur":2.5,'
+        b'"args":{"correlation":%d,"stream":7,"device":0%s}}' % (name, i, i, args)
+    )
 
 
 def cpu_op(i: int) -> bytes:
@@ -381,14 +521,28 @@ CRAFTED = [
     pytest.param(lambda: doc(crafted_kernel(0, b'},\\"' * (CRAFTED_SIZE // 4))), id="one-5-MB-string"),
     pytest.param(lambda: doc(*[b"{}"] * (CRAFTED_SIZE // 3)), id="many-tiny-events"),
     pytest.param(lambda: events_of(lambda i: crafted_kernel(i, args=b',"x":' + deep(500))), id="args-500-deep"),
-    pytest.param(lambda: events_of(lambda i: crafted_kernel(i, b'\\\\\\"},\\\\' * 100)),
-                 id="runs-of-backslashes-and-escaped-quotes"),
+    pytest.param(
+        lambda: events_of(lambda i: crafted_kernel(i, b'\\\\\\"},\\\\' * 100)),
+        id="runs-of-backslashes-and-escaped-quotes",
+    ),
     pytest.param(lambda: events_of(lambda i: crafted_kernel(i, b"]}[{" * 200)), id="brackets-in-names"),
     pytest.param(lambda: doc(crafted_kernel(0, b"]" * CRAFTED_SIZE)), id="a-5-MB-name-of-]"),
-    pytest.param(lambda: b'{"m":{' + b",".join(b'"traceEvents":%d' % i for i in range(CRAFTED_SIZE // 20))
-                 + b'},"traceEvents":[' + KERNEL + b"]}", id="header-with-nested-traceEvents-keys"),
-    pytest.param(lambda: b'{"m":[' + b",".join([b'"traceEvents"'] * (CRAFTED_SIZE // 14))
-                 + b'],"traceEvents":[' + KERNEL + b"]}", id="header-with-traceEvents-strings"),
+    pytest.param(
+        lambda: (
+            b'{"m":{'
+            + b",".join(b'"traceEvents":%d' % i for i in range(CRAFTED_SIZE // 20))
+            + b'},"traceEvents":['
+            + KERNEL
+            + b"]}"
+        ),
+        id="header-with-nested-traceEvents-keys",
+    ),
+    pytest.param(
+        lambda: (
+            b'{"m":[' + b",".join([b'"traceEvents"'] * (CRAFTED_SIZE // 14)) + b'],"traceEvents":[' + KERNEL + b"]}"
+        ),
+        id="header-with-traceEvents-strings",
+    ),
     pytest.param(lambda: doc(KERNEL + b" " * CRAFTED_SIZE), id="5-MB-of-blanks-before-the-end"),
 ]
 
@@ -429,7 +583,10 @@ def test_an_event_of_cut_marks_above_the_limit_is_refused(monkeypatch) -> None:
     data = doc(KERNEL, crafted_kernel(1, b"},{" * 700_000))
     with pytest.raises(TraceError) as caught:
         load(data, name="huge.json")
-    assert str(caught.value) == f"huge.json: no end of an event within 1 MB after byte {len(doc(KERNEL)) - 1}; too large, refused"
+    assert (
+        str(caught.value)
+        == f"huge.json: no end of an event within 1 MB after byte {len(doc(KERNEL)) - 1}; too large, refused"
+    )
 
 
 def test_whitespace_only_gzip_is_refused_at_the_cost_of_reading_it(tmp_path) -> None:
@@ -452,7 +609,11 @@ def test_whitespace_only_gzip_is_refused_at_the_cost_of_reading_it(tmp_path) -> 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "fusion", *args], cwd=PROJECT, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "fusion", *args],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, **(env or {})},
     )
 
@@ -461,8 +622,11 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
     ("make", "problem"),
     [
         pytest.param(content(b""), "the file is empty", id="empty-file"),
-        pytest.param(content(at(b'"k2"')), "truncated: the file ends before the traceEvents list is closed",
-                     id="truncated-inside-an-event"),
+        pytest.param(
+            content(at(b'"k2"')),
+            "truncated: the file ends before the traceEvents list is closed",
+            id="truncated-inside-an-event",
+        ),
         pytest.param(directory, "is a directory, not a trace file", id="a-directory"),
     ],
 )

@@ -17,14 +17,26 @@ import pytest
 from builders import SHARED_REPRO, SHARED_TRACES, kernel_event, kineto_trace, shared_trace, write_trace
 
 from fusion import settings
-from fusion.report import summary as summary_module
 from fusion.__main__ import main, terminal_text
 from fusion.classify.names import classify
 from fusion.classify.trace import load
+from fusion.report import summary as summary_module
 
 ROOT = Path(__file__).resolve().parents[2]
-SUMMARY_KEYS = ["platform", "gpu", "kernels", "kernel_time_us", "types", "type_routes", "launches", "with_op",
-                "unlaunched", "phases", "ops", "unclassified"]
+SUMMARY_KEYS = [
+    "platform",
+    "gpu",
+    "kernels",
+    "kernel_time_us",
+    "types",
+    "type_routes",
+    "launches",
+    "with_op",
+    "unlaunched",
+    "phases",
+    "ops",
+    "unclassified",
+]
 
 
 def _refuse_constant(name: str) -> None:
@@ -146,7 +158,13 @@ def test_compare_csv_prints_each_table_as_csv(pair, capsys) -> None:
     out, _ = capsys.readouterr()
     sections = out.split("# ")[1:]
     assert [section.split("\n", 1)[0] for section in sections] == [
-        "opportunities", "mappings", "one_sided_kernels", "type_stats", "matched_pairs", "ops"]
+        "opportunities",
+        "mappings",
+        "one_sided_kernels",
+        "type_stats",
+        "matched_pairs",
+        "ops",
+    ]
     for section in sections:
         rows = list(csv.reader(io.StringIO(section.split("\n", 1)[1].strip())))
         assert rows and all(len(row) == len(rows[0]) for row in rows)
@@ -159,8 +177,14 @@ def test_compare_output_file_for_json_and_csv(pair, tmp_path, capsys) -> None:
     strict_json(report.read_text())
     assert main(["compare", str(pair[0]), str(pair[1]), "--format", "csv", "-o", str(tmp_path / "tables.csv")]) == 0
     names = sorted(p.name for p in tmp_path.glob("tables_*.csv"))
-    assert names == ["tables_mappings.csv", "tables_matched_pairs.csv", "tables_one_sided_kernels.csv",
-                     "tables_opportunities.csv", "tables_ops.csv", "tables_type_stats.csv"]
+    assert names == [
+        "tables_mappings.csv",
+        "tables_matched_pairs.csv",
+        "tables_one_sided_kernels.csv",
+        "tables_opportunities.csv",
+        "tables_ops.csv",
+        "tables_type_stats.csv",
+    ]
 
 
 def test_compare_to_an_unwritable_output_is_one_error_line(pair, tmp_path, capsys) -> None:
@@ -183,16 +207,26 @@ def test_compare_with_a_bad_second_trace_names_it(pair, tmp_path, capsys) -> Non
         pytest.param([], "the following arguments are required: COMMAND", id="no-command"),
         pytest.param(["explain"], "invalid choice: 'explain'", id="unknown-command"),
         pytest.param(["summary"], "the following arguments are required: trace", id="summary-without-trace"),
-        pytest.param(["summary", "t.json", "--format", "xml"], "argument --format: invalid choice: 'xml'",
-                     id="bad-format"),
+        pytest.param(
+            ["summary", "t.json", "--format", "xml"], "argument --format: invalid choice: 'xml'", id="bad-format"
+        ),
         pytest.param(["compare", "a.json"], "the following arguments are required: trace2", id="compare-one-trace"),
-        pytest.param(["compare", "a", "b", "--min-group-size", "0"], "argument --min-group-size: must be at least 1",
-                     id="min-group-size-0"),
-        pytest.param(["compare", "a", "b", "--min-group-size", "abc"],
-                     "argument --min-group-size: must be a whole number, got 'abc'", id="min-group-size-abc"),
+        pytest.param(
+            ["compare", "a", "b", "--min-group-size", "0"],
+            "argument --min-group-size: must be at least 1",
+            id="min-group-size-0",
+        ),
+        pytest.param(
+            ["compare", "a", "b", "--min-group-size", "abc"],
+            "argument --min-group-size: must be a whole number, got 'abc'",
+            id="min-group-size-abc",
+        ),
         pytest.param(["classify"], "the following arguments are required: name", id="classify-without-name"),
-        pytest.param(["classify", "k", "--platform", "INTEL"], "argument --platform: invalid choice: 'INTEL'",
-                     id="classify-bad-platform"),
+        pytest.param(
+            ["classify", "k", "--platform", "INTEL"],
+            "argument --platform: invalid choice: 'INTEL'",
+            id="classify-bad-platform",
+        ),
     ],
 )
 def test_usage_errors_exit_2_with_argparse_message(argv: list[str], message: str, capsys) -> None:
@@ -297,12 +331,15 @@ def test_thresholds_set_on_the_command_line_reach_the_detectors_and_the_output(c
     assert result["fusion_mappings"] == [] and result["params"]["min_pattern_count"] == 16
 
 
-@pytest.mark.parametrize(("item", "problem"), [
-    ("min_ratio=lots", "min_ratio takes a number"),
-    ("max_names=2.5", "max_names takes a whole number"),
-    ("min_pattern_count=0", "must be greater than 0"),
-    ("no_such=1", "not a threshold; one of one_sided_ratio,"),
-])
+@pytest.mark.parametrize(
+    ("item", "problem"),
+    [
+        ("min_ratio=lots", "min_ratio takes a number"),
+        ("max_names=2.5", "max_names takes a whole number"),
+        ("min_pattern_count=0", "must be greater than 0"),
+        ("no_such=1", "not a threshold; one of one_sided_ratio,"),
+    ],
+)
 def test_a_bad_threshold_is_one_line_and_exit_2(pair, item, problem, capsys) -> None:
     assert main(["compare", str(pair[0]), str(pair[1]), "--threshold", item]) == 2
     out, err = capsys.readouterr()

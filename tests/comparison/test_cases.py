@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-
 from builders import SHARED_REPRO
+
+from fusion.classify.trace import load
 from fusion.comparison.pair import compare
 from fusion.synthetic.pairs import CASES, SCENARIOS, PairSpec, ground_truth, write_pair
-from fusion.classify.trace import load
 
 SMALL_MODEL = PairSpec(layers=3, steps=3, fusions=("add_rmsnorm", "sort_chain"), non_fusion=False)
 """Full-graph steps of 56 kernels on AMD and 44 on NVIDIA: they straddle min_group_size 50."""
@@ -62,7 +62,9 @@ def test_unknown_names_do_not_make_a_mismatch(scored):
     if "unknown_attention" in truth["spec"]["cases"]:
         assert comparison.comparability.ok
         assert not [o for o in comparison.opportunities if o.kernel_type in ("Attention", "Other")]
-        assert not [m for m in comparison.mappings if {"Attention", "Other"} & {m.fused_kernel_type, *m.unfused_sequence}]
+        assert not [
+            m for m in comparison.mappings if {"Attention", "Other"} & {m.fused_kernel_type, *m.unfused_sequence}
+        ]
 
 
 def test_small_model_groups_are_matched_across_the_threshold(tmp_path):
@@ -88,13 +90,15 @@ def _repro(name: str):
 
 def _only_split(comparison, count: int) -> None:
     assert [(m.detector, m.fused_trace, m.unfused_sequence) for m in comparison.mappings] == [
-        ("split_kernel", 1, ["GEMM", "GEMM"])]
+        ("split_kernel", 1, ["GEMM", "GEMM"])
+    ]
     split = comparison.mappings[0]
     assert split.pattern_count == count and split.pattern_confidence == 1.0
-    assert split.fused_kernel_names == [
-        "Cijk_Alik_Bljk_B_BS_BH_Bias_HA_S_SAV_UserArgs_MT16x16x256_MI16x16x1_SN_LDSB1"]
-    assert [n.split("<")[0] for n in split.unfused_kernel_names] == ["void cutlass::Kernel2",
-                                                                      "void cublasLt::splitKreduce_kernel"]
+    assert split.fused_kernel_names == ["Cijk_Alik_Bljk_B_BS_BH_Bias_HA_S_SAV_UserArgs_MT16x16x256_MI16x16x1_SN_LDSB1"]
+    assert [n.split("<")[0] for n in split.unfused_kernel_names] == [
+        "void cutlass::Kernel2",
+        "void cublasLt::splitKreduce_kernel",
+    ]
     assert "Trace 2" in split.evidence and "as 2 kernels" in split.evidence
     assert comparison.one_sided == []
 

@@ -3,12 +3,12 @@
 import json
 
 import pytest
-
 from builders import shared_trace
+
+from fusion.classify.trace import load
 from fusion.comparison.pair import analyze_fusion_differences, compare
 from fusion.detect.op_kernels import OP_KERNELS_DETECTOR
 from fusion.synthetic.pairs import PairSpec, ground_truth, write_pair
-from fusion.classify.trace import load
 
 SCENARIOS = [
     PairSpec(scenario="full_graph", layers=4, steps=4),
@@ -24,21 +24,77 @@ SCENARIOS = [
 ]
 CUT_SCENARIOS = [
     # Graph launches cut into pieces at different places on each side: half a step would pair with a whole one.
-    PairSpec(scenario="full_graph", layers=5, steps=4, steps2=6, fusions=("add_rmsnorm", "sort_chain"), non_fusion=False,
-             seed=32, cpu_fill=200, cases=("template_rmsnorm", "unknown_attention"), group_cuts=True),
-    PairSpec(scenario="full_graph", layers=5, steps=3, fusions=("add_rmsnorm", "moe_swiglu", "inductor_silu"), seed=17,
-             cases=("split_k", "unknown_attention"), group_cuts=True, piecewise_every=2, prep_share=2.0),
-    PairSpec(scenario="full_graph", layers=5, steps=3, fusions=("add_rmsnorm", "sort_chain", "inductor_silu"), seed=88,
-             prefill2=True, cpu_fill=200, cases=("template_rmsnorm", "split_k_partial"), group_cuts=True, prep_share=0.5),
+    PairSpec(
+        scenario="full_graph",
+        layers=5,
+        steps=4,
+        steps2=6,
+        fusions=("add_rmsnorm", "sort_chain"),
+        non_fusion=False,
+        seed=32,
+        cpu_fill=200,
+        cases=("template_rmsnorm", "unknown_attention"),
+        group_cuts=True,
+    ),
+    PairSpec(
+        scenario="full_graph",
+        layers=5,
+        steps=3,
+        fusions=("add_rmsnorm", "moe_swiglu", "inductor_silu"),
+        seed=17,
+        cases=("split_k", "unknown_attention"),
+        group_cuts=True,
+        piecewise_every=2,
+        prep_share=2.0,
+    ),
+    PairSpec(
+        scenario="full_graph",
+        layers=5,
+        steps=3,
+        fusions=("add_rmsnorm", "sort_chain", "inductor_silu"),
+        seed=88,
+        prefill2=True,
+        cpu_fill=200,
+        cases=("template_rmsnorm", "split_k_partial"),
+        group_cuts=True,
+        prep_share=0.5,
+    ),
 ]
 REFERENCE_KEYS = {"metadata", "global_counts", "fusion_opportunities", "fusion_mappings"}
-MAPPING_FIELDS = {"fused_platform", "fused_kernel_type", "fused_count", "unfused_platform", "unfused_sequence",
-                  "unfused_count_per_type", "pattern_count", "pattern_confidence", "evidence"}
-OPPORTUNITY_FIELDS = {"kernel_type", "trace1_total", "trace2_total", "trace1_avg_per_group", "trace2_avg_per_group",
-                      "trace1_time_ms", "trace2_time_ms", "time_ratio", "ratio", "fused_by", "groups_affected",
-                      "total_groups"}
-METADATA_FIELDS = {"trace1_gpu", "trace2_gpu", "trace1_total_kernels", "trace2_total_kernels",
-                   "trace1_correlation_groups", "trace2_correlation_groups", "matched_groups"}
+MAPPING_FIELDS = {
+    "fused_platform",
+    "fused_kernel_type",
+    "fused_count",
+    "unfused_platform",
+    "unfused_sequence",
+    "unfused_count_per_type",
+    "pattern_count",
+    "pattern_confidence",
+    "evidence",
+}
+OPPORTUNITY_FIELDS = {
+    "kernel_type",
+    "trace1_total",
+    "trace2_total",
+    "trace1_avg_per_group",
+    "trace2_avg_per_group",
+    "trace1_time_ms",
+    "trace2_time_ms",
+    "time_ratio",
+    "ratio",
+    "fused_by",
+    "groups_affected",
+    "total_groups",
+}
+METADATA_FIELDS = {
+    "trace1_gpu",
+    "trace2_gpu",
+    "trace1_total_kernels",
+    "trace2_total_kernels",
+    "trace1_correlation_groups",
+    "trace2_correlation_groups",
+    "matched_groups",
+}
 
 
 def truth_keys(truth):
@@ -62,7 +118,9 @@ def test_non_fusion_differences_not_reported(scored):
     """The extra memset, NCCL vs RCCL and the GEMM library names are no fusion (GEMM only where the truth has one,
     such as split-K)."""
     _, comparison, truth = scored
-    reported = {t for m in comparison.mappings for t in m.unfused_sequence} | {m.fused_kernel_type for m in comparison.mappings}
+    reported = {t for m in comparison.mappings for t in m.unfused_sequence} | {
+        m.fused_kernel_type for m in comparison.mappings
+    }
     reported |= {o.kernel_type for o in comparison.opportunities}
     injected = {t for f in truth["fusions"] for t in (f["fused_kernel_type"], *f["unfused_sequence"])}
     assert not reported & ({"Memset", "Communication", "GEMM"} - injected)
@@ -122,9 +180,13 @@ def test_groups_cut_at_different_places_in_either_order(spec, tmp_path):
     trace1, trace2 = load(files.trace1), load(files.trace2)
     comparison = compare(trace1, trace2)
     realigned = comparison.metadata["realigned_group_pairs"]
-    assert realigned > 0 and any(w.startswith(f"{realigned} matched group pairs ran different") for w in comparison.warnings)
+    assert realigned > 0 and any(
+        w.startswith(f"{realigned} matched group pairs ran different") for w in comparison.warnings
+    )
     found = {(m.fused_trace, m.fused_kernel_type, tuple(m.unfused_sequence)) for m in comparison.mappings}
-    swapped = {(3 - m.fused_trace, m.fused_kernel_type, tuple(m.unfused_sequence)) for m in compare(trace2, trace1).mappings}
+    swapped = {
+        (3 - m.fused_trace, m.fused_kernel_type, tuple(m.unfused_sequence)) for m in compare(trace2, trace1).mappings
+    }
     assert found == truth_keys(ground_truth(spec)) == swapped
 
 
@@ -188,7 +250,9 @@ def test_real_pair_mappings_are_covered_and_named(model):
             assert covered
 
 
-@pytest.mark.parametrize("name", ["tl_vllm_decode_full_exec", "tl_xdit_flux_aiter_profile", "tl_vllm_pd_piecewise_exec"])
+@pytest.mark.parametrize(
+    "name", ["tl_vllm_decode_full_exec", "tl_xdit_flux_aiter_profile", "tl_vllm_pd_piecewise_exec"]
+)
 def test_real_graph_trace_against_itself(name):
     trace = load(shared_trace(name))
     comparison = compare(trace, trace, min_group_size=4)

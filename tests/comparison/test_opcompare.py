@@ -13,58 +13,92 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-
 from builders import EagerTrace, Graph, Launch, Module, Op, shared_trace
-from fusion.report import render as report
+
 from fusion.__main__ import main
-from fusion.comparison.pair import compare
-from fusion.detect.thresholds import Thresholds
 from fusion.classify.names import canonical_op
-from fusion.result import CALLS, KERNEL_NAMES, KERNELS_PER_CALL, MODULE, OP, OP_NAMES, OP_TABLE_COLUMNS, TIME_GAP_US, TIME_RATIO, TIME_US, side_column
-from fusion.detect.op_kernels import OP_CALLS_SOURCE, OP_EVIDENCE_PAIR, OP_KERNELS_DETECTOR
-from fusion.comparison.ops import compare_ops
-from fusion.result import EvidenceRef
-from fusion.report.summary import summarize, summary_text
-from fusion.model.trace import Trace
 from fusion.classify.trace import load
+from fusion.comparison.ops import compare_ops
+from fusion.comparison.pair import compare
+from fusion.detect.op_kernels import OP_CALLS_SOURCE, OP_EVIDENCE_PAIR, OP_KERNELS_DETECTOR
+from fusion.detect.thresholds import Thresholds
+from fusion.model.trace import Trace
+from fusion.report import render as report
+from fusion.report.summary import summarize, summary_text
+from fusion.result import (
+    CALLS,
+    KERNEL_NAMES,
+    KERNELS_PER_CALL,
+    MODULE,
+    OP,
+    OP_NAMES,
+    OP_TABLE_COLUMNS,
+    TIME_GAP_US,
+    TIME_RATIO,
+    TIME_US,
+    EvidenceRef,
+    side_column,
+)
 
 ROWWISE = "void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<float, float>(long, float, float const*, float*, float*)"
-LN_FORWARD = ("void at::native::(anonymous namespace)::LayerNormForwardCUDAKernel<float, float>(long, float const*,"
-              " float const*, float const*, float const*, float const*, float*)")
-LN_VECTORIZED = "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>(int, float, float const*)"
-FLASH = ("void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4, false, false,"
-         " cutlass::bfloat16_t> >(pytorch_flash::Flash_fwd_params)")
+LN_FORWARD = (
+    "void at::native::(anonymous namespace)::LayerNormForwardCUDAKernel<float, float>(long, float const*,"
+    " float const*, float const*, float const*, float const*, float*)"
+)
+LN_VECTORIZED = (
+    "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>(int, float, float const*)"
+)
+FLASH = (
+    "void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4, false, false,"
+    " cutlass::bfloat16_t> >(pytorch_flash::Flash_fwd_params)"
+)
 BMM_AMD = "Cijk_Ailk_Bljk_BBS_BH_MT128x128x32_MI32x32x8_SN_LDSB1"
 SOFTMAX = "void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 10, false, false>(c10::BFloat16*)"
 GEMM_AMD = "Cijk_Alik_Bljk_BBS_BH_MT256x128x64_MI16x16x8_SN_LDSB1_AFC1"
-ADD_AMD = ("void at::native::elementwise_kernel_manual_unroll<128, 8, at::native::gpu_kernel_impl_nocast<"
-           "at::native::CUDAFunctor_add<c10::BFloat16> > >(int, at::native::CUDAFunctor_add<c10::BFloat16>)")
-ADD_NV = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>,"
-          " std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)")
-GEMM_BIAS_NV = ("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int>,"
-                " cutlass::epilogue::fusion::LinCombPerRowBias<cutlass::bfloat16_t, float> > >(Params)")
+ADD_AMD = (
+    "void at::native::elementwise_kernel_manual_unroll<128, 8, at::native::gpu_kernel_impl_nocast<"
+    "at::native::CUDAFunctor_add<c10::BFloat16> > >(int, at::native::CUDAFunctor_add<c10::BFloat16>)"
+)
+ADD_NV = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>,"
+    " std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)"
+)
+GEMM_BIAS_NV = (
+    "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int>,"
+    " cutlass::epilogue::fusion::LinCombPerRowBias<cutlass::bfloat16_t, float> > >(Params)"
+)
 GEMM_NV = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
-SPLIT_K = ("void cublasLt::splitKreduce_kernel<32, 16, int, float, __nv_bfloat16, float, __nv_bfloat16, false, true,"
-           " false>(cublasLt::cublasSplitKParams<float>, __nv_bfloat16 const*)")
-GELU_AMD = "void at::native::elementwise_kernel_manual_unroll<128, 8, at::native::GeluCUDAKernelImpl<c10::BFloat16> >(int)"
+SPLIT_K = (
+    "void cublasLt::splitKreduce_kernel<32, 16, int, float, __nv_bfloat16, float, __nv_bfloat16, false, true,"
+    " false>(cublasLt::cublasSplitKParams<float>, __nv_bfloat16 const*)"
+)
+GELU_AMD = (
+    "void at::native::elementwise_kernel_manual_unroll<128, 8, at::native::GeluCUDAKernelImpl<c10::BFloat16> >(int)"
+)
 GELU_NV = "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl<c10::BFloat16> >(int)"
-FILL = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, std::array<char*, 1ul> >"
-        "(int, at::native::FillFunctor<int>, std::array<char*, 1ul>)")
+FILL = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, std::array<char*, 1ul> >"
+    "(int, at::native::FillFunctor<int>, std::array<char*, 1ul>)"
+)
 
 Kernels = list[tuple[str, float]]
 """(kernel name, dur_us) of one op call, in launch order."""
 SAME: dict[str, tuple[str, dict[str, Kernels]]] = {
     "aten::layer_norm": ("aten::native_layer_norm", {"AMD": [(LN_VECTORIZED, 7.0)], "NVIDIA": [(LN_VECTORIZED, 7.0)]}),
-    "aten::scaled_dot_product_attention": ("aten::_scaled_dot_product_flash_attention",
-                                           {"AMD": [(FLASH, 25.0)], "NVIDIA": [(FLASH, 25.0)]}),
+    "aten::scaled_dot_product_attention": (
+        "aten::_scaled_dot_product_flash_attention",
+        {"AMD": [(FLASH, 25.0)], "NVIDIA": [(FLASH, 25.0)]},
+    ),
     "aten::linear": ("aten::addmm", {"AMD": [(GEMM_AMD, 20.0)], "NVIDIA": [(GEMM_NV, 18.0)]}),
     "aten::gelu": ("aten::gelu", {"AMD": [(GELU_AMD, 5.0)], "NVIDIA": [(GELU_NV, 4.0)]}),
     "aten::add": ("aten::add", {"AMD": [(ADD_AMD, 2.0)], "NVIDIA": [(ADD_NV, 2.0)]}),
 }
 DIFFERENT: dict[str, dict[str, Kernels]] = {
     "aten::layer_norm": {"AMD": [(ROWWISE, 4.0), (LN_FORWARD, 6.0)], "NVIDIA": [(LN_VECTORIZED, 7.0)]},
-    "aten::scaled_dot_product_attention": {"AMD": [(BMM_AMD, 9.0), (SOFTMAX, 5.0), (BMM_AMD, 9.0)],
-                                           "NVIDIA": [(FLASH, 25.0)]},
+    "aten::scaled_dot_product_attention": {
+        "AMD": [(BMM_AMD, 9.0), (SOFTMAX, 5.0), (BMM_AMD, 9.0)],
+        "NVIDIA": [(FLASH, 25.0)],
+    },
     "aten::linear": {"AMD": [(GEMM_AMD, 20.0), (ADD_AMD, 3.0)], "NVIDIA": [(GEMM_BIAS_NV, 18.0)]},
 }
 """Known truth: AMD launches 2, 3 and 2 kernels where NVIDIA launches 1 (layer_norm, math-path SDPA, GEMM + bias)."""
@@ -114,8 +148,11 @@ def only(differences: str) -> dict[str, dict[str, Kernels]]:
 def test_known_op_differences_are_found_exactly():
     result = compare_ops(*pair(6, DIFFERENT))
     found = {(m.op, m.fused_trace, len(m.unfused_sequence), m.pattern_count) for m in result.findings}
-    assert found == {("aten::layer_norm", 2, 2, 12), ("aten::scaled_dot_product_attention", 2, 3, 6),
-                     ("aten::linear", 2, 2, 24)}
+    assert found == {
+        ("aten::layer_norm", 2, 2, 12),
+        ("aten::scaled_dot_product_attention", 2, 3, 6),
+        ("aten::linear", 2, 2, 24),
+    }
     assert all(m.detector == OP_KERNELS_DETECTOR and m.evidence_source == OP_CALLS_SOURCE for m in result.findings)
     assert result.aligned_calls == result.calls[0] == result.calls[1] == 60
 
@@ -133,9 +170,11 @@ def test_finding_names_both_sides_with_raw_names_and_time():
     assert finding.unfused_sequence == ["LayerNorm", "LayerNorm"] and finding.fused_kernel_type == "LayerNorm"
     assert finding.pattern_confidence == 1.0
     assert finding.time_saved_us == pytest.approx(8 * 4.0)
-    assert finding.evidence.startswith(f"aten::layer_norm: MI300X 2 kernels (`{ROWWISE[:99]}…`, `{LN_FORWARD[:99]}…`),"
-                                       f" H100 1 kernel (`{LN_VECTORIZED[:99]}…`), 8 calls,"
-                                       " 10.0 vs 7.0 us of kernel time per call")
+    assert finding.evidence.startswith(
+        f"aten::layer_norm: MI300X 2 kernels (`{ROWWISE[:99]}…`, `{LN_FORWARD[:99]}…`),"
+        f" H100 1 kernel (`{LN_VECTORIZED[:99]}…`), 8 calls,"
+        " 10.0 vs 7.0 us of kernel time per call"
+    )
     assert finding.evidence.endswith("; H100 fuses LayerNorm + LayerNorm into one LayerNorm kernel")
 
 
@@ -168,9 +207,11 @@ def test_evidence_refs_cite_the_calls_kernels():
         assert 0 < len(finding.evidence_refs) <= Thresholds().max_evidence_refs
         for ref in finding.evidence_refs:
             assert ref.pair_id == OP_EVIDENCE_PAIR
-            for trace, window, correlation in ((trace1, ref.window1, ref.correlation1),
-                                               (trace2, ref.window2, ref.correlation2)):
-                cited = trace.kernels.iloc[window[0]:window[1]]
+            for trace, window, correlation in (
+                (trace1, ref.window1, ref.correlation1),
+                (trace2, ref.window2, ref.correlation2),
+            ):
+                cited = trace.kernels.iloc[window[0] : window[1]]
                 assert set(cited["op_top"].astype(str)) == {finding.op}
                 assert cited["correlation"].iloc[0] == correlation
         assert_cited_names_in_windows(finding, trace1, trace2)
@@ -181,7 +222,7 @@ def assert_cited_names_in_windows(finding, trace1, trace2):
     for side, trace in ((1, trace1), (2, trace2)):
         names = finding.fused_kernel_names if side == finding.fused_trace else finding.unfused_kernel_names
         windows = [ref.window1 if side == 1 else ref.window2 for ref in finding.evidence_refs]
-        seen = {str(n) for w in windows for n in trace.kernels["name"].iloc[w[0]:w[1]]}
+        seen = {str(n) for w in windows for n in trace.kernels["name"].iloc[w[0] : w[1]]}
         assert names and set(names) <= seen
 
 
@@ -191,8 +232,10 @@ def test_rare_or_inconsistent_differences_are_notes():
         calls[0][call] = op_call("aten::layer_norm", "AMD", DIFFERENT["aten::layer_norm"]["AMD"])
     result = compare_ops(*(traced(c, p) for c, p in zip(calls, PLATFORMS)))
     assert result.findings == []
-    assert result.notes == ["aten::layer_norm: 2 of 12 aligned calls launch 2 vs 1 kernels; below 3 calls or"
-                            " 80% of the op's calls, not reported"]
+    assert result.notes == [
+        "aten::layer_norm: 2 of 12 aligned calls launch 2 vs 1 kernels; below 3 calls or"
+        " 80% of the op's calls, not reported"
+    ]
     for layers, found in ((1, 0), (2, 1)):
         assert len(compare_ops(*pair(layers, only("aten::layer_norm"))).findings) == found
 
@@ -232,8 +275,11 @@ def test_equivalent_ops_are_aligned_as_the_same_op():
         if call.name == "aten::scaled_dot_product_attention":
             calls[0][k] = Op("aten::_scaled_dot_product_efficient_attention", call.body[0].body)
     (finding,) = compare_ops(*(traced(c, p) for c, p in zip(calls, PLATFORMS))).findings
-    assert finding.op == canonical_op("aten::_scaled_dot_product_efficient_attention") == \
-        canonical_op("aten::scaled_dot_product_attention")
+    assert (
+        finding.op
+        == canonical_op("aten::_scaled_dot_product_efficient_attention")
+        == canonical_op("aten::scaled_dot_product_attention")
+    )
     assert finding.pattern_count == 4
 
 
@@ -248,8 +294,9 @@ def test_graph_replays_and_kernels_outside_ops_are_left_out():
     assert set(trace1.kernels["launch"].astype(str)) == {"kernel", "graph"}
     assert "aten::layer_norm" not in set(result.op_table.loc[result.op_table[side_column(CALLS, 1)] > 0, OP])
     assert result.calls == (32, 40)
-    assert result.notes[-1] == ("MI300X: eagerly launched kernels with no enclosing op: 1 (0.004 ms);"
-                                " not part of the op-level comparison")
+    assert result.notes[-1] == (
+        "MI300X: eagerly launched kernels with no enclosing op: 1 (0.004 ms); not part of the op-level comparison"
+    )
 
 
 def test_traces_without_op_context_give_an_empty_comparison():
@@ -295,8 +342,10 @@ def test_op_table_rows_per_module_class_across_layers():
     traces = []
     for platform in PLATFORMS:
         blocks = layer_calls(platform, 3, {})
-        layers = [Module(f"Layer_{n}", [Module("Attention_0", blocks[2 * n]), Module("MLP_0", blocks[2 * n + 1])])
-                  for n in range(3)]
+        layers = [
+            Module(f"Layer_{n}", [Module("Attention_0", blocks[2 * n]), Module("MLP_0", blocks[2 * n + 1])])
+            for n in range(3)
+        ]
         traces.append(traced([Module("Model_0", layers)], platform))
     table = compare_ops(*traces).op_table
     linear = table[table[OP] == canonical_op("aten::linear")].set_index(MODULE)
@@ -340,7 +389,7 @@ def test_real_pair_findings_are_backed_by_their_op_calls(real_pair):
         assert finding.op and finding.evidence.startswith(f"{finding.op}: {trace1.label} ")
         for ref in finding.evidence_refs:
             for trace, window in ((trace1, ref.window1), (trace2, ref.window2)):
-                launched = trace.kernels.iloc[window[0]:window[1]]
+                launched = trace.kernels.iloc[window[0] : window[1]]
                 launched = launched[launched["launch"] == "kernel"]
                 assert {canonical_op(str(op)) for op in launched["op_top"]} == {finding.op}
         assert_cited_names_in_windows(finding, trace1, trace2)
@@ -351,8 +400,10 @@ def test_real_qwen_attention_launches_an_extra_memset_on_mi300x_which_is_no_fusi
     _, _, result = _real_pair("qwen1.5-0.5b")
     assert result.findings == []
     (note,) = [n for n in result.notes if n.startswith("aten::scaled_dot_product_attention:")]
-    assert note.startswith("aten::scaled_dot_product_attention: 24 of 24 aligned calls launch 2 vs 1 kernels;"
-                           " the extra kernel per call on AMD Instinct MI300X VF (Memset, ")
+    assert note.startswith(
+        "aten::scaled_dot_product_attention: 24 of 24 aligned calls launch 2 vs 1 kernels;"
+        " the extra kernel per call on AMD Instinct MI300X VF (Memset, "
+    )
     assert note.endswith("does no compute: not a fusion")
 
 
@@ -360,8 +411,10 @@ def test_an_op_that_only_launches_an_extra_memset_or_copy_is_a_note_not_a_fusion
     """As in the kernel-sequence walk, a non-compute kernel one side adds is no fusion; with a compute kernel
     among the extra ones the difference stays a finding, which leaves the non-compute kernel out (a note says so)."""
     attention = DIFFERENT["aten::scaled_dot_product_attention"]
-    cases = {"fill": ([(FILL, 2.0), (FLASH, 25.0)], []),
-             "fill and softmax": ([(FILL, 2.0), *attention["AMD"]], ["GEMM", "Softmax", "GEMM"])}
+    cases = {
+        "fill": ([(FILL, 2.0), (FLASH, 25.0)], []),
+        "fill and softmax": ([(FILL, 2.0), *attention["AMD"]], ["GEMM", "Softmax", "GEMM"]),
+    }
     for extra, (amd, sequence) in cases.items():
         result = compare_ops(*pair(4, {"aten::scaled_dot_product_attention": {"AMD": amd, "NVIDIA": [(FLASH, 25.0)]}}))
         assert [m.unfused_sequence for m in result.findings] == ([sequence] if sequence else []), extra
@@ -372,12 +425,17 @@ def test_an_op_that_only_launches_an_extra_memset_or_copy_is_a_note_not_a_fusion
             assert finding.unfused_count_per_type == {"GEMM": 8, "Softmax": 4}
             assert FILL not in finding.unfused_kernel_names and set(finding.unfused_kernel_names) == {BMM_AMD, SOFTMAX}
             assert finding.time_saved_us == 4 * sum(us for _, us in attention["AMD"])  # every extra kernel but the fill
-    comparison = compare(*pair(4, {"aten::scaled_dot_product_attention": {"AMD": [(FILL, 2.0), (FLASH, 25.0)],
-                                                                          "NVIDIA": [(FLASH, 25.0)]}}))
+    comparison = compare(
+        *pair(
+            4, {"aten::scaled_dot_product_attention": {"AMD": [(FILL, 2.0), (FLASH, 25.0)], "NVIDIA": [(FLASH, 25.0)]}}
+        )
+    )
     assert not any("Memset" in m.unfused_sequence for m in comparison.mappings)
     assert [(n.side, n.kernel_type, n.count) for n in comparison.one_sided] == [(1, "Memset", 4)]
-    assert ("aten::scaled_dot_product_attention: 4 of 4 aligned calls launch 2 vs 1 kernels; the extra kernel per call"
-            " on MI300X (Memset, 0.008 ms in all) does no compute: not a fusion") in comparison.op_notes
+    assert (
+        "aten::scaled_dot_product_attention: 4 of 4 aligned calls launch 2 vs 1 kernels; the extra kernel per call"
+        " on MI300X (Memset, 0.008 ms in all) does no compute: not a fusion"
+    ) in comparison.op_notes
 
 
 def test_summary_lists_the_ops_with_most_kernel_time():
@@ -393,7 +451,9 @@ def test_a_window_mapping_of_the_same_kernels_is_superseded_by_the_op_finding():
     result = compare_ops(trace1, trace2)
     layer_norm = next(m for m in result.findings if m.op == "aten::layer_norm")
     ref = layer_norm.evidence_refs[0]
-    window = replace(layer_norm, evidence_source="windows", evidence_refs=[EvidenceRef(3, -1, -1, ref.window1, ref.window2)])
+    window = replace(
+        layer_norm, evidence_source="windows", evidence_refs=[EvidenceRef(3, -1, -1, ref.window1, ref.window2)]
+    )
     assert result.supersedes(window)
     assert not result.supersedes(layer_norm)
     gelu_rows = np.flatnonzero(trace1.kernels["op_top"].astype(str).to_numpy() == "aten::gelu")
@@ -419,8 +479,12 @@ def test_compare_reports_op_findings_first_and_the_same_kernels_once(tmp_path, c
         files.append(tmp_path / f"{platform}.json")
         files[-1].write_bytes(builder.data())
     comparison = compare(load(files[0]), load(files[1]))
-    assert [m.op for m in comparison.mappings[:3]] == [m.op for m in compare_ops(load(files[0]), load(files[1])).findings]
-    assert not any(m.evidence_source != OP_CALLS_SOURCE and "LayerNorm" in m.unfused_sequence for m in comparison.mappings)
+    assert [m.op for m in comparison.mappings[:3]] == [
+        m.op for m in compare_ops(load(files[0]), load(files[1])).findings
+    ]
+    assert not any(
+        m.evidence_source != OP_CALLS_SOURCE and "LayerNorm" in m.unfused_sequence for m in comparison.mappings
+    )
     assert any("cites only kernels of op-level findings" in note for note in comparison.op_notes)
     assert main(["compare", str(files[0]), str(files[1]), "--no-cache"]) == 0
     text = capsys.readouterr().out
@@ -429,6 +493,9 @@ def test_compare_reports_op_findings_first_and_the_same_kernels_once(tmp_path, c
     result = json.loads(capsys.readouterr().out)
     assert {m["op"] for m in result["fusion_mappings"]} >= {"aten::layer_norm", "aten::linear"}
     assert result["op_table"][0][OP_NAMES] == ["aten::linear"]
-    assert main(["compare", str(files[0]), str(files[1]), "--no-cache", "--format", "csv", "-o", str(tmp_path / "t.csv")]) == 0
+    assert (
+        main(["compare", str(files[0]), str(files[1]), "--no-cache", "--format", "csv", "-o", str(tmp_path / "t.csv")])
+        == 0
+    )
     ops = list(csv.DictReader((tmp_path / "t_ops.csv").open()))
     assert ops[0][OP_NAMES] == "aten::linear" and ops[0][side_column(CALLS, 1)] == "24"

@@ -3,11 +3,11 @@
 import math
 
 import numpy as np
+from kernels import layer, make_trace, steps
 
-from fusion.match.align import FOLDED
 from fusion.comparison.pair import compare
 from fusion.detect.evidence import _main_positions
-from kernels import layer, make_trace, steps
+from fusion.match.align import FOLDED
 
 
 def mapping_keys(comparison):
@@ -50,8 +50,11 @@ def test_intra_type_chain_four_sorts_vs_one():
 def test_a_same_type_chain_must_repeat_on_the_same_kernels():
     """Two GEMMs against one, ten times: a finding when the same kernels show it each time, a note when every
     time it is another pair of GEMM kernels (different shapes), since no kernel name says one GEMM does two."""
+
     def pair(tile):
-        side1 = [k for i in range(10) for k in ((tile(i) + "_a", "GEMM"), (tile(i) + "_b", "GEMM"), ("norm", "RMSNorm"))]
+        side1 = [
+            k for i in range(10) for k in ((tile(i) + "_a", "GEMM"), (tile(i) + "_b", "GEMM"), ("norm", "RMSNorm"))
+        ]
         side2 = [k for i in range(10) for k in ((tile(i) + "_blas", "GEMM"), ("norm", "RMSNorm"))]
         return compare(make_trace(steps(side1, 1, eager=True)), make_trace(steps(side2, 1, eager=True)))
 
@@ -70,8 +73,10 @@ def test_a_same_type_chain_between_different_workloads_is_a_note():
     side2 = [("gemm_blas", "GEMM"), ("norm", "RMSNorm")] * 10
     c = compare(make_trace(steps(side1, 1, eager=True)), make_trace(steps(side2, 1, eager=True)))
     assert c.comparability.level == "mismatch" and c.mappings == []
-    other_work = ("one-sided; extra kernels of the neighbour's own type, in traces that do not look like the same"
-                  " workload (see comparability): different work, not reported as a fusion")
+    other_work = (
+        "one-sided; extra kernels of the neighbour's own type, in traces that do not look like the same"
+        " workload (see comparability): different work, not reported as a fusion"
+    )
     assert [(n.side, n.kernel_type, n.count) for n in c.one_sided if n.reason == other_work] == [(1, "GEMM", 9)]
 
 
@@ -83,8 +88,9 @@ def test_a_kernel_whose_name_says_it_does_one_operation_fuses_nothing():
     side2 = [("gemm", "GEMM"), (add, "Elementwise"), ("norm", "RMSNorm")] * 10
     generic = compare(make_trace(steps(side1, 4)), make_trace(steps(side2, 4)))
     assert mapping_keys(generic) == {("intra_type_chain", 2, "Elementwise", ("Elementwise", "Elementwise"))}
-    single = compare(make_trace(steps(side1, 4), single_op=frozenset({add})),
-                     make_trace(steps(side2, 4), single_op=frozenset({add})))
+    single = compare(
+        make_trace(steps(side1, 4), single_op=frozenset({add})), make_trace(steps(side2, 4), single_op=frozenset({add}))
+    )
     assert single.mappings == []
     assert [(n.side, n.kernel_type, n.count) for n in single.one_sided] == [(1, "Elementwise", 40)]
     assert "no neighbouring kernel on the other side performs its operations" in single.one_sided[0].reason
@@ -94,8 +100,13 @@ def test_an_epilogue_is_found_when_an_unrelated_kernel_follows_it():
     """Trace 2 runs the add after its SwiGLU and then an extra GEMM; trace 1's SwiGLU kernel says it also adds.
     The add is the SwiGLU kernel's epilogue; the GEMM, which no neighbour performs, stays a one-sided note."""
     side1 = [("gemm", "GEMM"), ("silu_mul_add", "SwiGLU"), ("norm", "RMSNorm")] * 10
-    side2 = [("gemm", "GEMM"), ("silu_and_mul", "SwiGLU"), ("add", "Elementwise"), ("gemm_extra", "GEMM"),
-             ("norm", "RMSNorm")] * 10
+    side2 = [
+        ("gemm", "GEMM"),
+        ("silu_and_mul", "SwiGLU"),
+        ("add", "Elementwise"),
+        ("gemm_extra", "GEMM"),
+        ("norm", "RMSNorm"),
+    ] * 10
     c = compare(make_trace(steps(side1, 4), fused={"silu_mul_add": ("Elementwise",)}), make_trace(steps(side2, 4)))
     assert mapping_keys(c) == {("sequence", 1, "SwiGLU", ("SwiGLU", "Elementwise"))}
     assert c.mappings[0].pattern_count == 40 and c.mappings[0].unfused_kernel_names == ["silu_and_mul", "add"]
@@ -181,8 +192,9 @@ def test_comparability_flags_different_workloads():
 
 def _moe_layer(experts: str, expert_type: str) -> list[tuple[str, str]]:
     """A layer whose MLP runs as `experts` kernels of `expert_type` (2 per layer)."""
-    return [(k, t) for k, t in layer(False, layers=10) if t != "GEMM" or k in ("gemm_qkv", "gemm_o")] + \
-        [(experts, expert_type)] * 20
+    return [(k, t) for k, t in layer(False, layers=10) if t != "GEMM" or k in ("gemm_qkv", "gemm_o")] + [
+        (experts, expert_type)
+    ] * 20
 
 
 def test_comparability_warns_when_only_one_trace_runs_expert_gemms():
@@ -191,8 +203,9 @@ def test_comparability_warns_when_only_one_trace_runs_expert_gemms():
     warnings = compare(dense, moe).comparability.warnings
     assert any("MoE expert GEMM kernels run on one trace only (0 vs 80)" in w for w in warnings)
     unknown = make_trace(steps(_moe_layer("expert_kernel", "Other"), 4))
-    assert not any("one trace only" in w for w in compare(unknown, moe).comparability.warnings), \
+    assert not any("one trace only" in w for w in compare(unknown, moe).comparability.warnings), (
         "the other side's unclassified kernels could be its expert GEMMs"
+    )
     assert not any("one trace only" in w for w in compare(moe, moe).comparability.warnings)
 
 
@@ -241,8 +254,12 @@ def test_one_sided_norm_is_not_fused_into_a_communication_kernel():
 def test_groups_that_straddle_the_threshold_are_matched():
     """60 kernels per step on one side, 45 on the fused side, min_group_size 50: every step differs the same way."""
     fused = [("gemm", "GEMM"), ("fused_add_rms_norm_kernel", "RMSNorm"), ("attn", "Attention")] * 15
-    unfused = [("gemm", "GEMM"), ("elementwise_add", "Elementwise"), ("rms_norm_kernel", "RMSNorm"),
-               ("attn", "Attention")] * 15
+    unfused = [
+        ("gemm", "GEMM"),
+        ("elementwise_add", "Elementwise"),
+        ("rms_norm_kernel", "RMSNorm"),
+        ("attn", "Attention"),
+    ] * 15
     c = compare(make_trace(steps(unfused, 6)), make_trace(steps(fused, 6), fused=FUSED_NORM))
     assert c.metadata["matched_groups"] == 6
     assert c.metadata["trace1_correlation_groups"] == 6 and c.metadata["trace2_correlation_groups"] == 0
@@ -260,8 +277,7 @@ def test_groups_both_below_the_threshold_are_not_matched():
 def test_every_call_one_extra_helper_in_eager_windows():
     """GEMM + add vs GEMM + splitKreduce + add in every call: a split, the adds one to one, nothing else."""
     one = steps([("Cijk_gemm", "GEMM"), ("add", "Elementwise")] * 50, 1, eager=True)
-    two = steps([("cutlass_gemm", "GEMM"), ("splitKreduce_kernel", "GEMM"), ("add", "Elementwise")] * 50, 1,
-                eager=True)
+    two = steps([("cutlass_gemm", "GEMM"), ("splitKreduce_kernel", "GEMM"), ("add", "Elementwise")] * 50, 1, eager=True)
     c = compare(make_trace(one), make_trace(two, helpers=SPLIT_K))
     assert mapping_keys(c) == {("split_kernel", 1, "GEMM", ("GEMM", "GEMM"))}
     assert c.mappings[0].pattern_count == 50 and c.mappings[0].evidence_source == "windows"
@@ -280,18 +296,27 @@ def test_unknown_attention_names_do_not_break_comparability():
 def test_split_counts_the_kernels_of_the_operation_on_both_sides():
     """GEMM + 2 reduces vs GEMM + 1 reduce: 3 kernels against 2, not 2 against 1."""
     one = [("Cijk_gemm", "GEMM"), ("PostGSU", "GEMM"), ("add", "Elementwise")] * 20
-    two = [("cutlass_gemm", "GEMM"), ("splitKreduce_kernel", "GEMM"), ("splitKreduce_kernel", "GEMM"),
-           ("add", "Elementwise")] * 20
-    c = compare(make_trace(steps(one, 4), helpers={"PostGSU": "split_k_reduce"}),
-                make_trace(steps(two, 4), platform="NVIDIA", helpers=SPLIT_K))
+    two = [
+        ("cutlass_gemm", "GEMM"),
+        ("splitKreduce_kernel", "GEMM"),
+        ("splitKreduce_kernel", "GEMM"),
+        ("add", "Elementwise"),
+    ] * 20
+    c = compare(
+        make_trace(steps(one, 4), helpers={"PostGSU": "split_k_reduce"}),
+        make_trace(steps(two, 4), platform="NVIDIA", helpers=SPLIT_K),
+    )
     assert mapping_keys(c) == {("split_kernel", 1, "GEMM", ("GEMM", "GEMM", "GEMM"))}
     assert "as 3 kernels" in c.mappings[0].evidence and "as 2 (Cijk_gemm" in c.mappings[0].evidence
 
 
 def test_a_rare_split_is_a_note_with_its_reason():
     one = [("Cijk_gemm", "GEMM"), ("add", "Elementwise")] * 30
-    two = [("cutlass_gemm", "GEMM"), ("add", "Elementwise")] * 29 + [("cutlass_gemm", "GEMM"),
-                                                                      ("splitKreduce_kernel", "GEMM"), ("add", "Elementwise")]
+    two = [("cutlass_gemm", "GEMM"), ("add", "Elementwise")] * 29 + [
+        ("cutlass_gemm", "GEMM"),
+        ("splitKreduce_kernel", "GEMM"),
+        ("add", "Elementwise"),
+    ]
     c = compare(make_trace(steps(one, 2)), make_trace(steps(two, 2), platform="NVIDIA", helpers=SPLIT_K))
     assert c.mappings == []
     assert [(n.side, n.kernel_type, n.count) for n in c.one_sided] == [(2, "GEMM", 2)]
@@ -303,8 +328,9 @@ def epilogue_pair(fused_names):
     say they also perform Elementwise."""
     side1 = [("gemm_a", "GEMM"), ("add_kernel", "Elementwise"), ("gemm_b", "GEMM"), ("norm", "RMSNorm")] * 20
     side2 = [("gemm_a_epi", "GEMM"), ("gemm_b_epi", "GEMM"), ("norm", "RMSNorm")] * 20
-    return compare(make_trace(steps(side1, 4)),
-                   make_trace(steps(side2, 4), fused={n: ("Elementwise",) for n in fused_names}))
+    return compare(
+        make_trace(steps(side1, 4)), make_trace(steps(side2, 4), fused={n: ("Elementwise",) for n in fused_names})
+    )
 
 
 def test_a_run_between_two_covering_kernels_is_credited_to_the_one_before():
@@ -324,26 +350,38 @@ def test_a_long_run_of_one_sided_kernels_is_a_stretch_not_a_fusion():
     """More than max_fused_run kernels in a row with no counterpart: notes, even next to a covering kernel."""
     body = [("gemm", "GEMM"), ("norm", "RMSNorm")] * 30
     extra = [("add_kernel", "Elementwise")] * 9
-    c = compare(make_trace(steps(body[:10] + extra + body[10:], 4)),
-                make_trace(steps(body, 4), fused={"gemm": ("Elementwise",)}), max_fused_run=8)
+    c = compare(
+        make_trace(steps(body[:10] + extra + body[10:], 4)),
+        make_trace(steps(body, 4), fused={"gemm": ("Elementwise",)}),
+        max_fused_run=8,
+    )
     assert c.mappings == []
     assert [(n.side, n.kernel_type, n.count) for n in c.one_sided] == [(1, "Elementwise", 36)]
     assert "long stretch" in c.one_sided[0].reason
-    longer = compare(make_trace(steps(body[:10] + extra + body[10:], 4)),
-                     make_trace(steps(body, 4), fused={"gemm": ("Elementwise",)}), max_fused_run=9)
+    longer = compare(
+        make_trace(steps(body[:10] + extra + body[10:], 4)),
+        make_trace(steps(body, 4), fused={"gemm": ("Elementwise",)}),
+        max_fused_run=9,
+    )
     assert not any("long stretch" in n.reason for n in longer.one_sided)
 
 
 def test_each_folded_helper_belongs_to_the_nearest_kernel_of_its_type_before_it_else_after_it():
     """_main_positions on columns agrees with walking from each folded helper to the nearest unfolded kernel."""
+
     def walked(codes):
         kinds, folded = codes & (FOLDED - 1), (codes & FOLDED) != 0
         out = []
         for p in range(len(codes)):
             before = next((q for q in range(p - 1, -1, -1) if not folded[q]), -1) if folded[p] else -1
             after = next((q for q in range(p + 1, len(codes)) if not folded[q]), -1) if folded[p] else -1
-            out.append(before if before >= 0 and kinds[before] == kinds[p]
-                       else after if after >= 0 and kinds[after] == kinds[p] else -1)
+            out.append(
+                before
+                if before >= 0 and kinds[before] == kinds[p]
+                else after
+                if after >= 0 and kinds[after] == kinds[p]
+                else -1
+            )
         return out
 
     rng = np.random.default_rng(7)

@@ -34,7 +34,9 @@ KINETO_SUFFIXES = (".json", ".json.gz")
 
 
 def sample_pairs() -> list[tuple[str, Path, Path]]:
-    return [(f"sample/{d.name}", d / "amd.json.gz", d / "nvidia.json.gz") for d in sorted(SAMPLES.iterdir()) if d.is_dir()]
+    return [
+        (f"sample/{d.name}", d / "amd.json.gz", d / "nvidia.json.gz") for d in sorted(SAMPLES.iterdir()) if d.is_dir()
+    ]
 
 
 def shared_traces() -> list[Path]:
@@ -56,7 +58,10 @@ def shared_pairs() -> list[tuple[str, Path, Path]]:
 
 def cross_vendor_pairs() -> list[tuple[str, Path, Path]]:
     return [
-        (f"shared/tl_h100_{m}~tl_mi300_{m}", *(next((SHARED / f"tl_{g}_{m}").glob("*.json.gz")) for g in ("h100", "mi300")))
+        (
+            f"shared/tl_h100_{m}~tl_mi300_{m}",
+            *(next((SHARED / f"tl_{g}_{m}").glob("*.json.gz")) for g in ("h100", "mi300")),
+        )
         for m in CROSS_VENDOR
         if (SHARED / f"tl_h100_{m}").is_dir()
     ]

@@ -23,17 +23,20 @@ from builders import SHARED_TRACES, kineto_trace
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from fusion.loader import events as events_module
-from fusion.loader import reader
-from fusion.report import render as report
+from fusion.classify.trace import load
 from fusion.comparison.pair import compare
 from fusion.errors import TraceError
+from fusion.loader import events as events_module
+from fusion.loader import reader
 from fusion.model.columns import KERNEL_COLUMNS
 from fusion.model.trace import Trace
-from fusion.classify.trace import load
+from fusion.report import render as report
 
 FUZZ = settings(
-    derandomize=True, database=None, deadline=None, print_blob=True,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 SHARED_SEEDS = {
@@ -110,8 +113,10 @@ def byte_mutations(draw: st.DrawFn) -> bytes:
         elif kind == "truncate":
             del data[at:]
         elif kind == "insert":
-            data[at:at] = draw(st.sampled_from([b",", b"}", b"]", b'"', b"\\", b"{", b"[", b"\xff", b"\x00", b"NaN"])
-                               | st.binary(min_size=1, max_size=16))
+            data[at:at] = draw(
+                st.sampled_from([b",", b"}", b"]", b'"', b"\\", b"{", b"[", b"\xff", b"\x00", b"NaN"])
+                | st.binary(min_size=1, max_size=16)
+            )
         elif kind == "delete":
             del data[at : at + draw(st.integers(1, 64))]
         else:
@@ -307,8 +312,9 @@ def reference_cuts(body: bytes) -> tuple[list[int], list[int], int]:
 
 
 @settings(FUZZ, max_examples=200)
-@given(values=st.lists(TRICKY_VALUES, max_size=6), splits=st.lists(st.integers(0, 400), max_size=5),
-       spaced=st.booleans())
+@given(
+    values=st.lists(TRICKY_VALUES, max_size=6), splits=st.lists(st.integers(0, 400), max_size=5), spaced=st.booleans()
+)
 def test_scan_finds_the_top_level_commas_and_the_end_wherever_blocks_split(values, splits, spaced: bool) -> None:
     text = json.dumps(values, ensure_ascii=False, indent=1 if spaced else None).encode()
     body = text[1:]
@@ -324,11 +330,12 @@ def test_scan_finds_the_top_level_commas_and_the_end_wherever_blocks_split(value
     assert boundaries == sorted(boundaries)
 
 
-
 @settings(FUZZ, max_examples=60)
 @given(names=st.lists(TRICKY_TEXT, min_size=1, max_size=30), piece_size=st.sampled_from([97, 256, 4096]))
 def test_names_full_of_brackets_and_escapes_load_in_any_pieces(names: list[str], piece_size: int) -> None:
-    events = [{"cat": "kernel", "name": name or "k", "ts": i, "dur": 1.0, "args": {"correlation": i}}
-              for i, name in enumerate(names)]
+    events = [
+        {"cat": "kernel", "name": name or "k", "ts": i, "dur": 1.0, "args": {"correlation": i}}
+        for i, name in enumerate(names)
+    ]
     trace = load_in_pieces(json.dumps({"traceEvents": events, "n": "]}"}).encode(), piece_size)
     assert list(trace.kernels["name"].astype(str)) == [e["name"] for e in events]

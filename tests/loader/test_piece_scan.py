@@ -24,18 +24,23 @@ from builders import SHARED_TRACES, kernel_event, trace_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fusion.__main__ import main
+from fusion.classify.trace import load
+from fusion.errors import TraceError
 from fusion.loader import events as events_module
 from fusion.loader import piece_scan
-from fusion.__main__ import main
 from fusion.loader.event_columns import EventColumns, of_events
-from fusion.errors import TraceError
-from fusion.loader.piece_scan import category_table, scan_piece
 from fusion.loader.kineto import _BUCKET
-from fusion.classify.trace import load
+from fusion.loader.piece_scan import category_table, scan_piece
 
 TABLE = category_table(_BUCKET)
-CHECKS = settings(derandomize=True, database=None, deadline=None, print_blob=True,
-                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+CHECKS = settings(
+    derandomize=True,
+    database=None,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 def msgspec_columns(data: bytes) -> EventColumns | None:
@@ -53,11 +58,23 @@ def _float(value: float) -> str:
 def rows(columns: EventColumns) -> list[tuple]:
     """Each kept event with its name and thread resolved: codes may differ, values may not."""
     return [
-        (int(c.bucket), None if c.name < 0 else columns.names[c.name], _float(c.ts), _float(c.dur),
-         columns.threads[c.thread], int(c.correlation), int(c.stream), int(c.device), bool(c.has_args))
-        for c in pd.DataFrame({k: getattr(columns, k) for k in
-                               ("bucket", "name", "ts", "dur", "thread", "correlation", "stream", "device",
-                                "has_args")}).itertuples()
+        (
+            int(c.bucket),
+            None if c.name < 0 else columns.names[c.name],
+            _float(c.ts),
+            _float(c.dur),
+            columns.threads[c.thread],
+            int(c.correlation),
+            int(c.stream),
+            int(c.device),
+            bool(c.has_args),
+        )
+        for c in pd.DataFrame(
+            {
+                k: getattr(columns, k)
+                for k in ("bucket", "name", "ts", "dur", "thread", "correlation", "stream", "device", "has_args")
+            }
+        ).itertuples()
     ]
 
 
@@ -74,8 +91,16 @@ def assert_same_or_declined(data: bytes) -> EventColumns | None:
 # -- specific values
 
 
-KERNEL = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5.5, "dur": 1.25,
-          "args": {"correlation": 3, "stream": 7, "device": 0, "grid": [1, 2, 3]}}
+KERNEL = {
+    "ph": "X",
+    "cat": "kernel",
+    "name": "k",
+    "pid": 0,
+    "tid": 7,
+    "ts": 5.5,
+    "dur": 1.25,
+    "args": {"correlation": 3, "stream": 7, "device": 0, "grid": [1, 2, 3]},
+}
 
 
 def piece(*events: Any, raw: dict[str, str] | None = None) -> bytes:
@@ -86,11 +111,29 @@ def piece(*events: Any, raw: dict[str, str] | None = None) -> bytes:
     return text.encode()
 
 
-@pytest.mark.parametrize("literal", [
-    "0", "-0", "-0.0", "0.5", "1e3", "1E+2", "2.5e-3", "1428625731000.123", "6016997148018.571",
-    "9007199254740993", "9007199254740993.5", "123456789012345678901234567890", "1" + "0" * 400,
-    "1e-400", "1e299", "0.1234567890123456789012", "-3.0e22", "0.0000000000000000000000000001",
-])
+@pytest.mark.parametrize(
+    "literal",
+    [
+        "0",
+        "-0",
+        "-0.0",
+        "0.5",
+        "1e3",
+        "1E+2",
+        "2.5e-3",
+        "1428625731000.123",
+        "6016997148018.571",
+        "9007199254740993",
+        "9007199254740993.5",
+        "123456789012345678901234567890",
+        "1" + "0" * 400,
+        "1e-400",
+        "1e299",
+        "0.1234567890123456789012",
+        "-3.0e22",
+        "0.0000000000000000000000000001",
+    ],
+)
 def test_numbers_convert_exactly(literal: str) -> None:
     data = piece({**KERNEL, "ts": "TS", "dur": "TS"}, raw={"TS": literal})
     assert assert_same_or_declined(data) is not None
@@ -104,10 +147,24 @@ def test_a_float_near_the_end_of_float64_is_left_to_msgspec(literal: str, cat: s
     assert scan_piece(data, TABLE) is None
 
 
-@pytest.mark.parametrize("literal", [
-    "0", "-0", "-1", "7.0", "1e2", "9223372036854775807", "9223372036854775808", "99999999999999999999",
-    "true", "null", '"7"', "[7]", "{}",
-])
+@pytest.mark.parametrize(
+    "literal",
+    [
+        "0",
+        "-0",
+        "-1",
+        "7.0",
+        "1e2",
+        "9223372036854775807",
+        "9223372036854775808",
+        "99999999999999999999",
+        "true",
+        "null",
+        '"7"',
+        "[7]",
+        "{}",
+    ],
+)
 def test_ids_follow_id_column(literal: str) -> None:
     data = piece({**KERNEL, "args": {"correlation": "ID", "stream": "ID", "device": "ID"}}, raw={"ID": literal})
     assert assert_same_or_declined(data) is not None
@@ -119,50 +176,94 @@ def test_integer_threads_are_kept(literal: str) -> None:
     assert assert_same_or_declined(data) is not None
 
 
-@pytest.mark.parametrize("event", [
-    {**KERNEL, "pid": "host"},  # a thread that is not an integer
-    {**KERNEL, "tid": 1.0},
-    {**KERNEL, "pid": 2**63},
-    {**KERNEL, "name": "caf\u00e9"},  # not ASCII
-])
+@pytest.mark.parametrize(
+    "event",
+    [
+        {**KERNEL, "pid": "host"},  # a thread that is not an integer
+        {**KERNEL, "tid": 1.0},
+        {**KERNEL, "pid": 2**63},
+        {**KERNEL, "name": "caf\u00e9"},  # not ASCII
+    ],
+)
 def test_what_the_scan_does_not_model_is_declined(event: dict) -> None:
     assert scan_piece(piece(event), TABLE) is None
     assert msgspec_columns(piece(event)) is not None
 
 
-@pytest.mark.parametrize("text", [
-    '[{"cat": "kernel", "cat": "cpu_op"}]',  # a repeated field: msgspec keeps the last
-    '[{"cat": "kernel", "args": {"stream": 1, "stream": 2}}]',
-    '[{"c\\u0061t": "kernel"}]',  # an escaped key
-    '[{"cat": "k\\u0065rnel"}]',
-    '[{"cat": "kernel", "name": "\\ud83d\\ude00"}]',
-    '[{"x": ' + "[" * 70 + "]" * 70 + "}]",  # deeper than the scan goes
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[{"cat": "kernel", "cat": "cpu_op"}]',  # a repeated field: msgspec keeps the last
+        '[{"cat": "kernel", "args": {"stream": 1, "stream": 2}}]',
+        '[{"c\\u0061t": "kernel"}]',  # an escaped key
+        '[{"cat": "k\\u0065rnel"}]',
+        '[{"cat": "kernel", "name": "\\ud83d\\ude00"}]',
+        '[{"x": ' + "[" * 70 + "]" * 70 + "}]",  # deeper than the scan goes
+    ],
+)
 def test_valid_pieces_outside_the_envelope_are_declined(text: str) -> None:
     assert scan_piece(text.encode(), TABLE) is None
     assert msgspec_columns(text.encode()) is not None
 
 
-@pytest.mark.parametrize("text", [
-    "[{}]", "[ ]", "[]", ' [ {"x": [ ] , "y" : { } } ] ', '[{"cat": "kernel", "name": "a\\"b\\\\c\\/d\\n"}]',
-    '[{"cat": "kernel", "name": 5}]', '[{"cat": 5, "name": "k"}]', '[{"cat": "kernel", "args": null}]',
-    '[{"cat": "kernel", "args": [1]}]', '[{"cat": "kernel", "args": "text"}]', '[{"cat": "kernel", "ts": "5"}]',
-    '[{"cat": "kernel", "ts": true, "dur": null}]', '[{"cat": "Runtime", "name": "hipLaunchKernel"}]',
-    '[{"cat": "kernel", "args": {"grid": [ 1 , -2 , 3.5e2 ], "block": [], "x": [1, "a", [2]], "y": -0, "z": [1e2]}}]',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[{}]",
+        "[ ]",
+        "[]",
+        ' [ {"x": [ ] , "y" : { } } ] ',
+        '[{"cat": "kernel", "name": "a\\"b\\\\c\\/d\\n"}]',
+        '[{"cat": "kernel", "name": 5}]',
+        '[{"cat": 5, "name": "k"}]',
+        '[{"cat": "kernel", "args": null}]',
+        '[{"cat": "kernel", "args": [1]}]',
+        '[{"cat": "kernel", "args": "text"}]',
+        '[{"cat": "kernel", "ts": "5"}]',
+        '[{"cat": "kernel", "ts": true, "dur": null}]',
+        '[{"cat": "Runtime", "name": "hipLaunchKernel"}]',
+        '[{"cat": "kernel", "args": {"grid": [ 1 , -2 , 3.5e2 ], "block": [], "x": [1, "a", [2]], "y": -0, "z": [1e2]}}]',
+    ],
+)
 def test_valid_odd_pieces_match(text: str) -> None:
     assert assert_same_or_declined(text.encode()) is not None
 
 
-@pytest.mark.parametrize("text", [
-    "[", "[{}", "[{},]", "[{}}]", '[{"a" 1}]', '[{"a": 01}]', '[{"a": 1.}]', '[{"a": .5}]', '[{"a": -}]',
-    '[{"a": 1e}]', '[{"a": tru}]', '[{"a": nul}]', '[{"a": "\x01"}]', '[{"a": "\\q"}]', '[{"a": "x}]',
-    '[{"a": 1}] x', "[1]", '[{"a": [1,]}]', '[{"a": {"b"}}]', '[{a: 1}]', '[{"a": 1}\x0b]', '[{"a": NaN}]',
-    '[{"cat": "kernel", "ts": 1x}]', '[{"cat": "kernel", "args": {"correlation": 1 2}}]',
-    '[{"cat": "kernel", "args": {"grid": [1,]}}]', '[{"cat": "kernel", "args": {"grid": [1 2]}}]',
-    '[{"cat": "kernel", "args": {"grid": [01]}}]', '[{"cat": "kernel", "args": {"grid": [-]}}]',
-    '[{"cat": "kernel", "args": {"grid": [1}}]', '[{"cat": "kernel", "args": {"queued": 1x}}]',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[",
+        "[{}",
+        "[{},]",
+        "[{}}]",
+        '[{"a" 1}]',
+        '[{"a": 01}]',
+        '[{"a": 1.}]',
+        '[{"a": .5}]',
+        '[{"a": -}]',
+        '[{"a": 1e}]',
+        '[{"a": tru}]',
+        '[{"a": nul}]',
+        '[{"a": "\x01"}]',
+        '[{"a": "\\q"}]',
+        '[{"a": "x}]',
+        '[{"a": 1}] x',
+        "[1]",
+        '[{"a": [1,]}]',
+        '[{"a": {"b"}}]',
+        "[{a: 1}]",
+        '[{"a": 1}\x0b]',
+        '[{"a": NaN}]',
+        '[{"cat": "kernel", "ts": 1x}]',
+        '[{"cat": "kernel", "args": {"correlation": 1 2}}]',
+        '[{"cat": "kernel", "args": {"grid": [1,]}}]',
+        '[{"cat": "kernel", "args": {"grid": [1 2]}}]',
+        '[{"cat": "kernel", "args": {"grid": [01]}}]',
+        '[{"cat": "kernel", "args": {"grid": [-]}}]',
+        '[{"cat": "kernel", "args": {"grid": [1}}]',
+        '[{"cat": "kernel", "args": {"queued": 1x}}]',
+    ],
+)
 def test_invalid_pieces_are_declined(text: str) -> None:
     assert scan_piece(text.encode(), TABLE) is None
     assert msgspec_columns(text.encode()) is None
@@ -182,7 +283,7 @@ def test_long_names_that_differ_in_one_byte_stay_apart(shift: int) -> None:
     Thousands of names of one length make the table's probes compare many of them byte for byte."""
     base = "void gemm_kernel<float, 128, 64>(Params&, int)"  # 46 bytes: 5 words and 6 more
     letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-    names = [base, base + "x", base[:-1]] + [base[:i] + "#" + base[i + 1:] for i in range(len(base))]
+    names = [base, base + "x", base[:-1]] + [base[:i] + "#" + base[i + 1 :] for i in range(len(base))]
     names += [base[:-2] + a + b for a in letters for b in letters]
     events = [{**KERNEL, "name": name, "ts": float(i)} for i, name in enumerate(names * 2)]
     data = (" " * shift).encode() + piece(*events)
@@ -216,25 +317,43 @@ def encode(value: Any) -> str:
 NUMBER_TEXT = st.from_regex(r"\A-?(0|[1-9][0-9]{0,24})(\.[0-9]{1,24})?([eE][+-]?[0-9]{1,3})?\Z").map(Literal)
 TEXT = st.text(st.characters(max_codepoint=127), max_size=6) | st.text(max_size=3)
 """Mostly ASCII, which the scan reads; other text it declines."""
-SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), NUMBER_TEXT,
-                    st.floats(allow_nan=False, allow_infinity=False), TEXT)
-VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
-                      max_leaves=6)
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    NUMBER_TEXT,
+    st.floats(allow_nan=False, allow_infinity=False),
+    TEXT,
+)
+VALUES = st.recursive(
+    SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3), max_leaves=6
+)
 NAMES = st.sampled_from(["k", "gemm", "aten::mm", "nn.Module: Linear_1", 'a"b', "tab\there", "x/y"]) | TEXT
 IDS = st.integers(-3, 2**64) | st.sampled_from([Literal("-0"), Literal("1.0"), Literal("1e2")]) | VALUES
-EVENTS = st.fixed_dictionaries({}, optional={
-    "ph": st.sampled_from(["X", "f", "s"]),
-    "cat": st.sampled_from([*_BUCKET, "ac2g", "gpu_memcpy"]) | VALUES,
-    "name": NAMES | VALUES,
-    "ts": NUMBER_TEXT | st.floats(allow_nan=False, allow_infinity=False) | VALUES,
-    "dur": NUMBER_TEXT | st.integers(-5, 10**6) | VALUES,
-    "pid": st.integers(-2**63, 2**63 - 1) | VALUES,
-    "tid": st.integers(-2**63, 2**63 - 1) | st.none(),
-    "args": st.fixed_dictionaries({}, optional={"correlation": IDS, "stream": IDS, "device": IDS, "External id": VALUES,
-                                                "grid": st.lists(NUMBER_TEXT | st.integers(-9, 2**40), max_size=4)})
-    | VALUES,
-    "extra": VALUES,
-})
+EVENTS = st.fixed_dictionaries(
+    {},
+    optional={
+        "ph": st.sampled_from(["X", "f", "s"]),
+        "cat": st.sampled_from([*_BUCKET, "ac2g", "gpu_memcpy"]) | VALUES,
+        "name": NAMES | VALUES,
+        "ts": NUMBER_TEXT | st.floats(allow_nan=False, allow_infinity=False) | VALUES,
+        "dur": NUMBER_TEXT | st.integers(-5, 10**6) | VALUES,
+        "pid": st.integers(-(2**63), 2**63 - 1) | VALUES,
+        "tid": st.integers(-(2**63), 2**63 - 1) | st.none(),
+        "args": st.fixed_dictionaries(
+            {},
+            optional={
+                "correlation": IDS,
+                "stream": IDS,
+                "device": IDS,
+                "External id": VALUES,
+                "grid": st.lists(NUMBER_TEXT | st.integers(-9, 2**40), max_size=4),
+            },
+        )
+        | VALUES,
+        "extra": VALUES,
+    },
+)
 
 
 @settings(CHECKS, max_examples=400)
@@ -260,11 +379,22 @@ def test_mutated_pieces_match_or_are_declined(events: list[dict], data: st.DataO
 
 
 PLAIN_EVENTS = st.builds(
-    lambda cat, name, ts, dur, corr, pid: {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": pid, "ts": ts,
-                                           "dur": dur, "args": {"correlation": corr, "stream": 7}},
-    st.sampled_from(sorted(_BUCKET)), st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=40),
-    st.floats(0, 1e13).map(lambda v: round(v, 3)), st.floats(0, 1e4).map(lambda v: round(v, 3)),
-    st.integers(0, 2**40), st.integers(0, 2**31),
+    lambda cat, name, ts, dur, corr, pid: {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": pid,
+        "tid": pid,
+        "ts": ts,
+        "dur": dur,
+        "args": {"correlation": corr, "stream": 7},
+    },
+    st.sampled_from(sorted(_BUCKET)),
+    st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=40),
+    st.floats(0, 1e13).map(lambda v: round(v, 3)),
+    st.floats(0, 1e4).map(lambda v: round(v, 3)),
+    st.integers(0, 2**40),
+    st.integers(0, 2**31),
 )
 
 
@@ -347,13 +477,17 @@ def _summary_with_the_scan(monkeypatch, tmp_path: Path, runs: int) -> None:
 COMPILE_NOTE = "note: compiling the trace scanner for this machine (about 20 s, once; later loads reuse it)"
 
 
-@pytest.mark.parametrize(("pending", "terminal", "expected"), [
-    (True, True, [COMPILE_NOTE]),
-    (False, True, []),
-    (True, False, []),
-])
-def test_a_scan_not_yet_compiled_is_announced_once_on_a_terminal(monkeypatch, tmp_path, capsys, pending: bool,
-                                                                  terminal: bool, expected: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("pending", "terminal", "expected"),
+    [
+        (True, True, [COMPILE_NOTE]),
+        (False, True, []),
+        (True, False, []),
+    ],
+)
+def test_a_scan_not_yet_compiled_is_announced_once_on_a_terminal(
+    monkeypatch, tmp_path, capsys, pending: bool, terminal: bool, expected: list[str]
+) -> None:
     """A new install compiles the scan on its first large piece (about 20 s): the CLI says so in one note line,
     however many pieces and loads follow in the process; not when the scan is cached, and not when stderr is no
     terminal (a script's stderr does not depend on what the machine compiled before)."""

@@ -15,8 +15,7 @@ NEAR_MISSES = sorted({m for k in KNOWN for m in (k[:-1], k + "x", k[:-1] + "X", 
 
 
 def event_text(key: str, value: str) -> str:
-    return '{"cat": "kernel", "name": "k", "ts": 1.5, "args": {"x": 3, "%s": %s}, "%s": %s}' % (
-        key, value, key, value)
+    return '{"cat": "kernel", "name": "k", "ts": 1.5, "args": {"x": 3, "%s": %s}, "%s": %s}' % (key, value, key, value)
 
 
 @pytest.mark.parametrize("shift", range(9))
@@ -42,17 +41,33 @@ def test_kept_keys_that_repeat_are_still_declined(key: str) -> None:
     assert scan_piece(text.encode(), TABLE) is None
 
 
-NUMBERS = [d * k for d in "19" for k in range(1, 26)] + [
-    "1" + "0" * k for k in range(25)] + ["12345678." + "9" * k for k in range(1, 14)] + [
-    "0." + "0" * k + "1" for k in range(22)] + ["1234567812345678912", "12345678123456789123", "9" * 19 + ".5",
-                                                "18446744073709551615", "18446744073709551616", "-9" * 1 + "9" * 18]
+NUMBERS = (
+    [d * k for d in "19" for k in range(1, 26)]
+    + ["1" + "0" * k for k in range(25)]
+    + ["12345678." + "9" * k for k in range(1, 14)]
+    + ["0." + "0" * k + "1" for k in range(22)]
+    + [
+        "1234567812345678912",
+        "12345678123456789123",
+        "9" * 19 + ".5",
+        "18446744073709551615",
+        "18446744073709551616",
+        "-9" * 1 + "9" * 18,
+    ]
+)
 
 
 @pytest.mark.parametrize("shift", range(8))
 @pytest.mark.parametrize("literal", NUMBERS)
 def test_digit_runs_at_every_alignment(literal: str, shift: int) -> None:
-    text = "[" + " " * shift + json.dumps([{"cat": "kernel", "ts": 0, "dur": 0, "pid": 0, "tid": 0,
-                                             "args": {"correlation": 0, "stream": 0, "x": 0}}])[1:-1] + "]"
+    text = (
+        "["
+        + " " * shift
+        + json.dumps(
+            [{"cat": "kernel", "ts": 0, "dur": 0, "pid": 0, "tid": 0, "args": {"correlation": 0, "stream": 0, "x": 0}}]
+        )[1:-1]
+        + "]"
+    )
     for field in ('"ts": 0', '"dur": 0', '"pid": 0', '"tid": 0', '"correlation": 0', '"stream": 0', '"x": 0'):
         text = text.replace(field, field[:-1] + literal)
     assert_same_or_declined(text.encode())

@@ -12,12 +12,12 @@ import pandas as pd
 import pytest
 from builders import kernel_event, shared_trace, shared_trace_names, trace_json, write_trace
 
+from fusion.classify.trace import load
+from fusion.errors import TraceError
 from fusion.loader import events as events_module
 from fusion.loader import reader
 from fusion.loader.columns import used_categories
-from fusion.errors import TraceError
 from fusion.model.columns import KERNEL_COLUMNS
-from fusion.classify.trace import load
 
 # name: (platform, GPU as reported, kernels) — checked by hand against MANIFEST.md.
 SHARED_EXPECTED = {
@@ -79,8 +79,14 @@ def test_every_shared_trace_matches_its_kernel_names_file(name: str) -> None:
     path = shared_trace(name)
     trace = load(path)
     listed = pd.read_csv(
-        path.parent / "kernel_names.txt", sep="\t", comment=None, skiprows=1, header=None,
-        names=["count", "total_dur_us", "name"], quoting=3, keep_default_na=False,
+        path.parent / "kernel_names.txt",
+        sep="\t",
+        comment=None,
+        skiprows=1,
+        header=None,
+        names=["count", "total_dur_us", "name"],
+        quoting=3,
+        keep_default_na=False,
     )
     assert trace.kernel_count == listed["count"].sum()
     assert trace.kernel_time_us == pytest.approx(listed["total_dur_us"].sum(), rel=1e-3)
@@ -253,12 +259,23 @@ def test_a_text_mode_file_is_refused_with_a_message() -> None:
 
 
 ODD_EVENTS = [
-    {"cat": "kernel", "name": "k", "ts": 1, "dur": 2, "pid": 0, "tid": 7, "args": {"correlation": 5, "stream": 7,
-                                                                                  "device": 0, "grid": [1, 2, 3]}},
+    {
+        "cat": "kernel",
+        "name": "k",
+        "ts": 1,
+        "dur": 2,
+        "pid": 0,
+        "tid": 7,
+        "args": {"correlation": 5, "stream": 7, "device": 0, "grid": [1, 2, 3]},
+    },
     {"cat": "kernel", "name": "k", "ts": 1.5, "dur": 2},
     {"cat": "kernel", "name": 3, "ts": "x", "dur": None, "args": None},
     {"cat": "cpu_op", "name": "aten::mm", "ts": 1e301, "pid": [1], "tid": {"a": 1}, "args": {"correlation": True}},
-    {"cat": ["kernel"], "name": "k", "args": {"correlation": 2**70, "stream": "7", "device": -1.5, "nested": {"x": []}}},
+    {
+        "cat": ["kernel"],
+        "name": "k",
+        "args": {"correlation": 2**70, "stream": "7", "device": -1.5, "nested": {"x": []}},
+    },
     {"ph": "M", "args": {}},
 ]
 
@@ -272,7 +289,8 @@ def test_events_decode_the_same_in_one_pass_and_with_raw_args(odd_args: object) 
     decoded = events_module._decode_events("x", data, 1, 0)
     raw = events_module._decode_raw_events("x", data, 1, 0)
     assert [(e.cat, e.name, e.ts, e.dur, e.pid, e.tid) for e in decoded] == [
-        (e.cat, e.name, e.ts, e.dur, e.pid, e.tid) for e in raw]
+        (e.cat, e.name, e.ts, e.dur, e.pid, e.tid) for e in raw
+    ]
     ids = [None if a is None else (a.correlation, a.stream, a.device) for a in (e.args for e in decoded)]
     assert ids[:5] == [(5, 7, 0), None, None, (True, None, None), (2**70, "7", -1.5)]
     assert ids[5:] == [(None, None, None)] + ([None] if odd_args else [])
@@ -287,8 +305,10 @@ def test_kernel_table_unchanged_when_a_piece_falls_back_to_raw_args(tmp_path) ->
     assert mixed.iloc[-1][["name", "correlation", "stream", "device"]].tolist() == ["odd", -1, -1, -1]
     left = mixed.iloc[:-1].reset_index(drop=True)
     left["name"] = left["name"].cat.remove_unused_categories()
-    pd.testing.assert_frame_equal(left[["name", "ts", "dur", "correlation", "stream", "device"]],
-                                  plain[["name", "ts", "dur", "correlation", "stream", "device"]])
+    pd.testing.assert_frame_equal(
+        left[["name", "ts", "dur", "correlation", "stream", "device"]],
+        plain[["name", "ts", "dur", "correlation", "stream", "device"]],
+    )
 
 
 def test_thread_pairs_are_numbered_in_order_of_first_appearance() -> None:
@@ -304,7 +324,9 @@ def test_thread_pairs_are_numbered_in_order_of_first_appearance() -> None:
         pid_set, tid_set = (np.array([draw.random() < 0.8 for _ in range(size)], dtype=bool) for _ in range(2))
         codes, pairs = distinct_pairs(pid, pid_set, tid, tid_set)
         expected: dict = {}
-        keys = [(p if ps else None, t if ts else None) for p, ps, t, ts in zip(pid.tolist(), pid_set, tid.tolist(), tid_set)]
+        keys = [
+            (p if ps else None, t if ts else None) for p, ps, t, ts in zip(pid.tolist(), pid_set, tid.tolist(), tid_set)
+        ]
         assert codes.tolist() == [expected.setdefault(key, len(expected)) for key in keys]
         assert pairs == list(expected)
 
@@ -324,7 +346,11 @@ def test_interning_codes_follows_first_appearance_across_pieces() -> None:
 def test_small_unique_is_numpy_unique() -> None:
     from fusion.model.ops import small_unique
 
-    for values in (np.array([4, -1, 4, 0, 9, -1], dtype=np.int64), np.array([2, 2], dtype=np.int32), np.zeros(0, np.int64)):
+    for values in (
+        np.array([4, -1, 4, 0, 9, -1], dtype=np.int64),
+        np.array([2, 2], dtype=np.int32),
+        np.zeros(0, np.int64),
+    ):
         distinct, inverse = small_unique(values)
         expected, expected_inverse = np.unique(values, return_inverse=True)
         assert distinct.tolist() == expected.tolist() and distinct.dtype == expected.dtype
@@ -336,12 +362,14 @@ def test_duplicates_found_among_equal_ts_are_pandas_duplicated() -> None:
     from fusion.loader.kineto import _duplicated
 
     rng = np.random.default_rng(0)
-    table = pd.DataFrame({
-        "name": pd.Categorical.from_codes(rng.integers(0, 3, 400), categories=["a", "b", "c"]),
-        "ts": rng.choice([0.0, -0.0, 1.5, 2.0, 3.25, *range(10, 300)], 400),
-        "dur": rng.choice([1.0, 2.0], 400),
-        "correlation": rng.integers(-1, 3, 400),
-    })
+    table = pd.DataFrame(
+        {
+            "name": pd.Categorical.from_codes(rng.integers(0, 3, 400), categories=["a", "b", "c"]),
+            "ts": rng.choice([0.0, -0.0, 1.5, 2.0, 3.25, *range(10, 300)], 400),
+            "dur": rng.choice([1.0, 2.0], 400),
+            "correlation": rng.integers(-1, 3, 400),
+        }
+    )
     expected = table.duplicated().to_numpy()
     assert expected.any() and not expected.all()
     assert _duplicated(table).tolist() == expected.tolist()
@@ -357,12 +385,15 @@ def test_used_categories_drops_unused_names_keeping_order_and_missing_values():
 def test_a_subset_keeps_its_rows_in_order_and_recounts_the_names_table():
     from kernels import make_trace
 
-    trace = make_trace([("gemm", "GEMM", 4.0, 1), ("add", "Elementwise", 1.0, 1), ("gemm", "GEMM", 6.0, 2),
-                        ("fill", "Memset", 2.0, 3)])
+    trace = make_trace(
+        [("gemm", "GEMM", 4.0, 1), ("add", "Elementwise", 1.0, 1), ("gemm", "GEMM", 6.0, 2), ("fill", "Memset", 2.0, 3)]
+    )
     part = trace.subset(np.array([0, 2, 3]), "two steps only")
     assert part.kernels["dur"].tolist() == [4.0, 6.0, 2.0] and part.kernels.index.tolist() == [0, 1, 2]
     assert list(part.kernels["name"].cat.categories) == ["fill", "gemm"]
-    assert part.names[["count", "time_us"]].to_dict("index") == {"gemm": {"count": 2, "time_us": 10.0},
-                                                                 "fill": {"count": 1, "time_us": 2.0}}
+    assert part.names[["count", "time_us"]].to_dict("index") == {
+        "gemm": {"count": 2, "time_us": 10.0},
+        "fill": {"count": 1, "time_us": 2.0},
+    }
     assert list(part.names.index) == ["gemm", "fill"] and part.names.loc["gemm", "type"] == "GEMM"
     assert part.warnings == [*trace.warnings, "two steps only"] and trace.kernel_count == 4

@@ -6,10 +6,29 @@ import numpy as np
 import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kernels import make_trace
 
 from fusion.match import dp
-from fusion.match.align import CODE_DTYPE, FOLDED, GAP, GAP_SCORE, MATCH, MATCH_SCORE, MISMATCH_SCORE, ONLY1, ONLY2, SUBSTITUTE, UNKNOWN, UNKNOWN_MISMATCH_SCORE, align_codes, alignment_table, kernel_helpers, ops, stream_windows, unit_codes
-from kernels import make_trace
+from fusion.match.align import (
+    CODE_DTYPE,
+    FOLDED,
+    GAP,
+    GAP_SCORE,
+    MATCH,
+    MATCH_SCORE,
+    MISMATCH_SCORE,
+    ONLY1,
+    ONLY2,
+    SUBSTITUTE,
+    UNKNOWN,
+    UNKNOWN_MISMATCH_SCORE,
+    align_codes,
+    alignment_table,
+    kernel_helpers,
+    ops,
+    stream_windows,
+    unit_codes,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +46,10 @@ def test_different_known_types_never_stand_for_each_other():
 
 
 def test_a_kernel_of_unknown_type_may_stand_for_any_type():
-    a, b = unit_codes(np.array([5, 6, 8]), np.zeros(3, bool), 9), unit_codes(np.array([5, 9, 10, 8]), np.zeros(4, bool), 9)
+    a, b = (
+        unit_codes(np.array([5, 6, 8]), np.zeros(3, bool), 9),
+        unit_codes(np.array([5, 9, 10, 8]), np.zeros(4, bool), 9),
+    )
     assert b[1] == 9 | UNKNOWN
     path = align_codes(a, b)
     assert sorted(ops(path, a, b).tolist()) == sorted([MATCH, SUBSTITUTE, ONLY2, MATCH])
@@ -99,8 +121,10 @@ def test_free_end_tie_prefers_the_full_alignment():
 
 def test_alignment_table_keeps_a_split_k_reduce_one_sided():
     t1 = make_trace([("cijk", "GEMM", 1.0, 1), ("add", "Elementwise", 1.0, 1)])
-    t2 = make_trace([("cutlass", "GEMM", 1.0, 5), ("splitKreduce", "GEMM", 1.0, 5), ("add", "Elementwise", 1.0, 5)],
-                    helpers={"splitKreduce": "split_k_reduce"})
+    t2 = make_trace(
+        [("cutlass", "GEMM", 1.0, 5), ("splitKreduce", "GEMM", 1.0, 5), ("add", "Elementwise", 1.0, 5)],
+        helpers={"splitKreduce": "split_k_reduce"},
+    )
     helpers = [kernel_helpers(t.kernels, t.names) for t in (t1, t2)]
     table = alignment_table(t1.kernels, t2.kernels, np.array([0, 1]), np.array([0, 1, 2]), *helpers)
     assert table["op"].tolist() == ["match", "only2", "match"]
@@ -117,6 +141,7 @@ def test_stream_windows_keep_a_helper_with_its_operation():
 
 def _optimal_score(a: list[int], b: list[int]) -> int:
     """Needleman-Wunsch optimum by the textbook recurrence, one cell at a time."""
+
     def pair(x: int, y: int) -> int:
         if x == y:
             return MATCH_SCORE

@@ -1,10 +1,10 @@
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kernels import make_trace, steps
 
 from fusion.classify.names import KERNEL_TYPES
 from fusion.match.groups import correlation_groups, type_codes, unique_rows
-from kernels import make_trace, steps
 
 TYPES = list(KERNEL_TYPES)
 
@@ -54,8 +54,15 @@ def test_unique_rows_orders_like_numpy_unique(n_rows, n_columns, seed):
 
 def test_groups_split_by_eager_kernels_and_revisited_keep_all_their_kernels():
     """A correlation id that recurs after other kernels is one group with every kernel, in time order."""
-    kernels = [("a", "GEMM", 1.0, 7), ("b", "Attention", 1.0, 7), ("e", "Memset", 1.0, -1),
-               ("c", "Softmax", 1.0, 7), ("d", "Sort", 1.0, 8), ("f", "GEMM", 1.0, 7), ("g", "Sort", 1.0, 8)]
+    kernels = [
+        ("a", "GEMM", 1.0, 7),
+        ("b", "Attention", 1.0, 7),
+        ("e", "Memset", 1.0, -1),
+        ("c", "Softmax", 1.0, 7),
+        ("d", "Sort", 1.0, 8),
+        ("f", "GEMM", 1.0, 7),
+        ("g", "Sort", 1.0, 8),
+    ]
     groups = groups_of(make_trace(kernels), min_group_size=2)
     assert groups.table["correlation"].tolist() == [7, 8]
     assert groups.rows(0).tolist() == [0, 1, 3, 5] and groups.rows(1).tolist() == [4, 6]

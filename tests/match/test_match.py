@@ -45,6 +45,7 @@ def test_size_beyond_factor_two_never_matches():
 
 def test_many_groups_is_fast():
     import time
+
     side1 = np.vstack([DECODE1] * 10000)
     side2 = np.vstack([DECODE2] * 9000)
     start = time.perf_counter()

@@ -21,14 +21,14 @@ from builders import (
     trace_json,
 )
 
+from fusion.__main__ import main
 from fusion.classify import names as classify_module
 from fusion.classify import trace as trace_module
-from fusion.__main__ import main
+from fusion.classify.trace import load
 from fusion.comparison.pair import compare
 from fusion.model.columns import LAUNCH_KINDS, OP_COLUMNS
 from fusion.model.ops import launched_only
 from fusion.report.summary import summarize
-from fusion.classify.trace import load
 
 COLUMNS = ["name", "op", "op_top", "module", "op_call", "thread", "launch"]
 
@@ -40,12 +40,17 @@ def rows(data: bytes) -> list[tuple]:
 
 def test_nested_ops_give_innermost_outermost_module_and_call() -> None:
     trace = EagerTrace()
-    trace.run(Module("Model_0", [
-        Module("Linear_0", [Op("aten::linear", [Op("aten::addmm", [Launch("gemm_bias")])])]),
-        Op("aten::layer_norm", [Op("aten::native_layer_norm", [Launch("ln_stats"), Launch("ln_apply")])]),
-        Launch("outside_any_op"),
-        Op("aten::to", [Op("aten::_to_copy", [Op("aten::copy_", [Launch("cast")])])]),
-    ]))
+    trace.run(
+        Module(
+            "Model_0",
+            [
+                Module("Linear_0", [Op("aten::linear", [Op("aten::addmm", [Launch("gemm_bias")])])]),
+                Op("aten::layer_norm", [Op("aten::native_layer_norm", [Launch("ln_stats"), Launch("ln_apply")])]),
+                Launch("outside_any_op"),
+                Op("aten::to", [Op("aten::_to_copy", [Op("aten::copy_", [Launch("cast")])])]),
+            ],
+        )
+    )
     assert rows(trace.data()) == [
         ("gemm_bias", "aten::addmm", "aten::linear", "Model_0/Linear_0", 0, 1, "kernel"),
         ("ln_stats", "aten::native_layer_norm", "aten::layer_norm", "Model_0", 1, 1, "kernel"),
@@ -110,10 +115,12 @@ def test_a_missing_launch_among_recorded_ones_is_told_apart() -> None:
     summary = summarize(load(trace.data()))
     assert summary["launches"] == {"kernel": {"count": 1, "time_us": 4.0}, "none": {"count": 1, "time_us": 3.0}}
     assert summary["with_op"] == {"count": 1, "time_us": 4.0}
-    assert summary["unlaunched"].endswith("0 of them have correlation ids below every launched kernel's: launched"
-                                          " before the profiled CPU window opened (such as the tail of a previous"
-                                          " step, captured partially); 1 have ids among the launched ones, but no"
-                                          " launch event was recorded")
+    assert summary["unlaunched"].endswith(
+        "0 of them have correlation ids below every launched kernel's: launched"
+        " before the profiled CPU window opened (such as the tail of a previous"
+        " step, captured partially); 1 have ids among the launched ones, but no"
+        " launch event was recorded"
+    )
 
 
 def test_without_runtime_events_every_kernel_is_unrecorded() -> None:
@@ -125,8 +132,16 @@ def test_without_runtime_events_every_kernel_is_unrecorded() -> None:
 def test_unhashable_pid_or_tid_counts_as_an_unknown_thread() -> None:
     events = [
         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": [3], "ts": 0.0, "dur": 10.0},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": {"a": 1}, "ts": 2.0,
-         "dur": 1.0, "args": {"correlation": 9}},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": {"a": 1},
+            "ts": 2.0,
+            "dur": 1.0,
+            "args": {"correlation": 9},
+        },
         kernel_event("gemm", 5.0, 2.0, 9),
     ]
     assert rows(trace_json(events)) == [("gemm", "aten::mm", "aten::mm", "", 0, -1, "kernel")]
@@ -200,17 +215,27 @@ INDEX_SELECT = "void at::native::(anonymous namespace)::indexSelectLargeIndex<c1
 def test_types_come_from_the_name_then_the_launching_op() -> None:
     trace = EagerTrace("AMD")
     trace.run(
-        Op("aten::linear", [Op("aten::mm", [Launch("mystery_kernel_a"), Launch("Cijk_Alik_Bljk_HHS_BH_MT128x128x32")])]),
+        Op(
+            "aten::linear", [Op("aten::mm", [Launch("mystery_kernel_a"), Launch("Cijk_Alik_Bljk_HHS_BH_MT128x128x32")])]
+        ),
         Op("aten::embedding", [Op("aten::index_select", [Launch(INDEX_SELECT)])]),
         Launch("mystery_kernel_a"),
         Op("aten::index_select", [Launch(INDEX_SELECT)]),
     )
     kernels = load(trace.data()).kernels
     assert list(zip(kernels["type"], kernels["type_route"])) == [
-        ("GEMM", "op"), ("GEMM", "name"), ("Embedding", "op"), ("Other", "unknown"), ("Elementwise", "name"),
+        ("GEMM", "op"),
+        ("GEMM", "name"),
+        ("Embedding", "op"),
+        ("Other", "unknown"),
+        ("Elementwise", "name"),
     ]
     summary = summarize(load(trace.data()))
-    assert {route: entry["count"] for route, entry in summary["type_routes"].items()} == {"op": 2, "name": 2, "unknown": 1}
+    assert {route: entry["count"] for route, entry in summary["type_routes"].items()} == {
+        "op": 2,
+        "name": 2,
+        "unknown": 1,
+    }
 
 
 def test_each_distinct_name_and_ops_is_typed_once(monkeypatch) -> None:
@@ -222,10 +247,17 @@ def test_each_distinct_name_and_ops_is_typed_once(monkeypatch) -> None:
 
     monkeypatch.setattr(trace_module, "type_from_op", counted)
     trace = EagerTrace()
-    trace.run(*(Op("aten::linear", [Op("aten::mm", [Launch("mystery_kernel_a")])]) for _ in range(50)),
-              *(Op("aten::mm", [Launch("mystery_kernel_a")]) for _ in range(50)), Launch("mystery_kernel_a"))
+    trace.run(
+        *(Op("aten::linear", [Op("aten::mm", [Launch("mystery_kernel_a")])]) for _ in range(50)),
+        *(Op("aten::mm", [Launch("mystery_kernel_a")]) for _ in range(50)),
+        Launch("mystery_kernel_a"),
+    )
     assert len(load(trace.data()).kernels) == 101
-    assert sorted(calls) == [("Other", "", ""), ("Other", "aten::mm", "aten::linear"), ("Other", "aten::mm", "aten::mm")]
+    assert sorted(calls) == [
+        ("Other", "", ""),
+        ("Other", "aten::mm", "aten::linear"),
+        ("Other", "aten::mm", "aten::mm"),
+    ]
 
 
 # The real pair: 463 (MI300X) and 436 (H100) kernels carry correlation ids below the first runtime launch of
@@ -246,7 +278,9 @@ def test_real_qwen_pair_unlaunched_kernels_precede_every_launch(name: str) -> No
     assert (kernels.loc[none, "op"] == "").all() and (kernels.loc[~none, "op"] != "").all()
 
 
-@pytest.mark.parametrize(("name", "attention"), [("tl_mi300_qwen1.5-0.5b", "attn_fwd"), ("tl_h100_qwen1.5-0.5b", "flash_fwd")])
+@pytest.mark.parametrize(
+    ("name", "attention"), [("tl_mi300_qwen1.5-0.5b", "attn_fwd"), ("tl_h100_qwen1.5-0.5b", "flash_fwd")]
+)
 def test_real_qwen_attention_resolves_to_the_sdpa_op(name: str, attention: str) -> None:
     kernels = load(shared_trace(name)).kernels
     launched = kernels[kernels["launch"] == "kernel"]

@@ -5,15 +5,39 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-
 from builders import kernel_event, kineto_trace, shared_trace, write_trace
+
 from fusion.__main__ import main
-from fusion.comparison.pair import analyze_fusion_differences, compare
-from fusion.model.phases import ALL, BACKWARD, DECODE, FORWARD, MIXED, OPTIMIZER, PHASES, PREFILL, SOURCE_GRAPH, SOURCE_NONE, SOURCE_TRAINING_FORWARD, assign_phases, describe, phase_notes, phase_table, phase_view
-from fusion.loader.cpu_events import Ranges
-from fusion.synthetic.phases import ServingSpec, serving_truth, training_trace, training_truth, write, write_serving_pair
-from fusion.result import NO_PAIR
 from fusion.classify.trace import load
+from fusion.comparison.pair import analyze_fusion_differences, compare
+from fusion.loader.cpu_events import Ranges
+from fusion.model.phases import (
+    ALL,
+    BACKWARD,
+    DECODE,
+    FORWARD,
+    MIXED,
+    OPTIMIZER,
+    PHASES,
+    PREFILL,
+    SOURCE_GRAPH,
+    SOURCE_NONE,
+    SOURCE_TRAINING_FORWARD,
+    assign_phases,
+    describe,
+    phase_notes,
+    phase_table,
+    phase_view,
+)
+from fusion.result import NO_PAIR
+from fusion.synthetic.phases import (
+    ServingSpec,
+    serving_truth,
+    training_trace,
+    training_truth,
+    write,
+    write_serving_pair,
+)
 
 MAIN, AUTOGRAD = 11, 12
 
@@ -24,19 +48,26 @@ def ranges(*rows):
     column = [np.array(values) for values in zip(*rows)] if rows else [np.zeros(0)] * 3
     threads = np.array([r[3] if len(r) > 3 else MAIN for r in rows], dtype=np.int32)
     start = column[1].astype(np.float64)
-    table = Ranges(np.zeros(len(rows), np.int8), start, start + column[2].astype(np.float64), threads,
-                   np.array([names.index(r[0]) for r in rows], dtype=np.int32))
+    table = Ranges(
+        np.zeros(len(rows), np.int8),
+        start,
+        start + column[2].astype(np.float64),
+        threads,
+        np.array([names.index(r[0]) for r in rows], dtype=np.int32),
+    )
     return table, names
 
 
 def kernels(*launches):
     """(launch ts or None, thread[, launch kind]) per kernel."""
-    return pd.DataFrame({
-        "launch_ts": [np.nan if ts is None else float(ts) for ts, *_ in launches],
-        "thread": [rest[0] if rest else MAIN for _, *rest in launches],
-        "launch": [rest[1] if len(rest) > 1 else ("none" if ts is None else "kernel") for ts, *rest in launches],
-        "dur": 1.0,
-    })
+    return pd.DataFrame(
+        {
+            "launch_ts": [np.nan if ts is None else float(ts) for ts, *_ in launches],
+            "thread": [rest[0] if rest else MAIN for _, *rest in launches],
+            "launch": [rest[1] if len(rest) > 1 else ("none" if ts is None else "kernel") for ts, *rest in launches],
+            "dur": 1.0,
+        }
+    )
 
 
 def phased(table, cpu):
@@ -148,8 +179,11 @@ def test_mixed_steps_are_flagged():
 def test_phase_view_keeps_one_phase_renumbered_with_its_own_name_counts():
     trace = load(kineto_trace("AMD", steps=4))
     phases = [DECODE] * 6 + [PREFILL] * 6
-    trace.kernels = trace.kernels.assign(phase=pd.Categorical(phases, categories=list(PHASES)),
-                                         step=[0] * 3 + [1] * 3 + [2] * 3 + [3] * 3, phase_source=SOURCE_NONE)
+    trace.kernels = trace.kernels.assign(
+        phase=pd.Categorical(phases, categories=list(PHASES)),
+        step=[0] * 3 + [1] * 3 + [2] * 3 + [3] * 3,
+        phase_source=SOURCE_NONE,
+    )
     assert phase_view(trace, ALL) is trace
     view = phase_view(trace, DECODE)
     assert view.kernel_count == 6 and list(view.kernels.index) == list(range(6))
@@ -270,8 +304,10 @@ def test_more_steps_of_the_same_workload_are_compared_per_step_not_called_anothe
     paths = write_serving_pair(tmp_path, ServingSpec(schedule1="PPPPDDD", schedule2="PDDD"))
     prefill = analyze_fusion_differences(*paths, phase=PREFILL)["comparability"]
     assert prefill["ok"] and prefill["level"] == "warn"
-    assert prefill["warnings"] == ["step counts differ (4 vs 1): kernel counts are compared per step, and fusion"
-                                   " opportunities only within matched groups, not over the whole traces"]
+    assert prefill["warnings"] == [
+        "step counts differ (4 vs 1): kernel counts are compared per step, and fusion"
+        " opportunities only within matched groups, not over the whole traces"
+    ]
     assert prefill["checks"]["GEMM_ratio"] == 1.0 and prefill["checks"]["per_step"]
     decode = analyze_fusion_differences(*paths, phase=DECODE)["comparability"]
     assert decode["level"] == "ok" and not decode["checks"]["per_step"] and decode["checks"]["steps1"] == 3

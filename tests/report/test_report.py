@@ -2,19 +2,20 @@ import csv
 import io
 import json
 
-from fusion.comparison.pair import compare
-from fusion.report.render import headline
-from fusion.report.render import phase_lines
-from fusion.report.render import to_csv, to_json, to_text
 from kernels import layer, make_trace, steps
+
+from fusion.comparison.pair import compare
+from fusion.report.render import headline, phase_lines, to_csv, to_json, to_text
 
 FUSED_NORM = {"fused_add_rms_norm_kernel": ("Elementwise",)}
 
 
 def comparison():
     unfused = [("fill", "Memset")] + layer(False)
-    return compare(make_trace(steps(unfused, 6), label="AMD MI300X"),
-                   make_trace(steps(layer(True), 6), label="NVIDIA H100", fused=FUSED_NORM))
+    return compare(
+        make_trace(steps(unfused, 6), label="AMD MI300X"),
+        make_trace(steps(layer(True), 6), label="NVIDIA H100", fused=FUSED_NORM),
+    )
 
 
 def test_json_is_strict_and_reference_shaped():
@@ -26,10 +27,19 @@ def test_json_is_strict_and_reference_shaped():
 
 def test_text_report_has_traces_warnings_types_and_mappings():
     text = to_text(comparison())
-    for expected in ("AMD MI300X", "NVIDIA H100", "Comparability:", "Kernel types", "Fusion opportunities",
-                     "[sequence] Trace 2 fuses Elementwise + RMSNorm -> RMSNorm", "6 x Memset",
-                     "fused kernel (trace 2): fused_add_rms_norm_kernel", "which also performs: Elementwise",
-                     "replaced kernels (trace 1): elementwise_add; rms_norm_kernel", "evidence from: groups"):
+    for expected in (
+        "AMD MI300X",
+        "NVIDIA H100",
+        "Comparability:",
+        "Kernel types",
+        "Fusion opportunities",
+        "[sequence] Trace 2 fuses Elementwise + RMSNorm -> RMSNorm",
+        "6 x Memset",
+        "fused kernel (trace 2): fused_add_rms_norm_kernel",
+        "which also performs: Elementwise",
+        "replaced kernels (trace 1): elementwise_add; rms_norm_kernel",
+        "evidence from: groups",
+    ):
         assert expected in text
 
 
@@ -48,8 +58,10 @@ def test_csv_tables():
 def test_split_is_reported_as_kernels_per_operation():
     one = [("Cijk_gemm", "GEMM"), ("add", "Elementwise")] * 30
     two = [("cutlass_gemm", "GEMM"), ("splitKreduce_kernel", "GEMM"), ("add", "Elementwise")] * 30
-    c = compare(make_trace(steps(one, 3), label="AMD MI300X"),
-                make_trace(steps(two, 3), label="NVIDIA H100", helpers={"splitKreduce_kernel": "split_k_reduce"}))
+    c = compare(
+        make_trace(steps(one, 3), label="AMD MI300X"),
+        make_trace(steps(two, 3), label="NVIDIA H100", helpers={"splitKreduce_kernel": "split_k_reduce"}),
+    )
     text = to_text(c)
     assert "[split_kernel] Trace 2 runs GEMM as 2 kernels, Trace 1 as 1  x90" in text
     assert "single kernel (trace 1): Cijk_gemm" in text
@@ -61,9 +73,22 @@ def test_a_split_reads_as_a_split_wherever_a_finding_is_named():
     """The text report, the per-phase lines and the batch page name findings with one function: a split finding
     says which trace runs the operation as more kernels; it does not 'fuse GEMM + GEMM'."""
     assert headline("split_kernel", 2, ["GEMM", "GEMM"], "GEMM") == "Trace 1 runs GEMM as 2 kernels, Trace 2 as 1"
-    assert headline("sequence", 2, ["Elementwise", "RMSNorm"], "RMSNorm") == "Trace 2 fuses Elementwise + RMSNorm -> RMSNorm"
-    section = {"trace1": {"steps": 1, "kernels": 3, "time_us": 1.0}, "trace2": {"steps": 1, "kernels": 2, "time_us": 1.0},
-               "fusion_mappings": [{"detector": "split_kernel", "fused_trace": 2, "unfused_sequence": ["GEMM", "GEMM"],
-                                    "fused_kernel_type": "GEMM", "pattern_count": 22}]}
+    assert (
+        headline("sequence", 2, ["Elementwise", "RMSNorm"], "RMSNorm")
+        == "Trace 2 fuses Elementwise + RMSNorm -> RMSNorm"
+    )
+    section = {
+        "trace1": {"steps": 1, "kernels": 3, "time_us": 1.0},
+        "trace2": {"steps": 1, "kernels": 2, "time_us": 1.0},
+        "fusion_mappings": [
+            {
+                "detector": "split_kernel",
+                "fused_trace": 2,
+                "unfused_sequence": ["GEMM", "GEMM"],
+                "fused_kernel_type": "GEMM",
+                "pattern_count": 22,
+            }
+        ],
+    }
     lines = phase_lines({"per_phase": {"forward": section, "backward": section}, "notes": []})
     assert "forward alone: Trace 1 runs GEMM as 2 kernels, Trace 2 as 1 x22" in lines

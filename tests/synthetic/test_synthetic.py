@@ -11,7 +11,18 @@ import orjson
 import pytest
 
 from fusion.classify.names import classify
-from fusion.synthetic.pairs import ALL_FUSIONS, CASES, PLATFORMS, SITES, PairSpec, ground_truth, kernel_counts, main, trace_passes, write_pair
+from fusion.synthetic.pairs import (
+    ALL_FUSIONS,
+    CASES,
+    PLATFORMS,
+    SITES,
+    PairSpec,
+    ground_truth,
+    kernel_counts,
+    main,
+    trace_passes,
+    write_pair,
+)
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
 SMALL = PairSpec(layers=4, steps=3)
@@ -123,11 +134,12 @@ def test_ground_truth_shape(pair: tuple[dict, dict, dict]) -> None:
     by_id = {f["id"]: f for f in truth["fusions"]}
     assert list(by_id) == list(ALL_FUSIONS)
     assert by_id["add_rmsnorm"]["fused_trace"] == 2 and by_id["add_rmsnorm"]["unfused_sequence"] == [
-        "Elementwise", "RMSNorm"]
+        "Elementwise",
+        "RMSNorm",
+    ]
     assert by_id["sort_chain"]["unfused_sequence"] == ["Sort"] * 4
     assert by_id["moe_swiglu"]["fused_trace"] == 1 and by_id["moe_swiglu"]["fused_kernel_type"] == "MoE_GEMM"
-    assert {d["id"] for d in truth["non_fusion_differences"]} == {"gemm_library_names", "nccl_vs_rccl",
-                                                                  "extra_memset"}
+    assert {d["id"] for d in truth["non_fusion_differences"]} == {"gemm_library_names", "nccl_vs_rccl", "extra_memset"}
 
 
 @pytest.mark.parametrize("fusion", ALL_FUSIONS)
@@ -162,8 +174,23 @@ def test_target_bytes_within_tolerance(tmp_path: Path) -> None:
 
 
 def test_cli_writes_plain_pair(tmp_path: Path) -> None:
-    assert main([str(tmp_path), "--scenario", "eager", "--layers", "2", "--steps", "1", "--plain",
-                 "--fusions", "sort_chain"]) == 0
+    assert (
+        main(
+            [
+                str(tmp_path),
+                "--scenario",
+                "eager",
+                "--layers",
+                "2",
+                "--steps",
+                "1",
+                "--plain",
+                "--fusions",
+                "sort_chain",
+            ]
+        )
+        == 0
+    )
     truth = orjson.loads((tmp_path / "ground_truth.json").read_bytes())
     assert [f["id"] for f in truth["fusions"]] == ["sort_chain"] and truth["trace2"]["file"] == "nvidia.json"
     assert _load(tmp_path / "amd.json")["traceEvents"]
@@ -192,8 +219,10 @@ def test_committed_samples_are_up_to_date(tmp_path: Path, directory: Path) -> No
 
 
 def test_names_classify_as_intended() -> None:
-    specs = [PairSpec(scenario="eager", layers=1, steps=1, prefill=True, fusions=f, cases=c)
-             for f, c in ((ALL_FUSIONS, ()), ((), CASES))]
+    specs = [
+        PairSpec(scenario="eager", layers=1, steps=1, prefill=True, fusions=f, cases=c)
+        for f, c in ((ALL_FUSIONS, ()), ((), CASES))
+    ]
     wrong = {}
     for spec in specs:
         for trace in (1, 2):
@@ -207,10 +236,13 @@ def test_names_classify_as_intended() -> None:
 def test_cases_change_only_what_they_inject() -> None:
     """Each case alone: the generator's counts differ from the baseline by exactly the case's kernels."""
     base = PairSpec(layers=2, steps=1, fusions=(), non_fusion=False)
-    for case, trace, delta in (("split_k", 2, {"GEMM": 3}), ("split_k_partial", 2, {"GEMM": 2}),
-                               ("gemm_silu_epilogue", 1, {"GEMM": 4, "SwiGLU": 2}),
-                               ("template_rmsnorm", 2, {"RMSNorm": -2}), ("unknown_attention", 2, {"Attention": -2,
-                                                                                                   "Other": 2})):
+    for case, trace, delta in (
+        ("split_k", 2, {"GEMM": 3}),
+        ("split_k_partial", 2, {"GEMM": 2}),
+        ("gemm_silu_epilogue", 1, {"GEMM": 4, "SwiGLU": 2}),
+        ("template_rmsnorm", 2, {"RMSNorm": -2}),
+        ("unknown_attention", 2, {"Attention": -2, "Other": 2}),
+    ):
         changed = Counter(kernel_counts(dataclasses.replace(base, cases=(case,)), trace))
         changed.subtract(kernel_counts(base, trace))
         assert {t: n for t, n in changed.items() if n} == delta, case

@@ -23,10 +23,10 @@ from streamlit.testing.v1 import AppTest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from fusion.classify.trace import load  # noqa: E402
+from fusion.comparison.pair import compare  # noqa: E402
 from ui import tables  # noqa: E402
 from ui.text import md as md_text  # noqa: E402
-from fusion.comparison.pair import compare  # noqa: E402
-from fusion.classify.trace import load  # noqa: E402
 
 SAMPLE = "vllm_moe_full_graph"
 SAMPLE_DIR = ROOT / "sample_traces" / SAMPLE
@@ -68,8 +68,11 @@ def run(script: str, **params: str) -> AppTest:
 
 def ratio_picture(at: AppTest) -> str:
     """The SVG text of the home page's ratio picture (widgets.picture: an img with a base64 data URL, in st.html)."""
-    (url,) = [found for element in at.get("html")
-              for found in re.findall(r'src="data:image/svg\+xml;base64,([^"]+)"', element.proto.body)]
+    (url,) = [
+        found
+        for element in at.get("html")
+        for found in re.findall(r'src="data:image/svg\+xml;base64,([^"]+)"', element.proto.body)
+    ]
     return base64.b64decode(url).decode()
 
 
@@ -146,8 +149,11 @@ def test_groups_page_opens_the_linked_pair(expected) -> None:
     pair = expected.pairs.iloc[min(1, len(expected.pairs) - 1)]
     ref = expected.mappings[0].evidence_refs[0]
     at = run(
-        "pages/3_Groups.py", sample=SAMPLE, pair=str(int(pair["pair_id"])),
-        w1=f"{ref.window1[0]}-{ref.window1[1]}", w2=f"{ref.window2[0]}-{ref.window2[1]}",
+        "pages/3_Groups.py",
+        sample=SAMPLE,
+        pair=str(int(pair["pair_id"])),
+        w1=f"{ref.window1[0]}-{ref.window1[1]}",
+        w2=f"{ref.window2[0]}-{ref.window2[1]}",
     )
     assert at.selectbox(key="pair_pick").value == int(pair["pair_id"])
     shown = metrics(at)
@@ -208,7 +214,9 @@ def test_a_bad_upload_shows_its_message_in_place(content: bytes, problem: str) -
 
 def test_truncated_upload_is_reported() -> None:
     at = upload_both(sample_bytes("amd.json.gz")[:5000], sample_bytes("nvidia.json.gz"))
-    assert any("amd.json.gz" in unescaped(e.value) and "truncated" in e.value for e in at.error), [e.value for e in at.error]
+    assert any("amd.json.gz" in unescaped(e.value) and "truncated" in e.value for e in at.error), [
+        e.value for e in at.error
+    ]
 
 
 def test_swap_and_min_group_size_go_into_the_link(expected) -> None:
@@ -313,14 +321,19 @@ def test_eager_pair_home_says_what_was_compared_and_shows_one_sided_kernels(eage
     picture = ratio_picture(at)
     for kernel_type, row in expected.type_stats.iterrows():
         assert f">{kernel_type}</text>" in picture
-        assert f">{row['count_ratio']:.2f}×</text>" in picture or f">only in trace {int(row['only_in'])}</text>" in picture
+        assert (
+            f">{row['count_ratio']:.2f}×</text>" in picture or f">only in trace {int(row['only_in'])}</text>" in picture
+        )
     assert not at.get("plotly_chart"), "the home page loads no chart library"
 
 
 def test_eager_pair_drill_down_from_a_type_to_aligned_names(eager_pair) -> None:
     expected = compare(load(eager_pair[0]), load(eager_pair[1]))
-    kernel_type = next(t for t in expected.type_stats.index
-                       if expected.type_stats.loc[t, "trace1_count"] != expected.type_stats.loc[t, "trace2_count"])
+    kernel_type = next(
+        t
+        for t in expected.type_stats.index
+        if expected.type_stats.loc[t, "trace1_count"] != expected.type_stats.loc[t, "trace2_count"]
+    )
     at = run("pages/3_Groups.py", p1=eager_pair[0], p2=eager_pair[1], type=kernel_type)
     assert not any("No pair has" in i.value for i in at.info)
     listed = at.dataframe[0].value
@@ -352,8 +365,13 @@ def test_type_filter_and_pair_pick_reset_by_the_view_rules(expected) -> None:
 
 def test_pair_table_and_pair_box_show_the_same_pair(expected) -> None:
     ref = expected.mappings[0].evidence_refs[0]
-    at = run("pages/3_Groups.py", sample=SAMPLE, pair=str(ref.pair_id), w1=f"{ref.window1[0]}-{ref.window1[1]}",
-             w2=f"{ref.window2[0]}-{ref.window2[1]}")
+    at = run(
+        "pages/3_Groups.py",
+        sample=SAMPLE,
+        pair=str(ref.pair_id),
+        w1=f"{ref.window1[0]}-{ref.window1[1]}",
+        w2=f"{ref.window2[0]}-{ref.window2[1]}",
+    )
     listed = at.dataframe[0].value["pair"].tolist()
     assert at.session_state["pairs_table"]["selection"]["rows"] == [listed.index(ref.pair_id)]
     other = next(p for p in listed if p != ref.pair_id)
@@ -374,7 +392,9 @@ def test_kernels_tab_and_filter_round_trip_through_the_link(expected) -> None:
     assert at.query_params["q"] in ("sort", ["sort"]) and at.query_params["tab"] in ("2", ["2"])
     joined = run("pages/4_Kernels.py", sample=SAMPLE, q="sort").dataframe[0].value
     assert {"kernel name, trace 1", "kernel name, trace 2"} <= set(joined.columns) and len(joined)
-    hit = joined["kernel name, trace 1"].str.contains("sort", case=False) | joined["kernel name, trace 2"].str.contains("sort", case=False)
+    hit = joined["kernel name, trace 1"].str.contains("sort", case=False) | joined["kernel name, trace 2"].str.contains(
+        "sort", case=False
+    )
     assert hit.all()
 
 
@@ -385,7 +405,13 @@ def test_csv_zip_holds_one_sided_kernels_and_pairs_without_float_noise(expected)
 
     archive = zipfile.ZipFile(io.BytesIO(tables.csv_zip(expected)))
     names = set(archive.namelist())
-    assert {"one_sided_kernels.csv", "matched_pairs.csv", "type_stats.csv", "mappings.csv", "opportunities.csv"} <= names
+    assert {
+        "one_sided_kernels.csv",
+        "matched_pairs.csv",
+        "type_stats.csv",
+        "mappings.csv",
+        "opportunities.csv",
+    } <= names
     one_sided = archive.read("one_sided_kernels.csv").decode()
     assert all(note.kernel_type in one_sided for note in expected.one_sided)
     assert len(archive.read("matched_pairs.csv").decode().strip().splitlines()) == len(expected.pairs) + 1
@@ -402,7 +428,9 @@ def test_a_damaged_link_says_so_and_echoes_nothing() -> None:
     assert "damaged" in shown and "x" * 100 not in shown
 
 
-def test_the_sample_is_served_with_unwritable_cache_and_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, expected) -> None:
+def test_the_sample_is_served_with_unwritable_cache_and_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, expected
+) -> None:
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder")
     monkeypatch.setenv("FUSION_CACHE_DIR", str(blocked / "tables"))
@@ -469,10 +497,16 @@ def test_the_phase_selector_compares_one_phase_and_the_link_keeps_it(serving_pai
 def test_findings_and_types_say_in_which_phase_they_differ(serving_pair) -> None:
     home = run("app.py", p1=serving_pair[0], p2=serving_pair[1])
     findings = [unescaped(m.value) for m in home.markdown if "confidence" in m.value]
-    assert sorted(line.split("unfused extra time · in ")[1].split("\n")[0] for line in findings) == ["decode", "prefill"]
+    assert sorted(line.split("unfused extra time · in ")[1].split("\n")[0] for line in findings) == [
+        "decode",
+        "prefill",
+    ]
     overview = run("pages/1_Overview.py", p1=serving_pair[0], p2=serving_pair[1])
     by_phase = overview.dataframe[1].value
-    assert list(by_phase.columns) == ["prefill", "decode"] and by_phase.loc["Attention", "prefill"] == "24 vs 6 · 1.00× per step"
+    assert (
+        list(by_phase.columns) == ["prefill", "decode"]
+        and by_phase.loc["Attention", "prefill"] == "24 vs 6 · 1.00× per step"
+    )
 
 
 def test_a_linked_phase_the_pair_lacks_says_so_and_shows_all_phases(serving_pair) -> None:
@@ -516,10 +550,14 @@ def test_an_op_finding_whose_fused_side_runs_two_kernels_is_not_called_one_kerne
     """Trace 1's linear launches GEMM, add, add; trace 2's GEMM, add: trace 2 runs 2 kernels, not one."""
     from builders import EagerTrace, Launch, Op
 
-    add = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>,"
-           " std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)")
-    kernels = {"AMD": ["Cijk_Alik_Bljk_BBS_BH_MT256x128x64_MI16x16x8_SN_LDSB1_AFC1", add, add],
-               "NVIDIA": ["sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_execute_kernel__5x_cublas", add]}
+    add = (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>,"
+        " std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<c10::BFloat16>, std::array<char*, 3ul>)"
+    )
+    kernels = {
+        "AMD": ["Cijk_Alik_Bljk_BBS_BH_MT256x128x64_MI16x16x8_SN_LDSB1_AFC1", add, add],
+        "NVIDIA": ["sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_execute_kernel__5x_cublas", add],
+    }
     paths = []
     for platform, names in kernels.items():
         builder = EagerTrace(platform)
@@ -533,7 +571,9 @@ def test_an_op_finding_whose_fused_side_runs_two_kernels_is_not_called_one_kerne
 
 def test_fusion_and_ops_pages_list_ops_alike(op_pair) -> None:
     """One op list on both pages: canonical op and its spelling, both sides' calls and times in ms, no raw keys."""
-    tables = [run(page, p1=op_pair[0], p2=op_pair[1]).dataframe[0].value for page in ("pages/2_Fusion.py", "pages/5_Ops.py")]
+    tables = [
+        run(page, p1=op_pair[0], p2=op_pair[1]).dataframe[0].value for page in ("pages/2_Fusion.py", "pages/5_Ops.py")
+    ]
     assert list(tables[0].columns) == list(tables[1].columns)
     assert {"op", "as spelled", "calls 1", "time 1 (ms)", "gap 1 − 2 (ms)"} <= set(tables[0].columns)
     assert not any(column.startswith("trace1_") for column in tables[0].columns)
@@ -545,7 +585,8 @@ def test_findings_link_to_their_op_and_an_unknown_op_is_said_as_text(op_pair) ->
     assert any("/Ops?" in m.value and "op=aten%3A%3Alayer_norm" in m.value for m in fusion.markdown)
     unknown = run("pages/5_Ops.py", p1=op_pair[0], p2=op_pair[1], op="<img src=x onerror=alert(1)>")
     assert [unescaped(w.value) for w in unknown.warning] == [
-        "The op ` <img src=x onerror=alert(1)> ` is not among these traces' launching ops."]
+        "The op ` <img src=x onerror=alert(1)> ` is not among these traces' launching ops."
+    ]
 
 
 def test_ops_page_on_graph_replays_says_there_are_no_ops() -> None:
@@ -558,7 +599,6 @@ def test_ops_page_on_graph_replays_says_there_are_no_ops() -> None:
 from urllib.parse import parse_qsl, urlsplit  # noqa: E402
 
 import pandas as pd  # noqa: E402
-
 
 BATCH_PAGE = "pages/6_Batch.py"
 
@@ -595,7 +635,9 @@ def test_batch_page_shows_each_pair_with_its_differences_and_the_findings_across
     assert list(table.index) == ["rank0", "rank1", "rank2", "rank3", "broken"]
     assert table.loc["broken", "status"] == "failed" and "broken.json" in table.loc["broken", "message"]
     assert table.loc["rank0", "findings"] > 0
-    assert table.loc["rank0", "headline"].startswith("Trace 1 runs Sort as 4 kernels, Trace 2 as 1 x"), "a split fuses nothing"
+    assert table.loc["rank0", "headline"].startswith("Trace 1 runs Sort as 4 kernels, Trace 2 as 1 x"), (
+        "a split fuses nothing"
+    )
     assert table.loc["rank3", "findings"] == 0 and pd.isna(table.loc["broken", "comparison"])
     findings = at.dataframe[1].value
     assert len(findings) and set(findings["holds on"]) == {"some ranks"}
@@ -613,24 +655,35 @@ def test_a_row_link_opens_that_pairs_comparison(batches: Path, expected) -> None
     at = run(BATCH_PAGE, batch="run1")
     home = open_link(pair_links(at)["rank0"])
     assert not home.error
-    assert metrics(home)["Kernels compared"] == [f"{expected.trace1.kernel_count:,}", f"{expected.trace2.kernel_count:,}"]
+    assert metrics(home)["Kernels compared"] == [
+        f"{expected.trace1.kernel_count:,}",
+        f"{expected.trace2.kernel_count:,}",
+    ]
 
 
 def test_hosted_a_row_link_names_the_batch_pair_and_every_page_opens_it(batches: Path, expected, monkeypatch) -> None:
     monkeypatch.setenv("FUSION_HOSTED", "1")
     at = run(BATCH_PAGE, batch="run1", bp="/etc")
-    assert [t.key for t in at.text_input] == ["batch_filter"] and "bp" not in at.query_params  # no server path when hosted
+    assert [t.key for t in at.text_input] == [
+        "batch_filter"
+    ] and "bp" not in at.query_params  # no server path when hosted
     href = pair_links(at)["rank1"]
     assert "p1" not in href and "bpair=1" in href and "batch=run1" in href
     home = open_link(href)
     back = [link.proto for link in home.get("page_link") if "back to the batch" in link.proto.label]
     assert [(b.page, b.query_string) for b in back] == [("Batch", "batch=run1&bpair=1")]
-    assert metrics(home)["Kernels compared"] == [f"{expected.trace1.kernel_count:,}", f"{expected.trace2.kernel_count:,}"]
+    assert metrics(home)["Kernels compared"] == [
+        f"{expected.trace1.kernel_count:,}",
+        f"{expected.trace2.kernel_count:,}",
+    ]
     for page in [*PAGES, "pages/5_Ops.py"]:
         shown = run(page, batch="run1", bpair="1")
         assert not shown.error, (page, [e.value for e in shown.error])
     swapped = run("app.py", batch="run1", bpair="1", swap="1")
-    assert metrics(swapped)["Kernels compared"] == [f"{expected.trace2.kernel_count:,}", f"{expected.trace1.kernel_count:,}"]
+    assert metrics(swapped)["Kernels compared"] == [
+        f"{expected.trace2.kernel_count:,}",
+        f"{expected.trace1.kernel_count:,}",
+    ]
 
 
 def test_locally_a_batch_opens_by_its_server_path(batch_with_a_failure: Path) -> None:
@@ -646,7 +699,9 @@ def test_a_batch_link_cannot_leave_the_batch_folder(batches: Path) -> None:
     assert not at.error and not any(".." in m.value for m in at.markdown if "batch=" in m.value)
 
 
-def test_a_damaged_batch_folder_gives_one_message(batches: Path, batch_with_a_failure: Path, tmp_path: Path, monkeypatch) -> None:
+def test_a_damaged_batch_folder_gives_one_message(
+    batches: Path, batch_with_a_failure: Path, tmp_path: Path, monkeypatch
+) -> None:
     import shutil
 
     monkeypatch.setenv("FUSION_BATCH_DIR", str(tmp_path))

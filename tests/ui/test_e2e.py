@@ -83,8 +83,21 @@ def server(tmp_path_factory: pytest.TempPathFactory, batches: Path) -> Iterator[
         "FUSION_BATCH_DIR": str(batches),
     }
     env.pop("FUSION_HOSTED", None)
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-               "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
+    command = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        "app.py",
+        "--server.headless",
+        "true",
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
     log = (tmp_path_factory.mktemp("log") / "streamlit.log").open("w")
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -233,7 +246,10 @@ def hostile_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The sample pair with link, image and HTML syntax in the GPU name and in kernel names of both traces."""
     folder = tmp_path_factory.mktemp("hostile")
     out = []
-    for name, gpu, kernel in (("amd.json.gz", "AMD Instinct MI300X", "_topk_forward"), ("nvidia.json.gz", "NVIDIA H100 80GB HBM3", None)):
+    for name, gpu, kernel in (
+        ("amd.json.gz", "AMD Instinct MI300X", "_topk_forward"),
+        ("nvidia.json.gz", "NVIDIA H100 80GB HBM3", None),
+    ):
         body = gzip.decompress((SAMPLE / name).read_bytes())
         body = body.replace(orjson.dumps(gpu), orjson.dumps(f"{gpu} {HOSTILE}"))
         if kernel:
@@ -284,7 +300,9 @@ def test_an_op_finding_opens_what_each_call_launched(server: str, browser: objec
     expect(page.get_by_text("What each call launched on", exact=False).first).to_be_visible()
 
 
-def test_op_names_from_a_trace_never_become_markup_on_the_ops_page(server: str, browser: object, tmp_path: Path) -> None:
+def test_op_names_from_a_trace_never_become_markup_on_the_ops_page(
+    server: str, browser: object, tmp_path: Path
+) -> None:
     from builders import write_op_pair
 
     pair = write_op_pair(tmp_path, norm_op=f"custom::norm {HOSTILE}")
@@ -303,8 +321,10 @@ def test_a_batch_result_opens_from_the_batch_list(server: str, browser: object, 
     """The Batch page in a browser (its row links live in the data grid's canvas; test_app follows them)."""
     from fusion.batch import run as batch
 
-    jobs = [batch.Job(str(SAMPLE / "amd.json.gz"), str(SAMPLE / "nvidia.json.gz"), f"rank{rank}", rank=rank)
-            for rank in range(2)]
+    jobs = [
+        batch.Job(str(SAMPLE / "amd.json.gz"), str(SAMPLE / "nvidia.json.gz"), f"rank{rank}", rank=rank)
+        for rank in range(2)
+    ]
     batch.run_batch(jobs, batches / "nightly", workers=1)
     page = _new_page(browser)
     page.goto(f"{server}/Batch")

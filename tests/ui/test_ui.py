@@ -5,7 +5,6 @@ from __future__ import annotations
 import html
 import math
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,10 +15,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from kernels import layer, make_trace, steps  # noqa: E402
+
+from fusion.classify.trace import load  # noqa: E402
 from fusion.comparison.pair import compare  # noqa: E402
 from fusion.synthetic.pairs import PairSpec, write_pair  # noqa: E402
-from fusion.classify.trace import load  # noqa: E402
-from kernels import layer, make_trace, steps  # noqa: E402
 from ui import charts, tables, text  # noqa: E402
 from ui.state import View, parse  # noqa: E402
 
@@ -27,17 +27,42 @@ DIGEST = "a" * 64
 
 
 def test_a_view_round_trips_through_its_link() -> None:
-    view = View(t1=DIGEST, t2="b" * 64, l1="MI300X", mgs=20, type="GEMM", pair=3, w1=(4, 9), w2=(5, 7), tab="2", q="gemm",
-                phase="decode", op="aten::scaled_dot_product_attention")
+    view = View(
+        t1=DIGEST,
+        t2="b" * 64,
+        l1="MI300X",
+        mgs=20,
+        type="GEMM",
+        pair=3,
+        w1=(4, 9),
+        w2=(5, 7),
+        tab="2",
+        q="gemm",
+        phase="decode",
+        op="aten::scaled_dot_product_attention",
+    )
     assert parse(view.to_params()) == parse({**view.to_params()}) and parse(view.to_params()).view == view
     assert parse({}).view == View() and not parse({}).problems
 
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("t1", "zz"), ("t2", DIGEST[:-1]), ("pair", "-1"), ("pair", "x"), ("w1", "9-4"), ("mgs", "0"), ("type", "NoSuchType"),
-     ("tab", "3"), ("sample", "x" * 100_000), ("sample", "../etc"), ("q", "q" * 1000), ("phase", "<b>warmup</b>"),
-     ("op", "aten::mm\nevil"), ("op", "x" * 301)],
+    [
+        ("t1", "zz"),
+        ("t2", DIGEST[:-1]),
+        ("pair", "-1"),
+        ("pair", "x"),
+        ("w1", "9-4"),
+        ("mgs", "0"),
+        ("type", "NoSuchType"),
+        ("tab", "3"),
+        ("sample", "x" * 100_000),
+        ("sample", "../etc"),
+        ("q", "q" * 1000),
+        ("phase", "<b>warmup</b>"),
+        ("op", "aten::mm\nevil"),
+        ("op", "x" * 301),
+    ],
 )
 def test_a_damaged_value_is_dropped_and_named(key: str, value: str) -> None:
     link = parse({"sample": "s", key: value} if key != "sample" else {key: value})
@@ -57,8 +82,18 @@ def test_with_type_and_with_pair_reset_what_no_longer_applies() -> None:
     assert View(sample="s", phase="decode", op="aten::mm").with_sources(sample="x") == View(sample="x")
 
 
-HOSTILE = ["[l](https://evil.example)", "![x](http://evil.example/i.png)", "https://evil.example", "www.evil.example",
-           "a@evil.example", "<b>bold</b>", ":red[x] :material/home:", "**x** _y_ `z`", "<a href='x'>a</a>", "\x1b]8;;x\x07"]
+HOSTILE = [
+    "[l](https://evil.example)",
+    "![x](http://evil.example/i.png)",
+    "https://evil.example",
+    "www.evil.example",
+    "a@evil.example",
+    "<b>bold</b>",
+    ":red[x] :material/home:",
+    "**x** _y_ `z`",
+    "<a href='x'>a</a>",
+    "\x1b]8;;x\x07",
+]
 
 
 @pytest.mark.parametrize("hostile", HOSTILE)
@@ -78,7 +113,11 @@ def test_code_span_cannot_be_closed_from_inside() -> None:
 @pytest.mark.parametrize("hostile", HOSTILE)
 def test_plotly_escape_leaves_no_tags(hostile: str) -> None:
     escaped = text.plotly(hostile)
-    assert "<" not in escaped and ">" not in escaped and html.unescape(escaped).replace(" ", "") == hostile.replace("\x1b", "").replace("\x07", "").replace(" ", "")
+    assert (
+        "<" not in escaped
+        and ">" not in escaped
+        and html.unescape(escaped).replace(" ", "") == hostile.replace("\x1b", "").replace("\x07", "").replace(" ", "")
+    )
 
 
 def test_numbers_never_read_none() -> None:
@@ -132,16 +171,24 @@ def test_the_alignment_strip_has_one_cell_per_kernel_and_op() -> None:
     strip = charts.alignment_svg(rows)
     fills = re.findall(r'<rect [^>]*fill="([^"]+)"', strip)
     gemm, op = charts.type_color("GEMM"), charts.OP_COLORS
-    assert fills == [gemm, op["match"], gemm, gemm, op["only1"], op["only2"], gemm], "no cell where a side has no kernel"
+    assert fills == [gemm, op["match"], gemm, gemm, op["only1"], op["only2"], gemm], (
+        "no cell where a side has no kernel"
+    )
     assert re.findall(r'font-size="11">(\d+)</text>', strip) == ["0", "1", "2"]
 
 
 def test_svg_pictures_escape_trace_text() -> None:
     hostile = "<a href='https://evil.example'>x</a> & <b>b</b>"
     bars = charts.bars_svg([hostile], [1.0], ["#000"], [hostile], hostile)
-    ratios = charts.ratio_svg(pd.DataFrame({"count_ratio": [1.0], "only_in": [0]}, index=[hostile]), "count_ratio", hostile)
+    ratios = charts.ratio_svg(
+        pd.DataFrame({"count_ratio": [1.0], "only_in": [0]}, index=[hostile]), "count_ratio", hostile
+    )
     for picture in (bars, ratios):
-        assert "<a" not in picture and "<b>" not in picture and "&lt;a href=&#x27;https://evil.example&#x27;&gt;" in picture
+        assert (
+            "<a" not in picture
+            and "<b>" not in picture
+            and "&lt;a href=&#x27;https://evil.example&#x27;&gt;" in picture
+        )
 
 
 def test_bars_keep_their_order_and_scale_to_the_largest() -> None:
@@ -181,7 +228,9 @@ def test_counterparts_pair_each_name_with_the_aligned_one(eager) -> None:
     both = table[table["aligned"] == "same type"]
     assert len(both) and (both["type 1"] == both["type 2"]).all()
     assert table["times"].sum() == sum(len(eager.alignment(p)) for p in eager.pairs["pair_id"])
-    filtered = tables.name_filter(table, ["kernel name, trace 1", "kernel name, trace 2"], both["kernel name, trace 2"].iloc[0][:6])
+    filtered = tables.name_filter(
+        table, ["kernel name, trace 1", "kernel name, trace 2"], both["kernel name, trace 2"].iloc[0][:6]
+    )
     assert 0 < len(filtered) <= len(table)
 
 
@@ -192,19 +241,38 @@ def test_what_was_compared_names_windows_for_eager_pairs(eager) -> None:
 
 
 def test_what_was_compared_names_groups_realigned_as_a_stream(tmp_path: Path) -> None:
-    spec = PairSpec(scenario="full_graph", layers=5, steps=4, steps2=6, fusions=("add_rmsnorm",), non_fusion=False,
-                    seed=32, group_cuts=True)
+    spec = PairSpec(
+        scenario="full_graph",
+        layers=5,
+        steps=4,
+        steps2=6,
+        fusions=("add_rmsnorm",),
+        non_fusion=False,
+        seed=32,
+        group_cuts=True,
+    )
     files = write_pair(tmp_path, spec)
     comparison = compare(load(files.trace1), load(files.trace2))
     realigned = comparison.metadata["realigned_group_pairs"]
     assert realigned
-    assert any(f"the groups of {realigned} pairs cut at different places" in line for line in tables.compared(comparison))
+    assert any(
+        f"the groups of {realigned} pairs cut at different places" in line for line in tables.compared(comparison)
+    )
 
 
 def test_type_table_says_one_sided_instead_of_none() -> None:
     stats = pd.DataFrame(
-        {"trace1_count": [2, 0], "trace2_count": [1, 3], "trace1_time_us": [1.0, 0], "trace2_time_us": [2.0, 1],
-         "count_ratio": [2.0, np.nan], "time_ratio": [0.5, np.nan], "only_in": [0, 2]}, index=["GEMM", "Sort"])
+        {
+            "trace1_count": [2, 0],
+            "trace2_count": [1, 3],
+            "trace1_time_us": [1.0, 0],
+            "trace2_time_us": [2.0, 1],
+            "count_ratio": [2.0, np.nan],
+            "time_ratio": [0.5, np.nan],
+            "only_in": [0, 2],
+        },
+        index=["GEMM", "Sort"],
+    )
     table = tables.type_table(stats)
     assert table["count ratio"].tolist() == ["2.00×", "only in trace 2"]
     assert not table.isna().any().any()
@@ -245,8 +313,12 @@ def test_step_timeline_draws_each_traces_steps_coloured_by_phase(serving) -> Non
     assert [len(s) for s in spans] == [7, 4] and list(spans[1]["phase"]) == ["prefill", "decode", "decode", "decode"]
     fig = charts.step_timeline(("<b>MI300X</b>", "H100"), spans)
     bars = {(bar.y[0], bar.name): len(bar.x) for bar in fig.data}
-    assert bars == {("Trace 1: &lt;b&gt;MI300X&lt;/b&gt;", "prefill"): 4, ("Trace 1: &lt;b&gt;MI300X&lt;/b&gt;", "decode"): 3,
-                    ("Trace 2: H100", "prefill"): 1, ("Trace 2: H100", "decode"): 3}
+    assert bars == {
+        ("Trace 1: &lt;b&gt;MI300X&lt;/b&gt;", "prefill"): 4,
+        ("Trace 1: &lt;b&gt;MI300X&lt;/b&gt;", "decode"): 3,
+        ("Trace 2: H100", "prefill"): 1,
+        ("Trace 2: H100", "decode"): 3,
+    }
     assert {bar.marker.color for bar in fig.data if bar.name == "decode"} == {charts.PHASE_COLORS["decode"]}
     assert [bar.showlegend for bar in fig.data].count(True) == 2, "one legend entry per phase"
     assert min(min(bar.base) for bar in fig.data) == 0, "each row starts at its trace's first step"
@@ -278,14 +350,19 @@ def test_op_sequences_list_what_each_call_of_an_op_launched() -> None:
     from builders import EagerTrace, Launch, Op
 
     builder = EagerTrace("AMD")
-    builder.run(*[Op("aten::layer_norm", [Launch("fill", 1.0), Launch("ln_fwd", 4.0)]) for _ in range(3)],
-                Op("aten::layer_norm", [Launch("ln_fwd", 4.0)]), Op("aten::mm", [Launch("gemm", 9.0)]))
+    builder.run(
+        *[Op("aten::layer_norm", [Launch("fill", 1.0), Launch("ln_fwd", 4.0)]) for _ in range(3)],
+        Op("aten::layer_norm", [Launch("ln_fwd", 4.0)]),
+        Op("aten::mm", [Launch("gemm", 9.0)]),
+    )
     trace = load(builder.data())
     from fusion.comparison.ops import op_sequences
 
     shown = tables.sequence_rows(op_sequences(trace, "aten::layer_norm"))
     assert shown[["calls", "kernels per call", "kernels, in launch order"]].values.tolist() == [
-        [3, 2, "fill → ln_fwd"], [1, 1, "ln_fwd"]]
+        [3, 2, "fill → ln_fwd"],
+        [1, 1, "ln_fwd"],
+    ]
     assert shown["time (ms)"].tolist() == [0.015, 0.004] and shown["first call's kernels"][0] == "0–1"
     assert op_sequences(trace, "aten::bmm").empty
 
@@ -305,11 +382,19 @@ def test_batch_keys_round_trip_and_a_batch_pair_is_a_source() -> None:
     assert View(bp="/data/out").to_params() == {"bp": "/data/out"} and parse({"bp": "/data/out"}).view.bp == "/data/out"
 
 
-@pytest.mark.parametrize(("key", "value", "params"), [
-    ("batch", "..", {}), ("batch", "a/b", {}), ("batch", "/etc", {}), ("batch", "x" * 100, {}),
-    ("bs", "maybe", {"batch": "run1"}), ("bq", "q" * 1000, {"batch": "run1"}), ("bpair", "-1", {"batch": "run1"}),
-    ("bpair", "1", {}),  # a pair of no batch
-])
+@pytest.mark.parametrize(
+    ("key", "value", "params"),
+    [
+        ("batch", "..", {}),
+        ("batch", "a/b", {}),
+        ("batch", "/etc", {}),
+        ("batch", "x" * 100, {}),
+        ("bs", "maybe", {"batch": "run1"}),
+        ("bq", "q" * 1000, {"batch": "run1"}),
+        ("bpair", "-1", {"batch": "run1"}),
+        ("bpair", "1", {}),  # a pair of no batch
+    ],
+)
 def test_a_damaged_batch_key_is_dropped_and_named(key: str, value: str, params: dict[str, str]) -> None:
     link = parse({**params, key: value})
     assert link.problems == (key,) and link.view.bpair is None
@@ -333,7 +418,9 @@ def test_a_named_batch_stays_inside_the_batch_folder(tmp_path, monkeypatch) -> N
             batch.named_folder(name)
 
 
-def test_batch_pair_files_are_the_recorded_local_files_and_never_a_url(batch_with_a_failure, tmp_path, monkeypatch) -> None:
+def test_batch_pair_files_are_the_recorded_local_files_and_never_a_url(
+    batch_with_a_failure, tmp_path, monkeypatch
+) -> None:
     import shutil
 
     import orjson
@@ -359,7 +446,12 @@ def test_a_pair_opens_by_paths_locally_and_by_batch_pair_when_hosted(batch_with_
     record = read_batch(batch_with_a_failure).record
     view = View(batch="run1", bq="rank")
     local = batch.pair_view(view, record, record.pairs[0])
-    assert (local.p1, local.p2, local.bpair, local.mgs) == (record.pairs[0].trace1, record.pairs[0].trace2, None, record.min_group_size)
+    assert (local.p1, local.p2, local.bpair, local.mgs) == (
+        record.pairs[0].trace1,
+        record.pairs[0].trace2,
+        None,
+        record.min_group_size,
+    )
     monkeypatch.setenv("FUSION_HOSTED", "1")
     hosted = batch.pair_view(view, record, record.pairs[0])
     assert (hosted.p1, hosted.batch, hosted.bpair) == (None, "run1", 0)
@@ -374,7 +466,10 @@ def test_pair_table_has_one_row_per_pair_with_totals_and_headline(batch_with_a_f
         expected = summary[(summary["label"] == "rank0") & (summary["side"] == side)]["count"].sum()
         assert table.loc["rank0", f"kernels {side}"] == expected
     assert table.loc["rank0", "findings"] == (result.findings["label"] == "rank0").sum() > 0
-    assert table.loc["rank0", "headline"].startswith("Trace 1 runs Sort as 4 kernels") and table.loc["rank3", "headline"] == "no difference found"
+    assert (
+        table.loc["rank0", "headline"].startswith("Trace 1 runs Sort as 4 kernels")
+        and table.loc["rank3", "headline"] == "no difference found"
+    )
     assert table.loc["broken", "status"] == "failed" and "broken" in table.loc["broken", "message"]
     assert list(batch.filtered(batch.pair_table(result), "RANK2", None)["label"]) == ["rank2"]
     assert list(batch.filtered(batch.pair_table(result), "", "failed")["label"]) == ["broken"]
@@ -395,7 +490,10 @@ def test_a_load_that_waits_for_the_scan_compile_says_so(monkeypatch) -> None:
 
     monkeypatch.setattr(data, "scan_compile_pending", lambda size: size >= 10)
     assert data.reading_text("Reading a.json", 5, 20) == "Reading a.json: 0 / 0 MB" + data.COMPILE_HINT
-    assert data.reading_text("Reading a.json", 20, 20) == "Reading a.json: parsing and classifying kernels" + data.COMPILE_HINT
+    assert (
+        data.reading_text("Reading a.json", 20, 20)
+        == "Reading a.json: parsing and classifying kernels" + data.COMPILE_HINT
+    )
     assert data.reading_text("Reading b.json", 2_000_000, 5) == "Reading b.json: parsing and classifying kernels"
     monkeypatch.setattr(data, "scan_compile_pending", lambda size: False)
     assert data.reading_text("Reading a.json", 1_500_000, 3_000_000) == "Reading a.json: 2 / 3 MB"
