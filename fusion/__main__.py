@@ -244,8 +244,9 @@ def _compare(args: argparse.Namespace) -> int:
 def _prepare_analysis() -> None:
     """Import the analysis and load the alignment's compiled code on the core that the first finished loader
     frees (not before: the loaders need both cores)."""
+    import fusion.comparison.pair  # noqa: F401  (imported for later, while the other trace loads)
+    import fusion.report.render  # noqa: F401
     from fusion.match.align import prepare
-    from fusion.report import render as report  # noqa: F401  (imported for later, while the other trace loads)
 
     prepare()
 

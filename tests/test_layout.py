@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -116,3 +117,21 @@ def test_the_import_contracts_hold() -> None:
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "4 kept, 0 broken" in done.stdout
+
+
+README_MAX_BYTES = 12 * 1024
+_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def test_the_readme_is_short_and_links_every_docs_page() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.encode()) <= README_MAX_BYTES
+    linked = {target for target in _LINK.findall(readme)}
+    assert {f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")} <= linked
+
+
+def test_every_relative_link_in_the_readme_and_docs_resolves() -> None:
+    for page in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]:
+        for target in _LINK.findall(page.read_text(encoding="utf-8")):
+            if "://" not in target:
+                assert (page.parent / target).exists(), f"{page.name}: {target}"

@@ -22,8 +22,12 @@ _LINE = re.compile(r"^(?P<file>[^:]+):\d+(?::\d+)?: (?P<rest>error: .*)$")
 
 
 def current_errors() -> Counter[str]:
-    done = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "--no-error-summary"], cwd=ROOT,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental", "--no-error-summary"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     if done.returncode not in (0, 1):
         sys.exit(f"mypy failed to run: {done.stderr.strip() or done.stdout.strip()}")
     return Counter(f"{m['file']}: {m['rest']}" for line in done.stdout.splitlines() if (m := _LINE.match(line)))

@@ -1,0 +1,318 @@
+"""Command line: `python -m fusion summary|classify|compare|batch ...`.
+
+Bad input (or a bad FUSION_* setting or rules file) prints one line naming the file and the problem
+and exits with status 2. Everything written to the terminal passes through terminal_text, so text
+from traces never carries escape sequences to it. The caches are used unless --no-cache; their
+problems are warnings on stderr, never a reason to stop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import sys
+import unicodedata
+from collections.abc import Sequence
+from pathlib import Path
+
+import orjson
+
+from fusion import __version__, settings
+from fusion.errors import ConfigError, TraceError
+from fusion.vocabulary import PHASES
+
+EXIT_BAD_INPUT = 2
+PHASE_CHOICES = (PHASES[-1], *PHASES[:-1])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    handler = _log_to_stderr()
+    try:
+        return args.run(args)
+    except (TraceError, ConfigError) as exc:
+        _err(f"error: {exc}")
+        return EXIT_BAD_INPUT
+    except MemoryError:
+        _err("error: out of memory; the traces are too large for this machine")
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        return 0
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        _err(f"error: {where}{exc.strerror or exc}")
+        return EXIT_BAD_INPUT
+    except Exception as exc:
+        if settings.debug():
+            raise
+        _err(f"internal error: {type(exc).__name__}: {exc} (set FUSION_DEBUG=1 for a traceback)")
+        return 1
+    finally:
+        logging.getLogger("fusion").removeHandler(handler)
+
+
+def terminal_text(text: str) -> str:
+    """`text` with every control and format character (ANSI/OSC escapes, bidi overrides, C1 codes) made
+    visible as a JSON-style \\uXXXX escape, so trace text cannot drive the terminal. Newlines and tabs stay.
+
+    The escape is valid inside a JSON string and keeps its value there, so JSON output stays correct."""
+    return _UNSAFE.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    if unicodedata.category(char) not in _UNSAFE_CATEGORIES:
+        return char
+    code = ord(char)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    high, low = divmod(code - 0x10000, 0x400)
+    return f"\\u{0xD800 + high:04x}\\u{0xDC00 + low:04x}"
+
+
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+_UNSAFE = re.compile(r"[^\x20-\x7e\n\t]")
+"""Candidates: everything but printable ASCII, newline and tab; _escaped keeps the printable ones."""
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(terminal_text(text if text.endswith("\n") else text + "\n"))
+
+
+def _err(line: str) -> None:
+    sys.stderr.write(terminal_text(line) + "\n")
+
+
+class _StderrLog(logging.Handler):
+    """The library's log records as stderr lines: warnings (a damaged cache entry, an unwritable cache) as
+    'warning:'; notices (the first-run compile of the loader's scan) as 'note:', on a terminal only, so a
+    script's stderr depends on its input, not on what this machine has compiled before."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.WARNING:
+            _err(f"warning: {record.getMessage()}")
+        elif sys.stderr.isatty():
+            _err(f"note: {record.getMessage()}")
+
+
+def _log_to_stderr() -> logging.Handler:
+    handler = _StderrLog(logging.INFO)
+    logger = logging.getLogger("fusion")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    return handler
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fusion", description="Compare kernel fusion across GPU traces.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    summary = commands.add_parser("summary", help="platform, GPU and per-type kernel counts of one trace")
+    summary.add_argument("trace", help="a .json or .json.gz PyTorch-profiler trace")
+    summary.add_argument("--format", choices=("text", "json"), default="text")
+    summary.set_defaults(run=_summary)
+
+    classify = commands.add_parser("classify", help="the operation type of a kernel name, and the rule")
+    classify.add_argument("name", help="a kernel name, quoted")
+    classify.add_argument("--platform", choices=("AMD", "NVIDIA", "unknown"), default="unknown")
+    classify.set_defaults(run=_classify)
+
+    compare = commands.add_parser("compare", help="fusion differences between two traces")
+    compare.add_argument("trace1")
+    compare.add_argument("trace2")
+    compare.add_argument("--min-group-size", type=_positive_int, default=50, metavar="N")
+    compare.add_argument("--format", choices=("text", "json", "csv"), default="text")
+    compare.add_argument(
+        "--phase",
+        choices=PHASE_CHOICES,
+        default="all",
+        help="compare only the kernels of one phase (see `summary` for a trace's phases)",
+    )
+    compare.add_argument("-o", "--output", metavar="FILE", help="write here (csv: FILE_<table>.csv)")
+    compare.add_argument(
+        "--threshold",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="change a detection threshold (repeatable; names and defaults: the JSON output's params)",
+    )
+    compare.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="parse and compare even if these files were compared before (see FUSION_CACHE_DIR)",
+    )
+    compare.add_argument(
+        "--keep-unlaunched",
+        action="store_true",
+        help="also compare kernels without a launch event in the trace (by default left out, with a warning)",
+    )
+    compare.set_defaults(run=_compare)
+
+    batch = commands.add_parser("batch", help="compare many pairs: a manifest CSV, or two directories of rank traces")
+    batch.add_argument("dirs", nargs="*", metavar="DIR", help="two directories whose traces pair by rank or by name")
+    batch.add_argument("--manifest", metavar="CSV", help="rows trace1,trace2,label (paths or s3:// gs:// URLs)")
+    batch.add_argument("-o", "--output", required=True, metavar="DIR", help="where the per-pair results and summary go")
+    batch.add_argument("--pair-by", choices=("rank", "name"), default="rank")
+    batch.add_argument("--engine", choices=("local", "ray"), default="local")
+    batch.add_argument("--address", metavar="ray://HOST:PORT", help="a Ray cluster (default: start a local one)")
+    batch.add_argument("--workers", type=_positive_int, metavar="N", help="local processes (default: one per core)")
+    batch.add_argument("--min-group-size", type=_positive_int, default=50, metavar="N")
+    batch.set_defaults(run=_batch)
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _summary(args: argparse.Namespace) -> int:
+    from fusion.classify.trace import load
+    from fusion.report.summary import summarize, summary_text
+
+    trace = load(args.trace)
+    summary = summarize(trace)
+    if args.format == "json":
+        _warn(trace.warnings)
+        _out(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
+    else:
+        _out(summary_text(trace, summary))
+    return 0
+
+
+def _classify(args: argparse.Namespace) -> int:
+    from fusion.classify.names import classify
+
+    result = classify(args.name, args.platform)
+    _out(f"{result.kernel_type}\trule: {result.rule}")
+    if result.components:
+        _out(f"fused aten ops: {', '.join(result.components)}")
+    if result.fused_components:
+        _out(f"fused components: {', '.join(result.fused_components)}")
+    if result.helper:
+        _out(f"helper of {result.kernel_type}: {result.helper}")
+    if result.implementation:
+        _out(f"implementation: {result.implementation}")
+    if result.single_op:
+        _out("single op: the name says it computes one elementwise operation (never credited with a fusion)")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    params = {"min_group_size": args.min_group_size, "keep_unlaunched": args.keep_unlaunched, "phase": args.phase}
+    if args.threshold:  # the detect package imports pandas, which a cold re-open without thresholds avoids
+        from fusion.detect.thresholds import threshold_overrides
+
+        params.update(threshold_overrides(args.threshold))
+    if not args.no_cache and args.format == "json" and _reopen(args, params):
+        return 0
+    from fusion.cache.loading import load_pair
+    from fusion.cache.tables import TableCache
+
+    table_cache = None if args.no_cache else TableCache()
+    trace1, trace2 = load_pair(args.trace1, args.trace2, cache=table_cache, meanwhile=_prepare_analysis, isolated=False)
+    from fusion.cache.results import ResultCache, cached_compare
+    from fusion.comparison.pair import compare
+    from fusion.model.phases import require_phase
+    from fusion.report import render as report  # after loading: the loaders start before the analysis is imported
+
+    for trace in (trace1, trace2):
+        if trace.kernel_count == 0:
+            raise TraceError(trace.source, "no kernel events to compare (cat 'kernel'); not a GPU profile?")
+    require_phase((trace1, trace2), args.phase)
+    if args.no_cache:
+        comparison = compare(trace1, trace2, **params)
+    else:
+        comparison = cached_compare(trace1, trace2, cache=ResultCache(), **params)
+    if args.format == "csv":
+        _write_csv(report.to_csv(comparison), args.output)
+    else:
+        text = report.to_json(comparison) if args.format == "json" else report.to_text(comparison)
+        _write(text, args.output)
+    if args.format != "text":
+        _warn(comparison.warnings)
+    return 0
+
+
+def _prepare_analysis() -> None:
+    """Import the analysis and load the alignment's compiled code on the core that the first finished loader
+    frees (not before: the loaders need both cores)."""
+    from fusion.match.align import prepare
+    from fusion.report import render as report  # noqa: F401  (imported for later, while the other trace loads)
+
+    prepare()
+
+
+def _reopen(args: argparse.Namespace, params: dict) -> bool:
+    """Print the cached JSON report of an analysed pair, if there is one (fusion.cache.reopen); False if not."""
+    from fusion.cache.reopen import cached_json
+
+    found = cached_json(args.trace1, args.trace2, params)
+    if found is None:
+        return False
+    text, warnings = found
+    _write(text, args.output)
+    _warn(warnings)
+    return True
+
+
+def _batch(args: argparse.Namespace) -> int:
+    from fusion.batch import run as batch
+
+    if bool(args.manifest) == bool(args.dirs) or (args.dirs and len(args.dirs) != 2):
+        print("error: give either --manifest CSV or two directories", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.manifest:
+        jobs = batch.jobs_from_manifest(args.manifest)
+    else:
+        jobs = batch.jobs_from_directories(*args.dirs, pair_by=args.pair_by)
+        _warn([f"{path}: no trace to pair it with; left out" for path in batch.unpaired(*args.dirs, jobs)])
+    params = batch.BatchParams(min_group_size=args.min_group_size)
+    summary = batch.run_batch(
+        jobs,
+        args.output,
+        engine=args.engine,
+        params=params,
+        workers=args.workers,
+        address=args.address,
+        progress=batch.print_progress,
+    )
+    failed = summary.loc[summary["status"] == "error", ["label", "message"]].drop_duplicates()
+    for label, message in failed.itertuples(index=False):
+        print(f"error: {label}: {message}", file=sys.stderr)
+    print(f"{len(jobs)} pairs, {len(failed)} failed; summary in {Path(args.output) / batch.SUMMARY_FILE}")
+    return EXIT_BAD_INPUT if len(failed) else 0
+
+
+def _write(text: str, output: str | None) -> None:
+    """To the file as it is, or to the terminal through terminal_text."""
+    if output:
+        Path(output).write_text(text if text.endswith("\n") else text + "\n")
+    else:
+        _out(text)
+
+
+def _write_csv(tables: dict[str, str], output: str | None) -> None:
+    if output is None:
+        for stem, text in tables.items():
+            _out(f"# {stem}\n{text}\n")
+        return
+    prefix = output.removesuffix(".csv")
+    for stem, text in tables.items():
+        Path(f"{prefix}_{stem}.csv").write_text(text)
+
+
+def _warn(warnings: Sequence[str]) -> None:
+    for warning in warnings:
+        _err(f"warning: {warning}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

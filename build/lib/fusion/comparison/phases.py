@@ -1,0 +1,171 @@
+"""The per-phase section of a comparison: steps, kernels and time per side, type counts per step, each
+phase's own findings, and notes on what makes the phases hard to compare (missing phases, different
+step counts, mixed batches, assumed phases)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, replace
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+
+from fusion.comparison.result import Comparison
+from fusion.model.phases import ALL, MIXED, PHASES, phase_notes, phase_table, phase_view, step_count, view_rows
+from fusion.model.trace import Trace
+from fusion.result import (
+    COUNT,
+    KERNEL_TYPE,
+    NO_PAIR,
+    Comparability,
+    EvidenceRef,
+    FusionMapping,
+    Opportunity,
+    plain,
+    side_column,
+)
+
+
+class PhaseFindings(Protocol):
+    """What a phase's own comparison gives: its findings."""
+
+    mappings: list[FusionMapping]
+    opportunities: list[Opportunity]
+    comparability: Comparability
+
+
+Compare = Callable[..., PhaseFindings]
+"""The findings of one phase's comparison: called as compare(trace1, trace2, **comparison.params)."""
+PER_STEP = "per_step"
+"""A side's count of a type divided by its steps in the phase (side_column(PER_STEP, side))."""
+
+
+def phase_summary(comparison: Comparison, phase: str = ALL, compare: Compare | None = None) -> dict[str, Any]:
+    """The `phases` section. With `compare`, a comparison of all phases also runs one comparison per phase
+    present (when there is more than one) for that phase's findings."""
+    traces = (comparison.trace1, comparison.trace2)
+    tables = [phase_table(t.kernels) for t in traces]
+    present = [p for p in PHASES if any(p in table.index for table in tables)]
+    split = compare if phase == ALL and len(present) > 1 else None
+    return plain(
+        {
+            "selected": phase,
+            "notes": pair_notes(traces, tables),
+            "per_phase": {p: _section(p, traces, tables, comparison.params, split) for p in present},
+        }
+    )
+
+
+def _section(
+    phase: str, traces: tuple[Trace, Trace], tables: list[pd.DataFrame], params: dict[str, Any], compare: Compare | None
+) -> dict[str, Any]:
+    steps = [int(t.loc[phase, "steps"]) if phase in t.index else 0 for t in tables]
+    section: dict[str, Any] = {f"trace{s}": _side(table, phase) for s, table in enumerate(tables, start=1)}
+    section["type_stats"] = _type_stats(traces, phase, steps)
+    if compare is not None and phase != ALL and all(phase in t.index for t in tables):
+        views = (phase_view(traces[0], phase, tables[0]), phase_view(traces[1], phase, tables[1]))
+        result = compare(*views, **params)
+        origins = [view_rows(t.kernels, phase) for t in traces]
+        section["fusion_mappings"] = [asdict(_in_trace_rows(m, origins)) for m in result.mappings]
+        section["fusion_opportunities"] = [asdict(o) for o in result.opportunities]
+        section["comparability"] = {"level": result.comparability.level, "warnings": result.comparability.warnings}
+    return section
+
+
+def _in_trace_rows(mapping: FusionMapping, origins: list[np.ndarray]) -> FusionMapping:
+    """A phase comparison's finding with its evidence cited in rows of the whole traces: windows mapped from
+    the phase's view, pair_id NO_PAIR (the phase's own pairs are not kept)."""
+    refs = [
+        EvidenceRef(
+            NO_PAIR,
+            ref.correlation1,
+            ref.correlation2,
+            _window(ref.window1, origins[0]),
+            _window(ref.window2, origins[1]),
+        )
+        for ref in mapping.evidence_refs
+    ]
+    return replace(mapping, evidence_refs=refs)
+
+
+def _window(window: tuple[int, int], origin: np.ndarray) -> tuple[int, int]:
+    start, stop = window
+    return (int(origin[start]), int(origin[stop - 1]) + 1) if stop > start >= 0 else window
+
+
+def _side(table: pd.DataFrame, phase: str) -> dict[str, Any]:
+    if phase not in table.index:
+        return {"steps": 0, "kernels": 0, "time_us": 0.0, "time_us_per_step": None, "sources": {}}
+    row = table.loc[phase]
+    steps = int(row["steps"])
+    return {
+        "steps": steps,
+        "kernels": int(row["kernels"]),
+        "time_us": round(float(row["time_us"]), 3),
+        "time_us_per_step": round(float(row["time_us"]) / steps, 3) if steps else None,
+        "sources": row["sources"],
+    }
+
+
+def _type_stats(traces: tuple[Trace, Trace], phase: str, steps: list[int]) -> list[dict[str, Any]]:
+    """Per kernel type: count on each side and per step (None without steps), and the per-step ratio."""
+    counts = (
+        pd.DataFrame(
+            {side_column(COUNT, s): _type_counts(trace.kernels, phase) for s, trace in enumerate(traces, start=1)}
+        )
+        .fillna(0)
+        .astype(int)
+    )
+    rows = []
+    for kernel_type, row in counts.iterrows():
+        per_step = [row[side_column(COUNT, s)] / n if n else None for s, n in enumerate(steps, start=1)]
+        ratio = per_step[0] / per_step[1] if None not in per_step and per_step[1] else None
+        rows.append(
+            {
+                KERNEL_TYPE: str(kernel_type),
+                **{side_column(COUNT, s): int(row[side_column(COUNT, s)]) for s in (1, 2)},
+                **{side_column(PER_STEP, s): per_step[s - 1] for s in (1, 2)},
+                "per_step_ratio": ratio,
+            }
+        )
+    return rows
+
+
+def _type_counts(kernels: pd.DataFrame, phase: str) -> pd.Series:
+    """Kernels per type (observed types, in category order) of one phase, counted on the category codes."""
+    types = kernels["type"].cat
+    codes = types.codes.to_numpy()
+    codes = codes[(kernels["phase"] == phase).to_numpy() & (codes >= 0)]
+    counts = np.bincount(codes, minlength=len(types.categories))
+    present = counts > 0
+    index = pd.CategoricalIndex(types.categories[present], categories=types.categories, name="type")
+    return pd.Series(counts[present], index=index)
+
+
+def pair_notes(traces: tuple[Trace, Trace], tables: list[pd.DataFrame]) -> list[str]:
+    """Each trace's own phase notes, then phases found on one side only and step counts that differ."""
+    notes = [
+        f"trace {s}: {note}"
+        for s, (trace, table) in enumerate(zip(traces, tables), start=1)
+        for note in phase_notes(trace.kernels, table)
+    ]
+    for phase in PHASES:
+        if phase in (ALL, MIXED):
+            continue
+        have = [phase in table.index for table in tables]
+        if have == [True, False] or have == [False, True]:
+            side = have.index(True) + 1
+            row = tables[side - 1].loc[phase]
+            notes.append(
+                f"{phase} only in trace {side} ({step_count(int(row['steps']), phase)}, "
+                f"{int(row['kernels']):,} kernels): nothing to compare it with"
+            )
+        elif all(have):
+            steps = [int(table.loc[phase, "steps"]) for table in tables]
+            if steps[0] != steps[1]:
+                notes.append(
+                    f"trace 1 has {step_count(steps[0], phase)}, trace 2 has {steps[1]}: "
+                    "compare its counts per step (phases.per_phase.*.type_stats)"
+                )
+    return notes

@@ -1,0 +1,154 @@
+"""Do both traces look like the same workload? Totals, GEMM and attention operations, steps."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fusion.detect.evidence import Side
+from fusion.detect.opportunities import unknown_could_hide
+from fusion.detect.thresholds import Thresholds
+from fusion.match.align import UNKNOWN_TYPE
+from fusion.match.pair_checks import pair_warnings
+from fusion.model.phases import recorded_steps
+from fusion.result import Comparability
+
+CHECKED_OPERATIONS = (("GEMM", ("GEMM", "MoE_GEMM")), ("attention", ("Attention",)))
+"""Operations whose counts tell a workload apart: label and the types counted."""
+ONE_SIDED_OPERATIONS = (
+    ("MoE expert GEMM", "MoE_GEMM", "experts run as plain GEMMs"),
+    ("convolution", "Convolution", "convolutions run as GEMMs"),
+)
+"""Operations that no fusion removes: (label, type, the same-workload reading) for a warning when only one
+trace runs them. Counted within CHECKED_OPERATIONS' GEMM too, where an MoE model's experts hide among its GEMMs."""
+
+
+def comparability(
+    sides: tuple[Side, Side],
+    types: list[str],
+    groups: tuple[int, int],
+    matched: int,
+    attention_per_pair: tuple[float, float] | None,
+    limits: Thresholds,
+) -> Comparability:
+    """Operations are counted without helper kernels (a split-K reduce is part of its GEMM).
+
+    When both traces record steps and their numbers differ, counts are compared per step: four
+    prefill steps against one are the same workload captured longer, not a different one."""
+    warnings: list[str] = []
+    steps = tuple(recorded_steps(side.trace.kernels) for side in sides)
+    per_step = all(steps) and steps[0] != steps[1]
+    divisors = steps if per_step else (1, 1)
+    if per_step:
+        warnings.append(
+            f"step counts differ ({steps[0]} vs {steps[1]}): kernel counts are compared per step,"
+            " and fusion opportunities only within matched groups, not over the whole traces"
+        )
+    checks: dict[str, object] = {"steps1": steps[0], "steps2": steps[1], "per_step": per_step}
+    totals = (len(sides[0].codes), len(sides[1].codes))
+    checks["kernel_ratio"] = _safe_ratio(*_scaled(totals, divisors))
+    band = limits.kernel_count_band
+    if checks["kernel_ratio"] is not None and not 1 / band <= checks["kernel_ratio"] <= band:
+        warnings.append(f"total kernel counts differ {checks['kernel_ratio']:.2f}x ({_counts(totals, divisors)})")
+    per_type = [_operations_per_type(side, len(types)) for side in sides]
+    unknown = tuple(_operations(c, types, (UNKNOWN_TYPE,)) for c in per_type)
+    severe = False
+    for label, members in CHECKED_OPERATIONS:
+        counts = tuple(_operations(c, types, members) for c in per_type)
+        checks[f"{label}_ratio"] = _safe_ratio(*_scaled(counts, divisors))
+        problem, is_severe = _operation_check(label, counts, unknown, divisors, limits)
+        warnings += [problem] if problem else []
+        severe = severe or is_severe
+    warnings += _one_sided_warnings(per_type, types, unknown)
+    warnings += _group_warnings(groups, matched, attention_per_pair)
+    severe = severe or (min(groups) > 0 and matched == 0)
+    warnings += pair_warnings(sides[0].trace, sides[1].trace)
+    checks.update(groups1=groups[0], groups2=groups[1], matched_groups=matched)
+    level = "mismatch" if severe else ("warn" if warnings else "ok")
+    return Comparability(ok=not severe, level=level, warnings=warnings, checks=checks)
+
+
+def _scaled(counts: tuple[int, int], divisors: tuple[int, int]) -> tuple[float, float]:
+    return counts[0] / divisors[0], counts[1] / divisors[1]
+
+
+def _counts(counts: tuple[int, int], divisors: tuple[int, int]) -> str:
+    """'100 vs 25', or per step when the step counts differ: '25 vs 25 per step; 100 vs 25 in 4 vs 1 steps'."""
+    if divisors == (1, 1):
+        return f"{counts[0]} vs {counts[1]}"
+    scaled = _scaled(counts, divisors)
+    return (
+        f"{scaled[0]:.4g} vs {scaled[1]:.4g} per step; {counts[0]} vs {counts[1]} in"
+        f" {divisors[0]} vs {divisors[1]} steps"
+    )
+
+
+def _operations_per_type(side: Side, n_types: int) -> np.ndarray:
+    """Per type code: kernels that are not helpers, i.e. operations."""
+    codes = side.codes[~side.helper]
+    return np.bincount(codes[codes >= 0], minlength=n_types)
+
+
+def _operations(per_type: np.ndarray, types: list[str], members: tuple[str, ...]) -> int:
+    """The number of operations of these types."""
+    return int(sum(per_type[types.index(t)] for t in members if t in types))
+
+
+def _operation_check(
+    label: str, counts: tuple[int, int], unknown: tuple[int, int], divisors: tuple[int, int], limits: Thresholds
+) -> tuple[str, bool]:
+    """(warning or '', severe?) for one operation's counts on both sides, per step when `divisors` are steps."""
+    if counts == (0, 0):
+        return "", False
+    ratio = _safe_ratio(*_scaled(counts, divisors))
+    severe_band, warn_band = limits.op_count_mismatch_band, limits.op_count_warn_band
+    if ratio is not None and 1 / warn_band <= ratio <= warn_band:
+        return "", False
+    shown = _counts(counts, divisors)
+    if divisors == (1, 1) and unknown_could_hide(*counts, unknown):
+        return (
+            f"{label} kernel counts differ ({shown}), but the side with fewer has as many"
+            f" more unclassified kernels ({unknown[0]} vs {unknown[1]}): some may be {label} kernels no rule"
+            " knows"
+        ), False
+    if ratio is None or not 1 / severe_band <= ratio <= severe_band:
+        return f"{label} kernel counts differ too much ({shown}): probably not the same workload", True
+    return f"{label} kernel counts differ {ratio:.2f}x ({shown}): different step counts or shapes?", False
+
+
+def _one_sided_warnings(per_type: list[np.ndarray], types: list[str], unknown: tuple[int, int]) -> list[str]:
+    """A warning per ONE_SIDED_OPERATIONS type that one trace runs and the other does not, unless the other's
+    extra unclassified kernels could be them."""
+    out = []
+    for label, kernel_type, reading in ONE_SIDED_OPERATIONS:
+        counts = tuple(_operations(c, types, (kernel_type,)) for c in per_type)
+        if min(counts) == 0 < max(counts) and not unknown_could_hide(*counts, unknown):
+            out.append(
+                f"{label} kernels run on one trace only ({counts[0]} vs {counts[1]}): different models,"
+                f" or {reading} on one side?"
+            )
+    return out
+
+
+def _group_warnings(groups: tuple[int, int], matched: int, attention_per_pair: tuple[float, float] | None) -> list[str]:
+    g1, g2 = groups
+    out = []
+    if (g1 == 0) != (g2 == 0):
+        out.append(
+            f"only one trace has significant groups ({g1} vs {g2}): graph launches on one side, eager on the other"
+        )
+    elif g1 and g2 and matched == 0:
+        out.append(f"no group of {g1} and {g2} significant groups matched: compositions differ too much")
+    elif g1 != g2:
+        out.append(
+            f"significant group (step) counts differ: {g1} vs {g2}; counts are compared over the {matched} matched pairs"
+        )
+    if attention_per_pair and attention_per_pair[0] != attention_per_pair[1]:
+        out.append(
+            f"attention kernels per matched group differ ({attention_per_pair[0]:g} vs {attention_per_pair[1]:g}):"
+            " different layer counts?"
+        )
+    return out
+
+
+def _safe_ratio(a: float, b: float) -> float | None:
+    return a / b if a > 0 and b > 0 else None

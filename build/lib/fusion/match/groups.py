@@ -1,0 +1,154 @@
+"""Correlation groups: the kernels of one graph launch share one correlation id.
+
+Everything is computed on columns (np.unique / bincount / reduceat), never per kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+from fusion.loader.columns import MISSING_ID
+
+
+@dataclass
+class Groups:
+    """The significant groups (>= min_group_size kernels) of one trace, in execution order.
+
+    Group g's kernels are `kernel_rows[offsets[g]:offsets[g + 1]]` (global rows of trace.kernels, in
+    time order); `residual_rows` are all other kernels (eager launches, small graphs) in time order.
+    """
+
+    table: pd.DataFrame
+    type_counts: np.ndarray
+    type_time_us: np.ndarray
+    kernel_rows: np.ndarray
+    offsets: np.ndarray
+    residual_rows: np.ndarray
+    total_groups: int
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def rows(self, group: int) -> np.ndarray:
+        return self.kernel_rows[self.offsets[group] : self.offsets[group + 1]]
+
+    @cached_property
+    def correlations(self) -> np.ndarray:
+        return self.table["correlation"].to_numpy()
+
+    def select(self, keep: np.ndarray) -> Groups:
+        """The groups where `keep` (bool per group) holds; the kernels of the others join residual_rows."""
+        sizes = np.diff(self.offsets)
+        member = np.repeat(keep, sizes)
+        offsets = np.zeros(int(keep.sum()) + 1, dtype=np.int64)
+        np.cumsum(sizes[keep], out=offsets[1:])
+        table = self.table[keep].reset_index(drop=True).assign(order=np.arange(int(keep.sum())))
+        residual = np.sort(np.concatenate([self.residual_rows, self.kernel_rows[~member]]))
+        return Groups(
+            table,
+            self.type_counts[keep],
+            self.type_time_us[keep],
+            self.kernel_rows[member],
+            offsets,
+            residual,
+            self.total_groups,
+        )
+
+
+def type_codes(kernels: pd.DataFrame, types: list[str]) -> np.ndarray:
+    """Kernel types as small ints indexing `types` (a superset of the trace's type categories)."""
+    column = kernels["type"]
+    if list(column.cat.categories) != types:
+        column = column.cat.set_categories(types)
+    return column.cat.codes.to_numpy().astype(np.int16)
+
+
+def correlation_groups(kernels: pd.DataFrame, codes: np.ndarray, n_types: int, min_group_size: int = 50) -> Groups:
+    """Group kernels by correlation id; keep groups of at least `min_group_size` kernels as significant."""
+    corr = kernels["correlation"].to_numpy()
+    valid = np.flatnonzero(corr != MISSING_ID)
+    ids, first, runs, run_ids = _runs(corr[valid])
+    sizes = np.bincount(run_ids, weights=np.diff(np.r_[runs, len(valid)]), minlength=len(ids)).astype(np.int64)
+    order = np.argsort(first, kind="stable")
+    keep = sizes[order] >= min_group_size
+    rank = np.empty(len(ids), dtype=np.int64)
+    rank[order] = np.where(keep, np.cumsum(keep) - 1, -1)
+    kernel_rows, group_of = _rows_by_group(valid, runs, rank[run_ids])
+    n_groups = int(keep.sum())
+    offsets = np.zeros(n_groups + 1, dtype=np.int64)
+    np.cumsum(np.bincount(group_of, minlength=n_groups), out=offsets[1:])
+    in_group = np.zeros(len(kernels), dtype=bool)
+    in_group[kernel_rows] = True
+    dur = kernels["dur"].to_numpy()[kernel_rows]
+    flat = group_of * n_types + codes[kernel_rows]
+    counts = np.bincount(flat, minlength=n_groups * n_types).reshape(n_groups, n_types)
+    times = np.bincount(flat, weights=dur, minlength=n_groups * n_types).reshape(n_groups, n_types)
+    return Groups(
+        table=_summary(kernels, ids[order][keep], kernel_rows, offsets, dur),
+        type_counts=counts,
+        type_time_us=times,
+        kernel_rows=kernel_rows,
+        offsets=offsets,
+        residual_rows=np.flatnonzero(~in_group),
+        total_groups=len(ids),
+    )
+
+
+def _runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(distinct values sorted, index of each one's first occurrence, start of each run of equal values, the
+    distinct value of each run): np.unique over the runs, which are few when groups are contiguous."""
+    runs = np.flatnonzero(np.r_[True, values[1:] != values[:-1]]) if len(values) else np.zeros(0, dtype=np.int64)
+    ids, first_run, run_ids = np.unique(values[runs], return_index=True, return_inverse=True)
+    return ids, runs[first_run], runs, run_ids.ravel()
+
+
+def _rows_by_group(rows: np.ndarray, runs: np.ndarray, run_group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of the runs with a group (>= 0), ordered by group then row, and the group of each."""
+    lengths = np.diff(np.r_[runs, len(rows)])
+    kept = np.flatnonzero(run_group >= 0)
+    kept = kept[np.argsort(run_group[kept], kind="stable")]
+    lengths = lengths[kept]
+    ends = np.cumsum(lengths)
+    position = np.arange(int(ends[-1]) if len(ends) else 0) + np.repeat(runs[kept] - (ends - lengths), lengths)
+    return rows[position], np.repeat(run_group[kept], lengths)
+
+
+def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """np.unique(rows, axis=0, return_inverse=True, return_counts=True) for a 2-D int array, same order
+    (rows sorted lexicographically), through one lexsort instead of a sort of structured rows."""
+    if len(rows) == 0:
+        return rows[:0], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    order = np.lexsort(rows.T[::-1])
+    ordered = rows[order]
+    new = np.r_[True, (ordered[1:] != ordered[:-1]).any(axis=1)]
+    inverse = np.empty(len(rows), dtype=np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    starts = np.flatnonzero(new)
+    return ordered[starts], inverse, np.diff(np.r_[starts, len(rows)])
+
+
+def _summary(
+    kernels: pd.DataFrame, correlations: np.ndarray, kernel_rows: np.ndarray, offsets: np.ndarray, dur: np.ndarray
+) -> pd.DataFrame:
+    """One row per group; `dur` is the duration of each of `kernel_rows`."""
+    ts = kernels["ts"].to_numpy()[kernel_rows]
+    starts = offsets[:-1]
+    return pd.DataFrame(
+        {
+            "correlation": correlations,
+            "size": np.diff(offsets),
+            "start_us": _reduce(np.minimum, ts, starts),
+            "end_us": _reduce(np.maximum, ts + dur, starts),
+            "kernel_time_us": _reduce(np.add, dur, starts),
+            "first_index": kernel_rows[starts] if len(kernel_rows) else starts,
+            "order": np.arange(len(starts)),
+        }
+    )
+
+
+def _reduce(ufunc: np.ufunc, values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    return ufunc.reduceat(values, starts) if len(starts) else np.zeros(0)

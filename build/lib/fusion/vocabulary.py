@@ -1,0 +1,58 @@
+"""The words classification uses: operation types, helper roles, platforms and Inductor kernel kinds.
+
+The same type words are used on both vendors. A kernel's type is what it computes as a whole; what it
+also performs is listed as fused components (more of these words); a helper role marks a kernel that is
+one part of another operation and carries that operation's type.
+"""
+
+from __future__ import annotations
+
+KERNEL_TYPES: tuple[str, ...] = (
+    "GEMM",
+    "MoE_GEMM",
+    "Attention",
+    "KV_Cache",
+    "Communication",
+    "Convolution",
+    "RMSNorm",
+    "LayerNorm",
+    "BatchNorm",
+    "GroupNorm",
+    "L2Norm",
+    "SwiGLU",
+    "SiLU",
+    "GELU",
+    "ReLU",
+    "RoPE",
+    "MoE_Routing",
+    "Softmax",
+    "Embedding",
+    "Quantize",
+    "Cast",
+    "Reduce",
+    "Sort",
+    "Scan",
+    "Elementwise",
+    "MemCopy",
+    "Memset",
+    "Other",
+)
+"""SwiGLU is silu(gate) * up in one kernel, SiLU a silu alone; L2Norm divides each row by its L2 norm
+(no mean subtracted; weight_norm then scales by its gain); Cast converts dtypes (fusable work), MemCopy
+copies without converting. Other (last) is what no rule and no op could type, and what no type describes
+(token samplers)."""
+
+HELPER_ROLES: tuple[str, ...] = ("split_k_reduce", "split_kv_combine", "sort_pass")
+"""Roles of kernels that are one part of another operation (typed as that operation)."""
+
+PLATFORMS: tuple[str, ...] = ("AMD", "NVIDIA", "unknown")
+VENDORS: tuple[str, ...] = ("AMD", "NVIDIA")
+
+INDUCTOR_KINDS: tuple[str, ...] = ("poi", "red", "per", "tem", "for")
+"""triton_<kind>_fused_...: pointwise, reduction, persistent reduction, template, foreach."""
+
+PREFILL, DECODE, MIXED = "prefill", "decode", "mixed"
+FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer"
+ALL = "all"
+PHASES = (PREFILL, DECODE, MIXED, FORWARD, BACKWARD, OPTIMIZER, ALL)
+"""A kernel's phase (fusion/phases.py assigns them); here so the command line knows them without pandas."""
