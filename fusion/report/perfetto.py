@@ -266,13 +266,13 @@ def _gap_events(timeline: Timeline, side: int, pid: int, tid: int) -> list[Event
             {
                 "ph": "X",
                 "cat": GAP_CATEGORY,
-                "name": f"aligned: waits {wait:,.3f} us",
+                "name": f"aligned: waits {wait:,.3f} µs",
                 "pid": pid,
                 "tid": tid,
                 "ts": gap.start,
                 "dur": wait,
                 "args": {
-                    "why": f"{wait:.3f} us inserted here so that {gap.unit} starts together on both traces: trace "
+                    "why": f"{wait:.3f} µs inserted here so that {gap.unit} starts together on both traces: trace "
                     f"{side} reached it sooner than trace {3 - side}",
                     "next unit": gap.unit,
                 },
