@@ -1,4 +1,4 @@
-"""Command line: `python -m fusion summary|classify|compare|batch ...`.
+"""Command line: `python -m fusion summary|classify|compare|export|batch ...`.
 
 Bad input (or a bad FUSION_* setting or rules file) prints one line naming the file and the problem
 and exits with status 2. Everything written to the terminal passes through terminal_text, so text
@@ -15,12 +15,16 @@ import sys
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
 from fusion import __version__, settings
 from fusion.errors import ConfigError, TraceError
 from fusion.vocabulary import PHASES
+
+if TYPE_CHECKING:  # imported where used: a cold re-open of a cached JSON report needs none of the analysis
+    from fusion.comparison.result import Comparison
 
 EXIT_BAD_INPUT = 2
 PHASE_CHOICES = (PHASES[-1], *PHASES[:-1])
@@ -150,6 +154,37 @@ def _parser() -> argparse.ArgumentParser:
     )
     compare.set_defaults(run=_compare)
 
+    export = commands.add_parser(
+        "export", help="both traces on one aligned timeline, findings marked: a file for ui.perfetto.dev"
+    )
+    export.add_argument("trace1")
+    export.add_argument("trace2")
+    export.add_argument(
+        "--perfetto",
+        required=True,
+        metavar="OUT",
+        help="write Chrome trace-event JSON here (gzip-compressed when OUT ends in .gz); opens in the Perfetto UI "
+        "and chrome://tracing",
+    )
+    export.add_argument(
+        "--phase",
+        choices=PHASE_CHOICES,
+        help="compare only the kernels of one phase and export all of them (or the scope below, inside it)",
+    )
+    scope = export.add_mutually_exclusive_group()
+    scope.add_argument("--step", type=_positive_int, metavar="N", help="the N-th step both traces recorded (1: first)")
+    scope.add_argument("--pair", type=_natural_int, metavar="ID", help="one matched pair (a pair id of compare's JSON)")
+    scope.add_argument("--op", metavar="OP", help="every aligned call of one op (e.g. aten::linear)")
+    scope.add_argument(
+        "--finding", type=_positive_int, metavar="N", help="the cited windows of the N-th finding (1: first)"
+    )
+    export.add_argument("--call", type=_positive_int, metavar="K", help="with --op: only its K-th aligned call")
+    export.add_argument("--min-group-size", type=_positive_int, default=50, metavar="N")
+    export.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE")
+    export.add_argument("--no-cache", action="store_true", help="parse and compare even if compared before")
+    export.add_argument("--keep-unlaunched", action="store_true", help="also compare kernels without a launch event")
+    export.set_defaults(run=_export)
+
     batch = commands.add_parser("batch", help="compare many pairs: a manifest CSV, or two directories of rank traces")
     batch.add_argument("dirs", nargs="*", metavar="DIR", help="two directories whose traces pair by rank or by name")
     batch.add_argument("--manifest", metavar="CSV", help="rows trace1,trace2,label (paths or s3:// gs:// URLs)")
@@ -170,6 +205,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _natural_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
     return value
 
 
@@ -206,31 +251,12 @@ def _classify(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    params = {"min_group_size": args.min_group_size, "keep_unlaunched": args.keep_unlaunched, "phase": args.phase}
-    if args.threshold:  # the detect package imports pandas, which a cold re-open without thresholds avoids
-        from fusion.detect.thresholds import threshold_overrides
-
-        params.update(threshold_overrides(args.threshold))
+    params = _params(args, args.phase)
     if not args.no_cache and args.format == "json" and _reopen(args, params):
         return 0
-    from fusion.cache.loading import load_pair
-    from fusion.cache.tables import TableCache
+    comparison = _comparison(args, params)
+    from fusion.report import render as report
 
-    table_cache = None if args.no_cache else TableCache()
-    trace1, trace2 = load_pair(args.trace1, args.trace2, cache=table_cache, meanwhile=_prepare_analysis, isolated=False)
-    from fusion.cache.results import ResultCache, cached_compare
-    from fusion.comparison.pair import compare
-    from fusion.model.phases import require_phase
-    from fusion.report import render as report  # after loading: the loaders start before the analysis is imported
-
-    for trace in (trace1, trace2):
-        if trace.kernel_count == 0:
-            raise TraceError(trace.source, "no kernel events to compare (cat 'kernel'); not a GPU profile?")
-    require_phase((trace1, trace2), args.phase)
-    if args.no_cache:
-        comparison = compare(trace1, trace2, **params)
-    else:
-        comparison = cached_compare(trace1, trace2, cache=ResultCache(), **params)
     if args.format == "csv":
         _write_csv(report.to_csv(comparison), args.output)
     else:
@@ -239,6 +265,62 @@ def _compare(args: argparse.Namespace) -> int:
     if args.format != "text":
         _warn(comparison.warnings)
     return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    """The aligned timeline of one scope of the comparison (fusion.report.perfetto), and one line saying what it holds."""
+    comparison = _comparison(args, _params(args, args.phase or "all"))
+    from fusion.report import perfetto
+    from fusion.report.timeline import Scope, ScopeError
+
+    if args.call is not None and args.op is None:
+        _err("error: --call needs --op")
+        return EXIT_BAD_INPUT
+    chosen = [
+        (kind, getattr(args, kind)) for kind in ("step", "pair", "op", "finding") if getattr(args, kind) is not None
+    ]
+    scope = Scope(*chosen[0], call=args.call) if chosen else Scope("all" if args.phase else "default")
+    try:
+        timeline = perfetto.write(comparison, scope, args.perfetto)
+    except ScopeError as exc:
+        _err(f"error: {exc}")
+        return EXIT_BAD_INPUT
+    kernels = [len(lane.rows) for lane in timeline.lanes]
+    _out(
+        f"{args.perfetto}: {timeline.scope}; {kernels[0]:,} + {kernels[1]:,} kernels, {len(timeline.links):,} aligned "
+        f"pairs linked, {len(timeline.findings):,} finding slices, {len(timeline.gaps):,} gaps marked"
+    )
+    _warn(comparison.warnings)
+    return 0
+
+
+def _params(args: argparse.Namespace, phase: str) -> dict:
+    params = {"min_group_size": args.min_group_size, "keep_unlaunched": args.keep_unlaunched, "phase": phase}
+    if args.threshold:  # the detect package imports pandas, which a cold re-open without thresholds avoids
+        from fusion.detect.thresholds import threshold_overrides
+
+        params.update(threshold_overrides(args.threshold))
+    return params
+
+
+def _comparison(args: argparse.Namespace, params: dict) -> Comparison:
+    """Load both traces (table cache unless --no-cache) and compare them (result cache unless --no-cache)."""
+    from fusion.cache.loading import load_pair
+    from fusion.cache.tables import TableCache
+
+    table_cache = None if args.no_cache else TableCache()
+    trace1, trace2 = load_pair(args.trace1, args.trace2, cache=table_cache, meanwhile=_prepare_analysis, isolated=False)
+    from fusion.cache.results import ResultCache, cached_compare
+    from fusion.comparison.pair import compare
+    from fusion.model.phases import require_phase
+
+    for trace in (trace1, trace2):
+        if trace.kernel_count == 0:
+            raise TraceError(trace.source, "no kernel events to compare (cat 'kernel'); not a GPU profile?")
+    require_phase((trace1, trace2), params["phase"])
+    if args.no_cache:
+        return compare(trace1, trace2, **params)
+    return cached_compare(trace1, trace2, cache=ResultCache(), **params)
 
 
 def _prepare_analysis() -> None:

@@ -9,6 +9,7 @@ import ui.widgets as ui
 from fusion.classify.names import canonical_op
 from fusion.comparison.result import Comparison
 from fusion.detect.op_kernels import OP_EVIDENCE_PAIR
+from fusion.report.timeline import Scope
 from fusion.result import EvidenceRef, FusionMapping, Opportunity
 from ui import charts, tables, text
 from ui.state import View
@@ -65,6 +66,11 @@ def show_mapping(view: View, comparison: Comparison, mapping: FusionMapping, num
         if names:
             st.markdown(names)
         st.markdown(text.md(mapping.evidence))
+        ui.link(
+            "timeline",
+            "On the aligned timeline: both traces, the cited kernels marked →",
+            view.with_(tl="finding", finding=number),
+        )
         if mapping.op:
             ui.link(
                 "ops",
@@ -153,3 +159,6 @@ with ui.page("Fusion") as shown:
         show_mapping(view, comparison, mapping, number)
     op_table(view, comparison)
     one_sided(comparison)
+    st.subheader("Timeline")
+    st.caption("The first matched step (else group pair) of both traces on one aligned axis, with every finding in it.")
+    ui.perfetto_button(comparison, Scope(), "fusion_perfetto")

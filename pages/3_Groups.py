@@ -13,6 +13,7 @@ import streamlit as st
 import ui.widgets as ui
 from fusion.classify.names import KERNEL_TYPES
 from fusion.comparison.result import Comparison
+from fusion.report.timeline import Scope
 from ui import charts, data, tables, text
 from ui.state import View
 
@@ -202,6 +203,11 @@ def show_pair(view: View, comparison: Comparison, pair_id: int) -> None:
         kernels_only = axis == KERNELS_ONLY
         figure = data.derived(comparison, ("timeline", *shown, kernels_only), lambda c: timeline(rows, c, kernels_only))
         ui.plot(figure, f"pair_{pair_id}_timeline")
+    cells = st.columns([2, 1], vertical_alignment="center")
+    with cells[0]:
+        ui.link("timeline", "This pair on the aligned timeline, with its findings →", view.with_(tl="pair"))
+    with cells[1]:
+        ui.perfetto_button(comparison, Scope("pair", pair_id), "groups_perfetto")
     st.subheader("Composition")
     st.dataframe(tables.composition(alignment))
 

@@ -8,8 +8,9 @@ import ui.widgets as ui
 from fusion.classify.names import canonical_op
 from fusion.comparison.ops import op_sequences
 from fusion.comparison.result import Comparison
+from fusion.report.timeline import Scope
 from fusion.result import OP, FusionMapping
-from ui import data, tables, text
+from ui import data, tables, text, timeline
 from ui.state import View
 
 OP_ROWS = 500
@@ -56,6 +57,7 @@ def op_list(view: View, comparison: Comparison) -> None:
             f"The {OP_ROWS:,} ops with the largest time gap of {len(comparison.op_table):,}; "
             "all are in the JSON and CSV exports."
         )
+    ui.perfetto_button(comparison, Scope(), "ops_perfetto")
     if comparison.op_notes:
         st.markdown("**Notes on the op comparison**")
         st.caption("\n".join(f"- {text.md(note)}" for note in comparison.op_notes))
@@ -92,6 +94,14 @@ def op_detail(view: View, comparison: Comparison, op: str) -> None:
                     f"{mapping.pattern_count:,} calls, {mapping.pattern_confidence:.0%} of the op's aligned calls"
                 )
             )
+    if op in data.derived(comparison, ("aligned op calls",), timeline.aligned_calls):
+        cells = st.columns([2, 1], vertical_alignment="center")
+        with cells[0]:
+            ui.link(
+                "timeline", "Its calls on the aligned timeline, one at a time →", view.with_(tl="call", op=op, call=1)
+            )
+        with cells[1]:
+            ui.perfetto_button(comparison, Scope("op", op), "ops_perfetto")
     notes = [n for n in comparison.op_notes if n.startswith(f"{op}:")]
     if notes:
         st.caption(text.md(" ".join(notes)))

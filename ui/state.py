@@ -25,6 +25,8 @@ KERNEL_TABS = ("joined", "1", "2")
 """The Kernels page's views: names side by side with their counterparts, or one trace's names."""
 BATCH_STATUSES = ("ok", "failed")
 """The Batch page's status filter: pairs compared, or pairs that failed."""
+TIMELINE_VIEWS = ("pair", "call", "finding")
+"""What the Timeline page shows: a matched pair, one aligned call of an op, or one finding's cited windows."""
 MAX_SAMPLE_NAME = 64
 MAX_FILTER = 200
 MAX_LABEL = 80
@@ -41,6 +43,7 @@ PAGES = {
     "kernels": "pages/4_Kernels.py",
     "ops": "pages/5_Ops.py",
     "batch": "pages/6_Batch.py",
+    "timeline": "pages/7_Timeline.py",
 }
 PAGE_TITLES = {
     "home": "Home",
@@ -50,6 +53,7 @@ PAGE_TITLES = {
     "kernels": "Kernels",
     "ops": "Ops",
     "batch": "Batch",
+    "timeline": "Timeline",
 }
 
 
@@ -76,6 +80,12 @@ class View:
     """The phase compared (fusion.model.phases.PHASES); 'all' compares every kernel."""
     op: str | None = None
     """The op the Ops page shows (a canonical op as in the op table), only ever looked up and shown as text."""
+    tl: str | None = None
+    """What the Timeline page shows (TIMELINE_VIEWS); None: what the link names (a finding, an op), else a pair."""
+    call: int | None = None
+    """The aligned call of `op` the Timeline page shows (1 = the first)."""
+    finding: int | None = None
+    """The finding the Timeline page shows: its number in the comparison's findings (1 = the first)."""
     batch: str | None = None
     bp: str | None = None
     bpair: int | None = None
@@ -100,29 +110,32 @@ class View:
         return self.with_(pair=pair, w1=w1, w2=w2)
 
     def with_phase(self, phase: str) -> View:
-        """Another phase is another comparison: its pair ids and kernel windows differ, so they go."""
-        return self.with_pair(None).with_(phase=phase)
+        """Another phase is another comparison: its pair ids, kernel windows and findings differ, so they go."""
+        return self.with_pair(None).with_(phase=phase, call=None, finding=None)
 
     def with_min_group_size(self, mgs: int) -> View:
-        """Groups change with the size threshold, so pair ids and windows no longer apply."""
-        return self.with_pair(None).with_(mgs=mgs)
+        """Groups change with the size threshold, so pair ids, windows and findings no longer apply."""
+        return self.with_pair(None).with_(mgs=mgs, finding=None)
 
     def with_sources(self, **changes: Any) -> View:
         """Only the given inputs; labels, selections and windows of the old comparison no longer apply."""
-        cleared = dict.fromkeys((*SOURCE_KEYS, "l1", "l2", "op")) | {"swap": False, "phase": ALL_PHASES}
+        cleared = dict.fromkeys((*SOURCE_KEYS, "l1", "l2", "op", "call", "finding")) | {
+            "swap": False,
+            "phase": ALL_PHASES,
+        }
         return dataclasses.replace(self.with_type(None), **{**cleared, **changes})
 
     def swapped(self) -> View:
         """Trace 1 and trace 2 exchanged; a selected pair's ids refer to the old order, so it is dropped."""
         tab = {"1": "2", "2": "1"}.get(self.tab, self.tab)
-        base = self.with_pair(None).with_(l1=self.l2, l2=self.l1, tab=tab)
+        base = self.with_pair(None).with_(l1=self.l2, l2=self.l1, tab=tab, finding=None)
         if self.sample or self.bpair is not None:
             return base.with_(swap=not self.swap)
         return base.with_(t1=self.t2, t2=self.t1, p1=self.p2, p2=self.p1)
 
     def to_params(self) -> dict[str, str]:
         params: dict[str, str] = {}
-        for key in ("sample", "t1", "t2", "p1", "p2", "l1", "l2", "type", "q", "op", "batch", "bp", "bq", "bs"):
+        for key in ("sample", "t1", "t2", "p1", "p2", "l1", "l2", "type", "q", "op", "tl", "batch", "bp", "bq", "bs"):
             value = getattr(self, key)
             if value:
                 params[key] = value
@@ -134,6 +147,10 @@ class View:
             params["pair"] = str(self.pair)
         if self.bpair is not None:
             params["bpair"] = str(self.bpair)
+        for key in ("call", "finding"):
+            number = getattr(self, key)
+            if number is not None:
+                params[key] = str(number)
         for key in ("w1", "w2"):
             window = getattr(self, key)
             if window:
@@ -186,6 +203,11 @@ def parse(params: Mapping[str, str]) -> Link:
         q=keep("q", params.get("q"), len(params.get("q") or "") <= MAX_FILTER) or "",
         phase=keep("phase", params.get("phase"), params.get("phase") in PHASES) or ALL_PHASES,
         op=keep("op", params.get("op") or None, is_op_name(params.get("op") or "")),
+        tl=keep("tl", params.get("tl"), params.get("tl") in TIMELINE_VIEWS),
+        call=keep("call", _int(params.get("call"), 1, 10**9), _int(params.get("call"), 1, 10**9) is not None),
+        finding=keep(
+            "finding", _int(params.get("finding"), 1, 10**6), _int(params.get("finding"), 1, 10**6) is not None
+        ),
         batch=batch,
         bpair=keep("bpair", bpair, bpair is not None and batch is not None),
         bq=keep("bq", params.get("bq"), len(params.get("bq") or "") <= MAX_FILTER) or "",

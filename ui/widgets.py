@@ -27,7 +27,9 @@ from fusion.comparison.result import Comparison
 from fusion.detect.op_kernels import OP_CALLS_SOURCE
 from fusion.errors import ConfigError, TraceError
 from fusion.model.phases import ALL as ALL_PHASES
+from fusion.report import perfetto
 from fusion.report import render as report
+from fusion.report.timeline import Scope
 from fusion.result import FusionMapping
 from ui import charts, data, tables, text
 from ui.state import PAGE_TITLES, PAGES, SOURCE_KEYS, View, parse
@@ -278,6 +280,20 @@ def plot(fig: go.Figure, name: str, **kwargs: Any) -> Any:
     """Draw a plotly figure with room for its toolbar; the toolbar's camera saves it as `<name>.png`."""
     config_ = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": name, "scale": 2}}
     return st.plotly_chart(charts.clear_toolbar(fig), config=config_, **kwargs)
+
+
+def perfetto_button(comparison: Comparison, scope: Scope, key: str) -> None:
+    """Download the scope's aligned timeline (fusion.report.perfetto), written when clicked."""
+    st.download_button(
+        "Timeline for Perfetto (JSON)",
+        lambda: perfetto.to_json(comparison, scope),
+        f"{tables.file_stem(comparison)}_timeline.json",
+        "application/json",
+        key=key,
+        on_click="ignore",
+        help="Both traces on one aligned time axis, aligned kernels joined by flows, findings on their own track: "
+        "opens in ui.perfetto.dev and chrome://tracing as it is.",
+    )
 
 
 def finding(comparison: Comparison, mapping: FusionMapping) -> str:

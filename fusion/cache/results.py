@@ -5,7 +5,7 @@ digests, labels and sources, the parameters, the analysis fingerprint (the fusio
 and rules, the user's rules file) and FORMAT_VERSION. The Comparison's fields are written as
 MessagePack plain data: DataFrames as Arrow IPC, arrays as dtype, shape and bytes (or a list of
 strings), dataclasses as their fields; never pickle. The traces themselves are not in the entry:
-the caller's are attached, also where a field refers to one of them.
+the caller's, as compare() compares them (compared_views), are attached, also where a field refers to one of them.
 
 A result is cached only when it reads back equal to itself, and an entry is used only when its
 checksum and header verify; anything else is a miss (the analysis runs, one warning is logged).
@@ -30,8 +30,9 @@ from fusion.cache.reopen import EXPORT_PART, FORMAT_VERSION, result_key_of
 from fusion.cache.sealed import Damaged, frame_bytes, frame_from, seal
 from fusion.cache.tables import RESULT_SUFFIX, CacheDir
 from fusion.comparison import result as result_module
-from fusion.comparison.pair import Progress, compare
+from fusion.comparison.pair import Progress, compare, compared_views
 from fusion.comparison.result import Comparison
+from fusion.model.phases import ALL
 from fusion.model.trace import Trace
 from fusion.report.render import to_json
 
@@ -55,8 +56,11 @@ class ResultCache(CacheDir):
         found = self.read(entry, {"format": FORMAT_VERSION, "key": key})
         if found is None:
             return None
+        views = compared_views(
+            trace1, trace2, keep_unlaunched=bool(params.get("keep_unlaunched")), phase=params.get("phase", ALL)
+        )
         try:
-            return decode(found[1][_FIELDS_PART], trace1, trace2)
+            return decode(found[1][_FIELDS_PART], *views)
         except (Damaged, AttributeError, KeyError, TypeError, ValueError, msgspec.MsgspecError) as exc:
             log.warning("%s: %s: ignored and rebuilt", self._name(entry), exc)
             return None

@@ -119,13 +119,21 @@ def compare(
     Kernels without a launch event (launch 'none') are left out, with a warning, unless `keep_unlaunched`;
     only the kernels of `phase` are compared (phases.PHASES; 'all': every kernel). The result's `phases`
     section compares each phase on its own as well."""
-    if not keep_unlaunched:
-        trace1, trace2 = launched_only(trace1), launched_only(trace2)
-    trace1, trace2 = phase_view(trace1, phase), phase_view(trace2, phase)
+    trace1, trace2 = compared_views(trace1, trace2, keep_unlaunched=keep_unlaunched, phase=phase)
     result = _compare_kernels(trace1, trace2, min_group_size, progress, Thresholds(**thresholds))
     result.params.update(keep_unlaunched=keep_unlaunched, phase=phase)
     result.phases = phase_summary(result, phase, _compare_phase)
     return result
+
+
+def compared_views(
+    trace1: Trace, trace2: Trace, *, keep_unlaunched: bool = False, phase: str = ALL
+) -> tuple[Trace, Trace]:
+    """The traces as compare() compares them (its Comparison's trace1 and trace2, whose kernel rows its evidence
+    cites): without kernels of launch 'none' unless `keep_unlaunched`, restricted to `phase`."""
+    if not keep_unlaunched:
+        trace1, trace2 = launched_only(trace1), launched_only(trace2)
+    return phase_view(trace1, phase), phase_view(trace2, phase)
 
 
 def _compare_phase(trace1: Trace, trace2: Trace, *, min_group_size: int, **params: Any) -> Findings:

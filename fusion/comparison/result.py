@@ -75,6 +75,8 @@ class Comparison:
     """What the op-level comparison compared, and the op-level differences it did not report."""
     pair_kernels: PairKernels | None = field(default=None, repr=False)
     _alignments: dict[int, pd.DataFrame] = field(default_factory=dict, repr=False)
+    _helpers: list[np.ndarray] = field(default_factory=list, repr=False)
+    """Per side, kernel_helpers of its whole kernel table: computed once, not once per pair aligned."""
 
     def trace(self, side: int) -> Trace:
         return self.trace1 if side == 1 else self.trace2
@@ -83,8 +85,11 @@ class Comparison:
         """Aligned kernels of one pair: index1/index2 (global rows or -1), name, type, dur, rel_ts, op."""
         if pair_id not in self._alignments:
             idx1, idx2 = self.pair_kernels.kernel_indices(pair_id)
-            helpers = [kernel_helpers(t.kernels, t.names) for t in (self.trace1, self.trace2)]
-            self._alignments[pair_id] = alignment_table(self.trace1.kernels, self.trace2.kernels, idx1, idx2, *helpers)
+            if not self._helpers:
+                self._helpers = [kernel_helpers(t.kernels, t.names) for t in (self.trace1, self.trace2)]
+            self._alignments[pair_id] = alignment_table(
+                self.trace1.kernels, self.trace2.kernels, idx1, idx2, *self._helpers
+            )
         return self._alignments[pair_id]
 
     def pairs_with_difference(self, kernel_type: str) -> pd.DataFrame:

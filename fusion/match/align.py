@@ -196,8 +196,8 @@ def alignment_table(
     """
     types = sorted(set(kernels1["type"].cat.categories) | set(kernels2["type"].cat.categories))
     code = {t: i for i, t in enumerate(types)}
-    a = kernels1["type"].to_numpy()[rows1]
-    b = kernels2["type"].to_numpy()[rows2]
+    a = kernels1["type"].iloc[rows1].to_numpy()  # only the pair's rows become strings
+    b = kernels2["type"].iloc[rows2].to_numpy()
     unknown = code.get(UNKNOWN_TYPE, -1)
     a_codes = unit_codes(np.array([code[t] for t in a], dtype=CODE_DTYPE), helpers1[rows1], unknown)
     b_codes = unit_codes(np.array([code[t] for t in b], dtype=CODE_DTYPE), helpers2[rows2], unknown)

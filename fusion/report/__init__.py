@@ -1,4 +1,5 @@
-"""Stage 7, report: a Comparison as strict JSON, text or CSV (`render`), and one trace's summary (`summary`).
+"""Stage 7, report: a Comparison as strict JSON, text or CSV (`render`), one trace's summary (`summary`), and
+both traces on one aligned timeline (`timeline`), written for the Perfetto UI (`perfetto`).
 
 Reads results, never recomputes a finding.
 

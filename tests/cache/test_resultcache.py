@@ -47,6 +47,17 @@ def test_a_cached_comparison_is_the_comparison(traces, tmp_path) -> None:
     assert again.trace1 is traces[0] and again.trace2 is traces[1]
 
 
+def test_a_reopened_comparison_carries_the_traces_as_compared(traces, tmp_path) -> None:
+    """Evidence cites rows of the compared view (here the decode phase), so a re-opened comparison gets that view."""
+    cache = ResultCache(tmp_path)
+    fresh = cached_compare(*traces, cache=cache, min_group_size=20, phase="decode")
+    again = cached_compare(*traces, cache=cache, min_group_size=20, phase="decode")
+    assert fresh.trace1.kernel_count < traces[0].kernel_count
+    for side in (1, 2):
+        pd.testing.assert_frame_equal(again.trace(side).kernels, fresh.trace(side).kernels)
+    pd.testing.assert_frame_equal(again.alignment(0), fresh.alignment(0))
+
+
 def test_parameters_labels_and_rules_are_part_of_the_key(traces, tmp_path, monkeypatch) -> None:
     cache = ResultCache(tmp_path)
     cached_compare(*traces, cache=cache, min_group_size=20)

@@ -730,3 +730,37 @@ def test_text_from_a_batch_record_is_shown_as_text(batch_with_a_failure: Path, t
     errors = [e.value for e in at.error]
     assert errors and all(md_text(hostile) in e and "never opens" in e for e in errors)
     assert not any("[click]" in e or "<b>" in e for e in errors)
+
+
+def test_the_timeline_opens_the_linked_pair_with_its_aligned_kernels(expected) -> None:
+    pair = int(expected.pairs["pair_id"].iloc[-1])
+    at = run("pages/7_Timeline.py", sample=SAMPLE, pair=str(pair))
+    assert not at.error and at.selectbox(key="tl_pair").value == pair
+    alignment = expected.alignment(pair)
+    shown = metrics(at)
+    assert shown["Kernels, trace 1"] == [f"{int((alignment['index1'] >= 0).sum()):,}"]
+    assert shown["Aligned kernel pairs"] == [f"{int(alignment['op'].isin(['match', 'substitute']).sum()):,}"]
+    assert at.get("plotly_chart"), "the timeline is drawn"
+
+
+def test_the_timeline_choice_and_finding_go_into_the_link(expected) -> None:
+    at = run("pages/7_Timeline.py", sample=SAMPLE)
+    at.radio(key="tl_kind").set_value("finding").run()
+    assert at.query_params["tl"] in ("finding", ["finding"]) and at.selectbox(key="tl_finding").value == 1
+    at.selectbox(key="tl_finding").set_value(2).run()
+    assert at.query_params["finding"] in ("2", ["2"])
+    again = run("pages/7_Timeline.py", sample=SAMPLE, tl="finding", finding="2")
+    refs = expected.mappings[1].evidence_refs
+    assert metrics(again)["Units started together"] == [f"{len(refs):,}"]
+
+
+def test_the_timeline_shows_one_aligned_call_of_an_op(op_pair) -> None:
+    at = run("pages/7_Timeline.py", p1=op_pair[0], p2=op_pair[1], tl="call", op="aten::layer_norm", call="2")
+    shown = metrics(at)
+    assert (shown["Kernels, trace 1"], shown["Kernels, trace 2"], shown["Aligned kernel pairs"]) == (
+        ["2"],
+        ["1"],
+        ["1"],
+    )
+    at.number_input(key="tl_call").set_value(6).run()
+    assert at.query_params["call"] in ("6", ["6"])

@@ -335,3 +335,66 @@ def test_a_batch_result_opens_from_the_batch_list(server: str, browser: object, 
     expect(page.get_by_text("Findings across ranks", exact=False).first).to_be_visible()
     expect(page.get_by_test_id("stDataFrame")).to_have_count(2)
     _shot(page, shots, "batch")
+
+
+X_RANGE = "document.querySelector('.js-plotly-plot')._fullLayout.xaxis.range"
+
+
+def _timeline(page: object) -> dict:
+    """The Timeline page's chart, drawn: its legend's kernel types and how many kernel bars and link lines it has."""
+    chart = _chart(page)
+    expect(chart.locator(".barlayer .point").first).to_be_attached()
+    return {
+        "legend": chart.locator(".legend .legendtext").evaluate_all("texts => texts.map(t => t.textContent)"),
+        "bars": chart.locator(".barlayer .point").count(),
+        "lines": chart.locator(".scatterlayer .js-line").count(),
+    }
+
+
+def test_the_timeline_draws_a_graph_pair_aligned_and_a_kernel_opens_its_pair(
+    server: str, browser: object, shots: Path
+) -> None:
+    page = _new_page(browser)
+    page.goto(f"{server}/Timeline?sample=vllm_moe_full_graph&pair=0")
+    _settled(page)
+    drawn = _timeline(page)
+    assert {"GEMM", "one-sided kernel (hatched)", "aligned, same type"} <= set(drawn["legend"])
+    metrics = [int(v.replace(",", "")) for v in _metric_values(page)]
+    assert drawn["bars"] >= metrics[0] + metrics[1] and drawn["lines"] >= 1
+    before = page.evaluate(X_RANGE)
+    plot = page.locator(".js-plotly-plot .nsewdrag").first.bounding_box()
+    middle = plot["y"] + plot["height"] / 2
+    page.mouse.move(plot["x"] + 2, middle)
+    page.mouse.down()
+    page.mouse.move(plot["x"] + plot["width"] * 0.18, middle, steps=8)
+    page.mouse.up()
+    page.wait_for_timeout(800)
+    after = page.evaluate(X_RANGE)
+    assert after[1] - after[0] < 0.3 * (before[1] - before[0]), "dragging across the chart zooms it"
+    page.evaluate("document.querySelectorAll('.plotly-notifier').forEach(note => note.remove())")
+    _shot(page, shots, "timeline")
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Timeline for Perfetto (JSON)").click()
+    exported = json.loads(Path(download.value.path()).read_text())
+    assert exported["otherData"]["scope"] == "group pair 0"
+    box = page.locator(".js-plotly-plot .barlayer .point").first.bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    _settled(page)
+    expect(page.get_by_text("Aligned kernels")).to_be_visible()
+    assert "pair=0" in page.url and ("w1=" in page.url or "w2=" in page.url)
+
+
+def test_the_timeline_draws_an_eager_pair_and_an_op_call(server: str, browser: object) -> None:
+    from builders import shared_trace
+
+    h100, mi300 = shared_trace("tl_h100_qwen1.5-0.5b"), shared_trace("tl_mi300_qwen1.5-0.5b")
+    page = _new_page(browser)
+    page.goto(f"{server}/Timeline?p1={h100}&p2={mi300}")
+    _settled(page)
+    drawn = _timeline(page)
+    assert {"GEMM", "Memset", "one-sided kernel (hatched)"} <= set(drawn["legend"])
+    page.goto(f"{server}/Timeline?p1={h100}&p2={mi300}&tl=call&op=aten%3A%3Amm&call=3")
+    _settled(page)
+    drawn = _timeline(page)
+    assert "GEMM" in drawn["legend"] and drawn["bars"] >= 2
+    expect(page.get_by_text("aligned call 3 of", exact=False)).to_be_visible()

@@ -40,6 +40,9 @@ def test_a_view_round_trips_through_its_link() -> None:
         q="gemm",
         phase="decode",
         op="aten::scaled_dot_product_attention",
+        tl="call",
+        call=3,
+        finding=2,
     )
     assert parse(view.to_params()) == parse({**view.to_params()}) and parse(view.to_params()).view == view
     assert parse({}).view == View() and not parse({}).problems
@@ -62,6 +65,9 @@ def test_a_view_round_trips_through_its_link() -> None:
         ("phase", "<b>warmup</b>"),
         ("op", "aten::mm\nevil"),
         ("op", "x" * 301),
+        ("tl", "steps"),
+        ("call", "0"),
+        ("finding", "-2"),
     ],
 )
 def test_a_damaged_value_is_dropped_and_named(key: str, value: str) -> None:
@@ -79,6 +85,9 @@ def test_with_type_and_with_pair_reset_what_no_longer_applies() -> None:
     assert View(sample="s", l1="a", tab="1", pair=1).swapped() == View(sample="s", l2="a", tab="2", swap=True)
     assert View(t1=DIGEST, type="GEMM", pair=1).with_sources(sample="x") == View(sample="x")
     assert view.with_phase("prefill") == View(sample="s", type="GEMM", phase="prefill")
+    assert View(sample="s", finding=2, op="aten::mm", call=3).with_phase("decode") == View(
+        sample="s", op="aten::mm", phase="decode"
+    )
     assert View(sample="s", phase="decode", op="aten::mm").with_sources(sample="x") == View(sample="x")
 
 
@@ -498,3 +507,41 @@ def test_a_load_that_waits_for_the_scan_compile_says_so(monkeypatch) -> None:
     monkeypatch.setattr(data, "scan_compile_pending", lambda size: False)
     assert data.reading_text("Reading a.json", 1_500_000, 3_000_000) == "Reading a.json: 2 / 3 MB"
     assert data.reading_text("Reading a.json", 1_500_000, 0) == "Reading a.json: 2 MB"
+
+
+def test_the_timeline_figure_draws_kernels_by_type_links_and_marks(eager) -> None:
+    from fusion.report.timeline import ONE_SIDED, Scope, aligned_timeline
+    from ui import timeline as tl
+
+    timeline = aligned_timeline(eager, Scope("pair", 0))
+    fig = tl.figure(timeline, eager)
+    kernels = [t for t in fig.data if t.type == "bar" and t.customdata is not None and len(t.customdata[0]) == 7]
+    by_type = [t for t in kernels if t.name in charts.TYPE_COLORS]
+    assert len({t.name for t in by_type}) == len(by_type), "one legend entry per type"
+    assert sum(len(t.x) for t in by_type) == sum(len(lane.rows) for lane in timeline.lanes)
+    hatched = next(t for t in kernels if t.name.startswith("one-sided"))
+    assert len(hatched.x) == sum(int((lane.status == ONE_SIDED).sum()) for lane in timeline.lanes) > 0
+    lines = [t for t in fig.data if t.type == "scatter"]
+    assert sum(int(np.isfinite(np.asarray(t.x, dtype=float)).sum()) // 2 for t in lines) == len(timeline.links) > 0
+
+
+def test_a_clicked_kernel_opens_its_pair_or_else_its_name() -> None:
+    from ui import timeline as tl
+
+    view = View(sample="s", type="GEMM")
+    point = {"customdata": [2, 17, 4, "k", "matched", "op", "GEMM"]}
+    page, target = tl.drill_down(view, tl.clicked(point), comparison=None)
+    assert (page, target) == ("groups", View(sample="s", pair=4, w2=(17, 18)))
+    assert tl.clicked({"customdata": ["waits"]}) is None and tl.clicked({}) is None
+
+
+def test_timeline_hover_text_escapes_trace_text() -> None:
+    from fusion.report.timeline import aligned_timeline
+    from ui import timeline as tl
+
+    hostile = "<a href='https://evil.example'>k</a>"
+    kernels = [(hostile, "GEMM", 5.0, 1), ("vectorized_elementwise_kernel", "Elementwise", 2.0, 2)]
+    comparison = compare(make_trace(kernels, "A"), make_trace(kernels, "B", "NVIDIA"))
+    fig = tl.figure(aligned_timeline(comparison), comparison)
+    shown = " ".join(str(row[3]) for t in fig.data if t.customdata is not None for row in t.customdata if len(row) == 7)
+    assert "<a" not in shown and "&lt;a href=" in shown
