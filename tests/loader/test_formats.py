@@ -9,14 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 from builders import EagerTrace, Launch, Op, shared_trace
-from format_builders import COPY_DTOD, DEVICE_TO_DEVICE, HOST_TO_DEVICE, MEMORY_DEVICE, NsysExport, RocprofRun
+from format_builders import COPY_DTOD, DEVICE_TO_DEVICE, MEMORY_DEVICE, NsysExport, RocprofRun
 
 from fusion.__main__ import main
 from fusion.classify.trace import load
 from fusion.comparison.pair import compare
 from fusion.errors import TraceError
-from fusion.loader import json_walk
-from fusion.loader import reader
+from fusion.loader import json_walk, reader
 from fusion.loader.formats import KINETO, ROCPROF_CSV, ROCPROF_JSON, SQLITE, sniff
 
 GEMM = "_ZN7ck_tile6kentryILi2ENS_10GemmKernelEEEvv.kd"
