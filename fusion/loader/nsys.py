@@ -80,9 +80,13 @@ def read_sqlite(source: TraceSource, raw: RawInput) -> TraceRecords:
     try:
         return _Export(raw.source, connection).records(raw.sha256)
     except sqlite3.Error as exc:
-        raise TraceError(raw.source, f"the SQLite file cannot be read ({exc}); truncated or damaged?") from None
+        raise _damaged(raw.source, exc) from None
     finally:
         connection.close()
+
+
+def _damaged(source: str, exc: sqlite3.Error) -> TraceError:
+    return TraceError(source, f"the SQLite file cannot be read ({exc}); truncated or damaged?")
 
 
 def _connect(source: TraceSource, raw: RawInput) -> sqlite3.Connection:
@@ -99,7 +103,7 @@ def _connect(source: TraceSource, raw: RawInput) -> sqlite3.Connection:
             connection.deserialize(b"".join(raw.chunks))
         connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.Error as exc:
-        raise TraceError(raw.source, f"not a readable SQLite database ({exc})") from None
+        raise _damaged(raw.source, exc) from None
     return connection
 
 

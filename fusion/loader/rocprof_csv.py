@@ -68,7 +68,7 @@ def read_rocprof_csv(source: TraceSource, raw: RawInput) -> TraceRecords:
     siblings = _siblings(source)
     digest = hashlib.sha256()
     agents, agent_index = _agents(raw.source, siblings.get("agents"), digest)
-    gpu, kernel_raw = GpuRows(), {}
+    gpu, kernel_raw = GpuRows(), dict[str, str]()
     for chunk in _csv_chunks(raw.source, _ChunkReader(raw.chunks), KERNEL_COLUMNS):
         kernel_raw |= _add_kernels(raw.source, gpu, chunk, agent_index)
     digest.update(raw.sha256.encode())

@@ -220,7 +220,7 @@ def test_sqlite_that_is_no_nsys_export_truncated_or_rocpd_is_one_line(tmp_path) 
     full = nsys_export().write(tmp_path / "full.sqlite").read_bytes()
     cut = tmp_path / "cut.sqlite"
     cut.write_bytes(full[: len(full) // 2])
-    with pytest.raises(TraceError, match="cut.sqlite: (the SQLite file cannot be read|not a readable SQLite)"):
+    with pytest.raises(TraceError, match="cut.sqlite: the SQLite file cannot be read"):
         load(cut)
 
 
