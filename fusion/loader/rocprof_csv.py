@@ -90,7 +90,7 @@ def read_rocprof_csv(source: TraceSource, raw: RawInput) -> TraceRecords:
     name, recorded = agents.facts()
     return TraceRecords(
         source=raw.source,
-        digest=digest.hexdigest(),
+        digest=digest.hexdigest() if siblings else raw.sha256,
         platform="AMD",
         platform_evidence=PLATFORM_EVIDENCE,
         gpu=name,
