@@ -53,14 +53,14 @@ class Action(Enum):
 
 
 Plan = Callable[[JsonPath], Action]
-Take = Callable[[JsonPath, bytes], None]
+Take = Callable[[JsonPath, bytes | bytearray], None]
 
 
-def walk(source: str, chunks: Iterator[bytes], plan: Plan, take: Take, piece_size: int = PIECE_SIZE) -> None:
+def walk(source: str, chunks: Iterator[bytes], plan: Plan, take: Take, piece_size: int | None = None) -> None:
     """Walk the document in `chunks`: `take(path, data)` gets each WHOLE value's bytes and each piece of a
     PIECES array (`[...]`, elements in order); raises TraceError for a document that is not one container
     or ends early."""
-    walker = _Walker(source, plan, take, piece_size)
+    walker = _Walker(source, plan, take, PIECE_SIZE if piece_size is None else piece_size)
     for chunk in chunks:
         walker.feed(chunk)
     walker.finish()
@@ -228,9 +228,12 @@ class _Walker:
         return True
 
     def _hand_piece(self, value: _Value, upto: int) -> None:
-        data = bytes(self.buf[value.piece_start - self.base : upto - self.base])
-        if data.strip(_BLANK):
-            self.take(value.path, b"[" + data + b"]")
+        """The elements from piece_start to `upto` as one JSON array, copied once."""
+        piece = bytearray(b"[")
+        piece += self.buf[value.piece_start - self.base : upto - self.base]
+        if piece.strip(_BLANK) != b"[":
+            piece += b"]"
+            self.take(value.path, piece)
 
     def _check_kept(self, value: _Value) -> None:
         kept = self.read - (value.piece_start if value.action is Action.PIECES else value.start)

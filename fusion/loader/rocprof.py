@@ -181,14 +181,14 @@ class _Collector:
     count: dict[str, int] = field(default_factory=dict)
     """Elements decoded so far per array (for entry numbers in messages)."""
 
-    def take(self, path: JsonPath, data: bytes) -> None:
+    def take(self, path: JsonPath, data: bytes | bytearray) -> None:
         entry = self.entries.setdefault(int(path[1]), _Entry())
         part = "/".join(str(p) for p in path[2:])
         taker = _TAKERS.get(part)
         if taker is not None:
             taker(self, entry, part, data)
 
-    def decode(self, part: str, data: bytes, kind: Any) -> Any:
+    def decode(self, part: str, data: bytes | bytearray, kind: Any) -> Any:
         try:
             value = msgspec.json.decode(data, type=kind)
         except msgspec.ValidationError as exc:
@@ -215,27 +215,27 @@ def _entry_of(message: str, before: int) -> str:
     return ""
 
 
-def _take_metadata(collector: _Collector, entry: _Entry, part: str, data: bytes) -> None:
+def _take_metadata(collector: _Collector, entry: _Entry, part: str, data: bytes | bytearray) -> None:
     entry.pid = collector.decode(part, data, _Metadata).pid
 
 
-def _take_agents(collector: _Collector, entry: _Entry, part: str, data: bytes) -> None:
+def _take_agents(collector: _Collector, entry: _Entry, part: str, data: bytes | bytearray) -> None:
     entry.agents = collector.decode(part, data, list[_Agent])
 
 
-def _take_kinds(collector: _Collector, entry: _Entry, part: str, data: bytes) -> None:
+def _take_kinds(collector: _Collector, entry: _Entry, part: str, data: bytes | bytearray) -> None:
     entry.kinds = collector.decode(part, data, list[_KindNames])
 
 
-def _take_symbols(collector: _Collector, entry: _Entry, part: str, data: bytes) -> None:
+def _take_symbols(collector: _Collector, entry: _Entry, part: str, data: bytes | bytearray) -> None:
     entry.symbols.update((s.kernel_id, s.kernel_name) for s in collector.decode(part, data, list[_Symbol]))
 
 
-def _take_messages(collector: _Collector, entry: _Entry, part: str, data: bytes) -> None:
+def _take_messages(collector: _Collector, entry: _Entry, part: str, data: bytes | bytearray) -> None:
     entry.messages.update((m.key, m.value) for m in collector.decode(part, data, list[_Message]))
 
 
-def _take_dispatches(collector: _Collector, entry: _Entry, part: str, data: bytes) -> None:
+def _take_dispatches(collector: _Collector, entry: _Entry, part: str, data: bytes | bytearray) -> None:
     rows: list[_Dispatch] = collector.decode(part, data, list[_Dispatch])
     streams = [d.stream_id.handle if d.stream_id is not None else d.dispatch_info.queue_id.handle for d in rows]
     entry.dispatches.append(
@@ -250,7 +250,7 @@ def _take_dispatches(collector: _Collector, entry: _Entry, part: str, data: byte
     )
 
 
-def _take_apis(collector: _Collector, entry: _Entry, part: str, data: bytes) -> None:
+def _take_apis(collector: _Collector, entry: _Entry, part: str, data: bytes | bytearray) -> None:
     rows: list[_Api] = collector.decode(part, data, list[_Api])
     entry.apis.setdefault(part, []).append(
         (
@@ -264,7 +264,7 @@ def _take_apis(collector: _Collector, entry: _Entry, part: str, data: bytes) -> 
     )
 
 
-def _take_copies(collector: _Collector, entry: _Entry, part: str, data: bytes) -> None:
+def _take_copies(collector: _Collector, entry: _Entry, part: str, data: bytes | bytearray) -> None:
     rows: list[_Copy] = collector.decode(part, data, list[_Copy])
     entry.copies.append(
         (
@@ -279,7 +279,7 @@ def _take_copies(collector: _Collector, entry: _Entry, part: str, data: bytes) -
     )
 
 
-_TAKERS: dict[str, Callable[[_Collector, _Entry, str, bytes], None]] = {
+_TAKERS: dict[str, Callable[[_Collector, _Entry, str, bytes | bytearray], None]] = {
     "metadata": _take_metadata,
     "agents": _take_agents,
     "strings/buffer_records": _take_kinds,
@@ -317,7 +317,9 @@ class GpuAgents:
         self.properties.append({"id": device, "name": name, "gcnArchName": arch, "warpSize": warp, "numSms": units})
 
     def devices(self, agent_ids: np.ndarray) -> np.ndarray:
-        return np.array([self.device_of.get(a, NO_ID) for a in agent_ids.tolist()], dtype=np.int64)
+        """The device number of each agent id (NO_ID for an agent that is no known GPU), each distinct id once."""
+        distinct, index = np.unique(agent_ids, return_inverse=True)
+        return np.array([self.device_of.get(int(a), NO_ID) for a in distinct], dtype=np.int64)[index.reshape(-1)]
 
     def facts(self) -> tuple[str, bool]:
         """The GPU name to show before a device is chosen: the first recorded one, or that none is."""
