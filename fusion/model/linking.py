@@ -27,8 +27,11 @@ def cpu_link_warning(kernels: pd.DataFrame, cpu: CpuEvents) -> str | None:
         return f"this trace has no op records (cpu_op events): kernels are tied to their runtime launches only, {NO_OP_FINDINGS}"
     if not has_launches:
         return f"this trace records ops but no runtime launch events to tie kernels to them, {NO_OP_FINDINGS}"
-    if not kernels["launch"].isin(("kernel", "graph")).any():
+    launch = kernels["launch"]
+    if not launch.isin(("kernel", "graph")).any():
         return f"none of the kernels' correlation ids matches a recorded runtime launch, {NO_OP_FINDINGS}"
+    if not (launch == "kernel").any():
+        return f"every launched kernel runs in a graph replay, whose launch lies outside every recorded op, {NO_OP_FINDINGS}"
     return (
         "the runtime launches lie outside every recorded op on their threads (the ops' and the launches' "
         f"pid/tid differ?), {NO_OP_FINDINGS}"

@@ -440,3 +440,15 @@ def test_shared_rocprofv3_trace_reads_streamed_within_a_kineto_traces_memory(tmp
     rocprof_peak, kineto_peak = _peak_bytes(path), _peak_bytes(kineto)
     assert rocprof_peak <= kineto_peak
     assert rocprof_peak < 3 * size
+
+
+def test_graph_replays_launched_outside_every_op_get_their_own_warning() -> None:
+    from builders import Graph
+
+    trace = EagerTrace()
+    trace.run(Op("aten::zeros", []), Graph(["g0", "g1", "g2"]))
+    warnings = [w for w in load(trace.data()).warnings if "no kernel has an op" in w]
+    assert warnings == [
+        "every launched kernel runs in a graph replay, whose launch lies outside every recorded op, so no kernel "
+        "has an op and there are no op-level findings"
+    ]
