@@ -88,7 +88,7 @@ def upload_side(view: View, side: int) -> View:
     limit = settings.max_upload_mb()
     upload = st.file_uploader(
         f":{ui.side_badge(side)}[Trace {side}] file" + (f" (up to {limit:,g} MB)" if limit else ""),
-        type=["json", "gz"],
+        type=ui.UPLOAD_TYPES,
         key=f"upload{side}_{generation}",
     )
     if upload is not None:

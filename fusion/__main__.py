@@ -114,8 +114,11 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     summary = commands.add_parser("summary", help="platform, GPU and per-type kernel counts of one trace")
-    summary.add_argument("trace", help="a .json or .json.gz PyTorch-profiler trace")
+    summary.add_argument(
+        "trace", help="a trace file: Kineto JSON, rocprofv3 JSON or CSV, nsys SQLite (docs/formats.md)"
+    )
     summary.add_argument("--format", choices=("text", "json"), default="text")
+    summary.add_argument("--device", type=_device, metavar="N", help=DEVICE_HELP)
     summary.set_defaults(run=_summary)
 
     classify = commands.add_parser("classify", help="the operation type of a kernel name, and the rule")
@@ -128,6 +131,13 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("trace2")
     compare.add_argument("--min-group-size", type=_positive_int, default=50, metavar="N")
     compare.add_argument("--format", choices=("text", "json", "csv"), default="text")
+    compare.add_argument(
+        "--device",
+        type=_device,
+        nargs="+",
+        metavar="N",
+        help=f"{DEVICE_HELP}; one number for both traces, or one per trace",
+    )
     compare.add_argument(
         "--phase",
         choices=PHASE_CHOICES,
@@ -183,6 +193,13 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE")
     export.add_argument("--no-cache", action="store_true", help="parse and compare even if compared before")
     export.add_argument("--keep-unlaunched", action="store_true", help="also compare kernels without a launch event")
+    export.add_argument(
+        "--device",
+        type=_device,
+        nargs="+",
+        metavar="N",
+        help=f"{DEVICE_HELP}; one number for both traces, or one per trace",
+    )
     export.set_defaults(run=_export)
 
     batch = commands.add_parser("batch", help="compare many pairs: a manifest CSV, or two directories of rank traces")
@@ -196,6 +213,29 @@ def _parser() -> argparse.ArgumentParser:
     batch.add_argument("--min-group-size", type=_positive_int, default=50, metavar="N")
     batch.set_defaults(run=_batch)
     return parser
+
+
+DEVICE_HELP = "the GPU of a file that records several (default: the one with the most kernel time)"
+
+
+def _device(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a device number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
+def _devices(args: argparse.Namespace) -> tuple[int | None, int | None]:
+    """The --device of each trace of a compare."""
+    chosen = args.device or []
+    if len(chosen) > 2:
+        raise ConfigError("--device takes one number (both traces) or two (one per trace)")
+    if len(chosen) == 1:
+        return chosen[0], chosen[0]
+    return (chosen[0], chosen[1]) if chosen else (None, None)
 
 
 def _positive_int(text: str) -> int:
@@ -222,7 +262,7 @@ def _summary(args: argparse.Namespace) -> int:
     from fusion.classify.trace import load
     from fusion.report.summary import summarize, summary_text
 
-    trace = load(args.trace)
+    trace = load(args.trace, device=args.device)
     summary = summarize(trace)
     if args.format == "json":
         _warn(trace.warnings)
@@ -252,7 +292,8 @@ def _classify(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     params = _params(args, args.phase)
-    if not args.no_cache and args.format == "json" and _reopen(args, params):
+    default_devices = _devices(args) == (None, None)
+    if not args.no_cache and default_devices and args.format == "json" and _reopen(args, params):
         return 0
     comparison = _comparison(args, params)
     from fusion.report import render as report
@@ -309,7 +350,9 @@ def _comparison(args: argparse.Namespace, params: dict) -> Comparison:
     from fusion.cache.tables import TableCache
 
     table_cache = None if args.no_cache else TableCache()
-    trace1, trace2 = load_pair(args.trace1, args.trace2, cache=table_cache, meanwhile=_prepare_analysis, isolated=False)
+    trace1, trace2 = load_pair(
+        args.trace1, args.trace2, cache=table_cache, meanwhile=_prepare_analysis, isolated=False, devices=_devices(args)
+    )
     from fusion.cache.results import ResultCache, cached_compare
     from fusion.comparison.pair import compare
     from fusion.model.phases import require_phase

@@ -56,3 +56,8 @@ FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer"
 ALL = "all"
 PHASES = (PREFILL, DECODE, MIXED, FORWARD, BACKWARD, OPTIMIZER, ALL)
 """A kernel's phase (fusion/phases.py assigns them); here so the command line knows them without pandas."""
+
+GPU_KERNEL, GPU_MEMCPY, GPU_MEMSET = "kernel", "memcpy", "memset"
+GPU_WORK = (GPU_KERNEL, GPU_MEMCPY, GPU_MEMSET)
+"""What a row of a trace's kernel table is: a kernel, or a memory copy or memset the GPU ran (typed MemCopy and
+Memset by their names, counted beside the kernels)."""

@@ -36,6 +36,10 @@ from ui.state import PAGE_TITLES, PAGES, SOURCE_KEYS, View, parse
 
 log = logging.getLogger("fusion.app")
 
+UPLOAD_TYPES = ["json", "gz", "csv", "sqlite"]
+"""File suffixes the uploaders offer: Kineto and rocprofv3 JSON (plain or .gz), rocprofv3's kernel_trace.csv,
+an Nsight Systems SQLite export. The loader tells the format from the content (docs/formats.md)."""
+
 STYLE = """
 <style>
 /* Links to other views look like links (Streamlit draws page links as plain text). */

@@ -54,6 +54,8 @@ class Request:
     source: TraceSource
     label: str | None = None
     name: str | None = None
+    device: int | None = None
+    """The GPU of a multi-GPU file (None: the one with the most kernel time)."""
 
 
 def load_pair(
@@ -67,9 +69,10 @@ def load_pair(
     cache: TableCache | None = None,
     meanwhile: Meanwhile | None = None,
     isolated: bool = True,
+    devices: tuple[int | None, int | None] = (None, None),
 ) -> tuple[Trace, Trace]:
-    """Both traces, or the first side's TraceError; see load_traces."""
-    requests = [Request(source1, labels[0]), Request(source2, labels[1])]
+    """Both traces, or the first side's TraceError; see load_traces. `devices` picks each file's GPU."""
+    requests = [Request(source1, labels[0], device=devices[0]), Request(source2, labels[1], device=devices[1])]
     results = load_traces(
         requests,
         progress=progress,
@@ -118,7 +121,7 @@ def load_traces(
         loaded = [_load_here(requests[i], _side_progress(progress, i + 1), max_bytes) for i in todo]
     for i, result in zip(todo, loaded):
         results[i] = result
-        if cache is not None and not isinstance(result, TraceError) and _is_path(requests[i].source):
+        if cache is not None and not isinstance(result, TraceError) and _cacheable(requests[i]):
             cache.store(requests[i].source, result, seen=seen[i])  # type: ignore[arg-type]
     return results  # type: ignore[return-value]
 
@@ -127,7 +130,14 @@ def _load_here(request: Request, progress: Callable[[int, int], None] | None, ma
     from fusion.classify.trace import load
 
     try:
-        return load(request.source, request.label, name=request.name, progress=progress, max_bytes=max_bytes)
+        return load(
+            request.source,
+            request.label,
+            name=request.name,
+            progress=progress,
+            max_bytes=max_bytes,
+            device=request.device,
+        )
     except TraceError as exc:
         return exc
     except MemoryError:
@@ -194,8 +204,13 @@ def _is_path(source: TraceSource) -> bool:
     return isinstance(source, (str, os.PathLike))
 
 
+def _cacheable(request: Request) -> bool:
+    """A file the table cache keeps by path: read with its default GPU (the cache keeps one trace per file)."""
+    return _is_path(request.source) and request.device is None
+
+
 def _lookup(cache: TableCache | None, request: Request) -> Trace | None:
-    if cache is None or not _is_path(request.source):
+    if cache is None or not _cacheable(request):
         return None
     return cache.lookup(request.source, request.label, name=request.name)  # type: ignore[arg-type]
 
@@ -253,7 +268,7 @@ def _load_in_child(
 
 def _start_child(out: Path, requests: list[Request], indices: list[int], max_bytes: int) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")]))}
-    jobs = [[os.fspath(r.source), r.label, r.name, index] for r, index in zip(requests, indices)]  # type: ignore[arg-type]
+    jobs = [[os.fspath(r.source), r.label, r.name, r.device, index] for r, index in zip(requests, indices)]  # type: ignore[arg-type]
     command = [sys.executable, "-m", "fusion.cache.loading", str(out), str(max_bytes), json.dumps(jobs)]
     return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
 
@@ -327,8 +342,8 @@ def _child_main(argv: list[str]) -> None:
         sys.stderr.buffer.flush()
 
     requests, indices = [], []
-    for source, label, name, index in json.loads(jobs):
-        requests.append(Request(source, label, name))
+    for source, label, name, device, index in json.loads(jobs):
+        requests.append(Request(source, label, name, device))
         indices.append(index)
     results = _load_in_threads(
         requests,

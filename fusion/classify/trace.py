@@ -25,14 +25,16 @@ def load(
     name: str | None = None,
     progress: Progress | None = None,
     max_bytes: int | None = None,
+    device: int | None = None,
 ) -> Trace:
     """Read, model and classify a trace from a path, bytes or a binary file; raises TraceError naming the input
     and the problem.
 
     `name` names an in-memory input in messages (an upload's file name); `progress` is called with
-    (bytes read, total bytes) as the file is read.
+    (bytes read, total bytes) as the file is read; `device` picks the GPU of a file that records several
+    (default: the one with the most kernel time).
     """
-    return classify_trace(read(source, label, name=name, progress=progress, max_bytes=max_bytes))
+    return classify_trace(read(source, label, name=name, progress=progress, max_bytes=max_bytes, device=device))
 
 
 def classify_trace(trace: Trace) -> Trace:

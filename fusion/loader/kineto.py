@@ -18,20 +18,32 @@ from fusion.loader.columns import MISSING_ID, intern_coded, used_categories
 from fusion.loader.cpu_events import RANGE_CATEGORIES, RUNTIME_CATEGORIES, CpuCollector, CpuEvents, RangeKind
 from fusion.loader.event_columns import NOT_A_STRING, EventColumns
 from fusion.loader.events import read_events
-from fusion.loader.reader import Progress, TraceSource, open_input
+from fusion.loader.reader import Progress, RawInput, TraceSource, open_input
+from fusion.vocabulary import GPU_KERNEL, GPU_MEMCPY, GPU_MEMSET, GPU_WORK
 
 KERNEL_CATEGORIES = frozenset({"kernel", "Kernel"})
-_KERNEL, _RUNTIME = range(2)
-_BUCKET = {
-    **dict.fromkeys(KERNEL_CATEGORIES, _KERNEL),
-    **dict.fromkeys(RUNTIME_CATEGORIES, _RUNTIME),
-    **{category: 2 + kind for category, kind in RANGE_CATEGORIES.items()},
+GPU_WORK_CATEGORIES = {
+    **dict.fromkeys(KERNEL_CATEGORIES, GPU_KERNEL),
+    **dict.fromkeys(("gpu_memcpy", "Memcpy"), GPU_MEMCPY),
+    **dict.fromkeys(("gpu_memset", "Memset"), GPU_MEMSET),
 }
-"""Which list a piece's events are sorted into, by category (ranges: 2 + their RangeKind); others are dropped."""
-_BUCKETS = 2 + len(RangeKind)
+"""GPU work of each kind by category; the capitalised ones are older Kineto's."""
+LEGACY_RANGE_CATEGORIES = {"Operator": RangeKind.OP}
+"""Older Kineto's name for cpu_op."""
+_RUNTIME = len(GPU_WORK)
+_RANGES = _RUNTIME + 1
+_BUCKET = {
+    **{category: GPU_WORK.index(work) for category, work in GPU_WORK_CATEGORIES.items()},
+    **dict.fromkeys(RUNTIME_CATEGORIES, _RUNTIME),
+    **{category: _RANGES + kind for category, kind in {**RANGE_CATEGORIES, **LEGACY_RANGE_CATEGORIES}.items()},
+}
+"""Which list a piece's events are sorted into, by category (GPU work by kind, runtime, ranges by RangeKind);
+others are dropped."""
+_BUCKETS = _RANGES + len(RangeKind)
 _ID_FIELDS = ("correlation", "stream", "device")
 MAX_KERNEL_NAMES = 200_000
 """More distinct names than this is not a GPU profile (real ones have thousands): refused before classifying."""
+PROFILER_STEP_PREFIX = "ProfilerStep#"
 RUNTIME_SCAN_EVENTS = 300_000
 """Events searched for hip*/cuda* runtime calls; the start of a trace tells the platform."""
 
@@ -53,6 +65,13 @@ class TraceRecords:
     kernels: pd.DataFrame
     cpu: CpuEvents
     warnings: list[str]
+    format: str = "Kineto JSON"
+    raw_names: dict[str, str] = field(default_factory=dict)
+    """{name: the symbol as recorded} where a reader shows a kernel by another name (a demangled symbol)."""
+    work: dict[str, str] = field(default_factory=dict)
+    """{name: GPU_MEMCPY or GPU_MEMSET} of the rows that are GPU work other than kernels."""
+    device_names: dict[int, str] = field(default_factory=dict)
+    """{device: its GPU's name} where the file ties names to the kernels' device numbers."""
 
 
 def read_kineto(
@@ -67,7 +86,13 @@ def read_kineto(
 
     `name` names an in-memory input in messages (an upload's file name); `progress` is called with (bytes read,
     total bytes); python_function frames whose names end with one of `frame_suffixes` are kept as ranges."""
-    raw = open_input(source, name=name, progress=progress, max_bytes=max_bytes)
+    return read_kineto_input(
+        open_input(source, name=name, progress=progress, max_bytes=max_bytes), frame_suffixes=frame_suffixes
+    )
+
+
+def read_kineto_input(raw: RawInput, *, frame_suffixes: tuple[str, ...] = ()) -> TraceRecords:
+    """read_kineto of an input opened already (fusion.loader.formats looked at its first bytes)."""
     stream = read_events(raw, _BUCKET)
     collector = _collect(stream.pieces, raw.source, frame_suffixes)
     top = stream.top_level
@@ -84,8 +109,9 @@ def read_kineto(
         gpu_recorded=recorded,
         device_properties=props,
         kernels=kernels,
-        cpu=collector.cpu.events(),
+        cpu=steps_as_annotations(collector.cpu.events()),
         warnings=stream.warnings + warnings + _quality_warnings(collector),
+        work={name: collector.work_of[code] for name, code in collector.code_of.items() if code in collector.work_of},
     )
 
 
@@ -100,20 +126,23 @@ class _Collector:
     runtime_prefixes: Counter = field(default_factory=Counter)
     cpu: CpuCollector = field(default_factory=CpuCollector)
     events: int = 0
+    work_of: dict[int, str] = field(default_factory=dict)
+    """{name code: GPU_MEMCPY or GPU_MEMSET} of the names of GPU work other than kernels."""
 
     def add_piece(self, piece: EventColumns, source: str) -> None:
         buckets = piece.by_bucket(_BUCKETS)
-        kernels, runtime = buckets[_KERNEL], buckets[_RUNTIME]
+        runtime = buckets[_RUNTIME]
         if self.events < RUNTIME_SCAN_EVENTS:
             self._count_prefixes(runtime)
         self.events += piece.events
-        if len(kernels):
-            self._add_kernels(kernels, source)
+        for bucket, work in enumerate(GPU_WORK):
+            if len(buckets[bucket]):
+                self._add_kernels(buckets[bucket], source, work)
         if len(runtime):
             self.cpu.add_runtime(runtime)
         for kind in RangeKind:
-            if len(buckets[2 + kind]):
-                self.cpu.add_ranges(buckets[2 + kind], kind)
+            if len(buckets[_RANGES + kind]):
+                self.cpu.add_ranges(buckets[_RANGES + kind], kind)
 
     def _count_prefixes(self, runtime: EventColumns) -> None:
         """hip/cud: the first three letters of the runtime calls' names tell the platform."""
@@ -122,10 +151,12 @@ class _Collector:
         for code in np.flatnonzero(counts).tolist():
             self.runtime_prefixes[runtime.names[code][:3]] += int(counts[code])
 
-    def _add_kernels(self, kernels: EventColumns, source: str) -> None:
+    def _add_kernels(self, kernels: EventColumns, source: str, work: str = GPU_KERNEL) -> None:
         keep = self._keep(kernels.name != NOT_A_STRING, kernels.ts, kernels.dur)
         kernels = kernels.rows(keep)
         codes = intern_coded(kernels.name, kernels.names, self.code_of)
+        if work != GPU_KERNEL:
+            self.work_of.update(dict.fromkeys(np.unique(codes).tolist(), work))
         if len(self.code_of) > MAX_KERNEL_NAMES:
             problem = f"more than {MAX_KERNEL_NAMES:,} distinct kernel names; a GPU profile has thousands; refused"
             raise TraceError(source, problem)
@@ -185,6 +216,17 @@ def _collect(pieces: Iterator[EventColumns], source: str, frame_suffixes: tuple[
     for piece in pieces:
         collector.add_piece(piece, source)
     return collector
+
+
+def steps_as_annotations(cpu: CpuEvents) -> CpuEvents:
+    """`ProfilerStep#N` ranges recorded as ops (older Kineto: cat `Operator` or `cpu_op`) as the annotations
+    they are, so they mark steps and never become every kernel's top-level op."""
+    is_step = np.array([name.startswith(PROFILER_STEP_PREFIX) for name in cpu.names] + [False])
+    ranges = cpu.ranges
+    rows = (ranges.kind == RangeKind.OP) & is_step[ranges.name]
+    if rows.any():
+        ranges.kind[rows] = RangeKind.ANNOTATION
+    return cpu
 
 
 def _device_properties(top: dict[str, Any]) -> list[dict[str, Any]]:

@@ -22,3 +22,6 @@ KERNEL_COLUMNS = (RECORD_COLUMNS[0], *TYPE_COLUMNS, *RECORD_COLUMNS[1:], *OP_COL
 """The kernel table of a loaded trace."""
 NAME_STATS = ("count", "time_us")
 """Per distinct kernel name in Trace.names, beside its classification: kernel count and total time."""
+NAME_FACTS = ("raw_name", "gpu_work")
+"""Per distinct kernel name in Trace.names: the name as the file records it (a rocprofv3 symbol before
+demangling; the name itself elsewhere) and what GPU work it is (fusion.vocabulary.GPU_WORK)."""

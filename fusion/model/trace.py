@@ -72,6 +72,8 @@ class Trace:
     names: pd.DataFrame = _Frame()  # type: ignore[assignment]
     digest: str
     warnings: list[str] = field(default_factory=list)
+    format: str = "Kineto JSON"
+    """The file format it was read from (fusion.loader.formats)."""
 
     @property
     def kernel_count(self) -> int:

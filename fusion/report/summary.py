@@ -11,6 +11,7 @@ from fusion.model.ops import unlaunched_note
 from fusion.model.phases import describe
 from fusion.model.trace import Trace
 from fusion.result import CALLS, KERNELS_PER_CALL, MODULE, OP, OP_NAMES, TIME_US
+from fusion.vocabulary import GPU_KERNEL
 
 UNCLASSIFIED_TYPE = "Other"
 TOP_OPS = 10
@@ -22,9 +23,11 @@ def summarize(trace: Trace, top_unclassified: int = 20) -> dict[str, Any]:
     other = trace.names[trace.names["type"] == UNCLASSIFIED_TYPE].head(top_unclassified)
     with_op = kernels[(kernels["op"] != "").to_numpy()]
     return {
+        "format": trace.format,
         "platform": trace.platform,
         "gpu": trace.gpu,
         "kernels": trace.kernel_count,
+        "gpu_work": _gpu_work(trace),
         "kernel_time_us": round(trace.kernel_time_us, 3),
         "types": _breakdown(kernels, "type"),
         "type_routes": _breakdown(kernels, "type_route"),
@@ -37,6 +40,15 @@ def summarize(trace: Trace, top_unclassified: int = 20) -> dict[str, Any]:
             {"name": str(name), "count": int(row["count"]), "time_us": round(float(row["time_us"]), 3)}
             for name, row in other.iterrows()
         ],
+    }
+
+
+def _gpu_work(trace: Trace) -> dict[str, dict[str, float]]:
+    """Count and time of the kernels proper and of the copies and memsets among the kernel table's rows."""
+    table = trace.names.groupby("gpu_work")[["count", "time_us"]].sum()
+    return {
+        str(work): {"count": int(row["count"]), "time_us": round(float(row["time_us"]), 3)}
+        for work, row in table.iterrows()
     }
 
 
@@ -69,9 +81,10 @@ def summary_text(trace: Trace, summary: dict[str, Any]) -> str:
     total = summary["kernel_time_us"] or 1.0
     lines = [
         f"trace     {trace.source}",
+        f"format    {summary['format']}",
         f"platform  {summary['platform']}  ({trace.platform_evidence})",
         f"gpu       {summary['gpu']}",
-        f"kernels   {summary['kernels']:,}   kernel time {summary['kernel_time_us'] / 1e3:,.3f} ms",
+        f"kernels   {summary['kernels']:,}   kernel time {summary['kernel_time_us'] / 1e3:,.3f} ms{_work_text(summary)}",
         "",
         *phase_text(summary["phases"]),
         "",
@@ -98,6 +111,15 @@ def summary_text(trace: Trace, summary: dict[str, Any]) -> str:
             lines.append(f"  {entry['time_us'] / 1e3:>10,.3f} ms  {entry['count']:>7,}x  {entry['name'][:160]}")
     lines += [f"warning: {warning}" for warning in trace.warnings]
     return "\n".join(lines)
+
+
+def _work_text(summary: dict[str, Any]) -> str:
+    """'   (1,465 kernels, 241 memsets, 1 memcpy)' when the rows hold copies or memsets besides kernels."""
+    work = summary["gpu_work"]
+    if set(work) <= {GPU_KERNEL}:
+        return ""
+    parts = [f"{row['count']:,} {kind}{'s' if row['count'] != 1 else ''}" for kind, row in work.items()]
+    return f"   ({', '.join(parts)})"
 
 
 def phase_text(phases: dict[str, Any]) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from builders import PROJECT, gzip_bomb, kernel_event, kineto_trace, trace_json
+from format_builders import NsysExport, RocprofRun
 
 from fusion.__main__ import main
 from fusion.classify.trace import load
@@ -26,6 +28,7 @@ from fusion.errors import TraceError
 from fusion.loader import events as events_module
 from fusion.loader import reader
 from fusion.match.pair_checks import pair_warnings
+from fusion.model.linking import NO_OP_FINDINGS
 
 Maker = Callable[[Path], Path]
 
@@ -95,6 +98,42 @@ def million_names() -> bytes:
 
 
 BAD_GZIP = gzip.compress(BASE)
+
+
+def nsys(tables: tuple[str, ...] | None = None, cut: float = 1.0, name: str = "trace.sqlite") -> Maker:
+    """An Nsight Systems export of two kernels (only `tables` of the schema; the first `cut` of its bytes)."""
+
+    def make(folder: Path) -> Path:
+        export = NsysExport()
+        export.launch("ampere_sgemm_128x64_tn", 1_000, 10_000, 5_000)
+        export.launch("flash_fwd_kernel", 2_000, 20_000, 5_000)
+        path = export.write(folder / f"full-{name}", tables=tables)
+        data = path.read_bytes()
+        target = folder / name
+        target.write_bytes(data[: int(len(data) * cut)])
+        return target
+
+    return make
+
+
+def sqlite_of(statement: str, name: str = "trace.sqlite") -> Maker:
+    def make(folder: Path) -> Path:
+        path = folder / name
+        with sqlite3.connect(path) as db:
+            db.execute(statement)
+        db.close()
+        return path
+
+    return make
+
+
+def rocprof(cut: float = 1.0, replace: tuple[bytes, bytes] = (b"", b"")) -> bytes:
+    run = RocprofRun()
+    run.launch("_Z6gemm_kv.kd", 1_000, 10_000, 5_000)
+    run.launch("_Z6relu_kv.kd", 2_000, 20_000, 1_000)
+    data = run.data().replace(*replace, 1) if replace[0] else run.data()
+    return data[: int(len(data) * cut)]
+
 
 REJECTED = [
     # -- not JSON at all
@@ -272,6 +311,62 @@ REJECTED = [
         "not valid JSON: invalid character (byte 17)",
         id="a-MB-of-NUL-in-the-array",
     ),
+    # -- SQLite and the other profilers' formats
+    pytest.param(
+        nsys(cut=0.5),
+        "the SQLite file cannot be read (database disk image is malformed); truncated or damaged?",
+        id="truncated-nsys-sqlite",
+    ),
+    pytest.param(
+        content(b"SQLite format 3\x00" + b"\x01" * 200, ".sqlite"),
+        "the SQLite file cannot be read (file is not a database); truncated or damaged?",
+        id="sqlite-magic-then-garbage",
+    ),
+    pytest.param(
+        nsys(tables=("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME")),
+        "an SQLite file that is no Nsight Systems export (no StringIds table; its tables: CUPTI_ACTIVITY_KIND_KERNEL,"
+        " CUPTI_ACTIVITY_KIND_RUNTIME); export a report with `nsys export --type sqlite`",
+        id="nsys-sqlite-without-StringIds",
+    ),
+    pytest.param(
+        sqlite_of("CREATE TABLE sales (id INTEGER, amount REAL)"),
+        "an SQLite file that is no Nsight Systems export (no StringIds table; its tables: sales); export a report"
+        " with `nsys export --type sqlite`",
+        id="some-other-sqlite-database",
+    ),
+    pytest.param(
+        sqlite_of("CREATE TABLE rocpd_kernel_dispatch_00ab (id INTEGER)", "results.db"),
+        "a rocpd database (rocprofv3's SQLite output) is not read yet; write JSON instead (rocprofv3 --output-format"
+        " json) or convert it (rocpd convert --output-format csv)",
+        id="rocpd-database",
+    ),
+    pytest.param(
+        content(b"\x00\x01NSYS report body", ".nsys-rep"),
+        "an Nsight Systems report (.nsys-rep) is NVIDIA's own format, not read here; export it to SQLite with "
+        "`nsys export --type sqlite -o trace.sqlite report.nsys-rep` and give the .sqlite file",
+        id="nsys-rep-report",
+    ),
+    pytest.param(
+        content(lambda: rocprof(cut=0.6)),
+        "truncated: the file ends inside rocprofiler-sdk-tool.0.buffer_records.kernel_dispatch, before the JSON document"
+        " closes",
+        id="truncated-rocprofv3-json",
+    ),
+    pytest.param(
+        content(lambda: rocprof(replace=(b'"start_timestamp":20000', b'"start_timestamp":null'))),
+        "rocprofv3 buffer_records/kernel_dispatch entry 1 cannot be read (Expected `int`, got `null`)",
+        id="rocprofv3-json-null-timestamp",
+    ),
+    pytest.param(
+        content(b'"Domain","Function","Process_Id","Thread_Id","Correlation_Id","Start_Timestamp","End_Timestamp"\n'),
+        "a rocprofv3 API trace (hip_api_trace.csv); give its kernel_trace.csv instead",
+        id="rocprofv3-api-csv-given",
+    ),
+    pytest.param(
+        content(b'"Kind","Kernel_Name","Start_Timestamp","End_Timestamp"\n"KERNEL_DISPATCH","k",10,"late"\n', ".csv"),
+        "no usable Start_Timestamp and End_Timestamp columns",
+        id="rocprofv3-csv-bad-timestamp",
+    ),
     # -- not a file
     pytest.param(directory, "is a directory, not a trace file", id="a-directory"),
     pytest.param(missing, "no such file", id="missing-file"),
@@ -414,7 +509,8 @@ def test_usable_input_runs_with_the_stated_warning(tmp_path, capsys, make: Maker
     assert main(["summary", str(path), "--format", "json"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["kernels"] == kernels
-    assert err.splitlines() == ([] if warning is None else [f"warning: {warning.format(path=path)}"])
+    stated = [line for line in err.splitlines() if NO_OP_FINDINGS not in line]  # these traces record kernels only
+    assert stated == ([] if warning is None else [f"warning: {warning.format(path=path)}"])
 
 
 def test_zero_kernels_summary_text_exits_0_with_the_warning(tmp_path, capsys) -> None:

@@ -24,9 +24,11 @@ from fusion.report import summary as summary_module
 
 ROOT = Path(__file__).resolve().parents[2]
 SUMMARY_KEYS = [
+    "format",
     "platform",
     "gpu",
     "kernels",
+    "gpu_work",
     "kernel_time_us",
     "types",
     "type_routes",
@@ -95,11 +97,12 @@ def test_summary_text_names_the_trace_platform_gpu_and_types(trace_path: Path, c
     trace = load(trace_path)
     lines = out.splitlines()
     assert lines[0] == f"trace     {trace_path}"
-    assert lines[1].startswith(f"platform  {trace.platform}  ({trace.platform_evidence})")
-    assert lines[2] == f"gpu       {trace.gpu}"
-    assert lines[3].startswith(f"kernels   {trace.kernel_count:,}")
+    assert lines[1] == "format    Kineto JSON"
+    assert lines[2].startswith(f"platform  {trace.platform}  ({trace.platform_evidence})")
+    assert lines[3] == f"gpu       {trace.gpu}"
+    assert lines[4].startswith(f"kernels   {trace.kernel_count:,}")
     for kernel_type in trace.kernels["type"].unique():
-        assert any(line.startswith(str(kernel_type)) for line in lines[5:])
+        assert any(line.startswith(str(kernel_type)) for line in lines[6:])
     assert err == ""
 
 

@@ -764,3 +764,22 @@ def test_the_timeline_shows_one_aligned_call_of_an_op(op_pair) -> None:
     )
     at.number_input(key="tl_call").set_value(6).run()
     assert at.query_params["call"] in ("6", ["6"])
+
+
+def test_uploads_of_other_profilers_formats_compare(tmp_path: Path) -> None:
+    """A rocprofv3 JSON and an Nsight Systems SQLite export, uploaded: the comparison opens on both."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from format_builders import NsysExport, RocprofRun
+
+    run_, export = RocprofRun(), NsysExport()
+    for step in range(60):
+        run_.launch("Cijk_Alik_Bljk_HHS_BH_MT128x128x32.kd", cpu=step * 50_000, gpu=step * 50_000 + 5_000, dur=8_000)
+        export.launch("sm90_xmma_gemm_f16f16_f32", cpu=step * 50_000, gpu=step * 50_000 + 5_000, dur=6_000)
+    at = run("app.py")
+    at.radio(key="mode").set_value("Upload files").run()
+    at.file_uploader[0].set_value(("908_results.json", run_.data(), "application/json")).run()
+    sqlite_bytes = export.write(tmp_path / "h100.sqlite").read_bytes()
+    at.file_uploader[1].set_value(("h100.sqlite", sqlite_bytes, "application/octet-stream")).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    assert metrics(at)["Kernels compared"] == ["60", "60"]
