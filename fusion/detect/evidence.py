@@ -27,6 +27,7 @@ from fusion.detect.thresholds import Thresholds
 from fusion.match.align import FOLDED, ONLY1, SUBSTITUTE, align_codes, ops, type_code
 from fusion.model.trace import Trace
 from fusion.result import EvidenceRef
+from fusion.vocabulary import SPLIT_ROLES
 
 NON_FUSABLE_TYPES = frozenset({"Memset", "MemCopy", "Communication"})
 """One-sided kernels of these types are notes, never fusions (an extra memset is not a fused op)."""
@@ -61,7 +62,7 @@ class Side:
         table = trace.names.loc[name_list] if name_list else trace.names.iloc[0:0]
         roles = [str(r) for r in table["helper"]]
         names = column.cat.codes.to_numpy()
-        helper = np.array([r != "" for r in roles], dtype=bool)
+        helper = np.array([r in SPLIT_ROLES for r in roles], dtype=bool)
         return cls(
             number,
             trace,

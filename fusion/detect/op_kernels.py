@@ -19,6 +19,7 @@ from fusion.match.align import GAP, align_codes
 from fusion.match.op_calls import EAGER_LAUNCH, OpCalls
 from fusion.model.trace import Trace
 from fusion.result import NO_PAIR, TIME_DECIMALS, EvidenceRef, FusionMapping
+from fusion.vocabulary import SPLIT_ROLES
 
 OP_KERNELS_DETECTOR = "op_kernels"
 OP_CALLS_SOURCE = "op_calls"
@@ -197,8 +198,8 @@ def _fused_components(trace: Trace, names: list[str]) -> list[str]:
 
 
 def _helpers(trace: Trace, names: list[str]) -> dict[str, str]:
-    """Name -> helper role ('split_k_reduce', ...) of the cited kernels that are helpers of their operation."""
-    return {n: str(role) for n, role in _name_facts(trace, names, "helper").items() if role}
+    """Name -> split role ('split_k_reduce', ...) of the cited kernels that are helpers of their operation."""
+    return {n: str(role) for n, role in _name_facts(trace, names, "helper").items() if role in SPLIT_ROLES}
 
 
 def _ref(calls: tuple[OpCalls, OpCalls], pair: tuple[int, int]) -> EvidenceRef:

@@ -102,8 +102,6 @@ class Kernel:
     op: str
     grid: tuple[int, int, int] = (256, 1, 1)
     block: tuple[int, int, int] = (256, 1, 1)
-    eager_type: str = ""
-    """The type when launched eagerly inside its op, where the op types it better than the name ('' = ktype)."""
 
 
 # Roles decide how a kernel is launched: "graph" kernels are captured in CUDA/HIP graphs,
@@ -406,9 +404,7 @@ def _extra_memset(platform: str, spec: PairSpec) -> bool:
 
 def forward_slots(platform: str, spec: PairSpec, prefill: bool = False) -> list[Slot]:
     """All kernels of one forward pass (a decode step or a prefill), in launch order."""
-    slots: list[Slot] = [
-        ("graph", Kernel(_GATHER, "Elementwise", 3.0, "aten::embedding", (32, 2, 1), eager_type="Embedding"))
-    ]
+    slots: list[Slot] = [("graph", Kernel(_GATHER, "Elementwise", 3.0, "aten::embedding", (32, 2, 1)))]
     if _extra_memset(platform, spec):
         slots.append(("graph", Kernel(_AMD_MEMSET, "Memset", 2.0, "aten::zero_", (64, 1, 1))))
     for _ in range(spec.layers):
@@ -486,11 +482,11 @@ def trace_passes(spec: PairSpec, trace: int) -> Iterator[tuple[bool, list[tuple[
 
 
 def kernel_counts(spec: PairSpec, trace: int) -> dict[str, int]:
-    """Exact number of kernels of each type in a trace, as loaded: by name, or by op for an eager launch."""
+    """Exact number of kernels of each type in a trace, as loaded (a kernel's name types it whatever launches it)."""
     counts: Counter[str] = Counter()
     for _, pass_launches in trace_passes(spec, trace):
-        for graph, kernels in pass_launches:
-            counts.update(k.ktype if graph or not k.eager_type else k.eager_type for k in kernels)
+        for _, kernels in pass_launches:
+            counts.update(k.ktype for k in kernels)
     return dict(sorted(counts.items()))
 
 
