@@ -148,6 +148,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also compare kernels without a launch event in the trace (by default left out, with a warning)",
     )
+    compare.add_argument(
+        "--opportunities-on-mismatch",
+        action="store_true",
+        help="show count-based fusion opportunities although the counts do not look like the same workload"
+        " (comparability mismatch), each with its warning (by default withheld)",
+    )
     compare.set_defaults(run=_compare)
 
     batch = commands.add_parser("batch", help="compare many pairs: a manifest CSV, or two directories of rank traces")
@@ -207,6 +213,8 @@ def _classify(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     params = {"min_group_size": args.min_group_size, "keep_unlaunched": args.keep_unlaunched, "phase": args.phase}
+    if args.opportunities_on_mismatch:
+        params["opportunities_on_mismatch"] = True
     if args.threshold:  # the detect package imports pandas, which a cold re-open without thresholds avoids
         from fusion.detect.thresholds import threshold_overrides
 

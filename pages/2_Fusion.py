@@ -111,6 +111,7 @@ def one_sided(comparison: Comparison) -> None:
         pd.DataFrame(
             {
                 "trace": [n.side for n in comparison.one_sided],
+                "kind": [ui.kind_label(n.kind) for n in comparison.one_sided],
                 "kernel type": [n.kernel_type for n in comparison.one_sided],
                 "count": [n.count for n in comparison.one_sided],
                 "why": [n.reason for n in comparison.one_sided],

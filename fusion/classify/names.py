@@ -53,6 +53,7 @@ __all__ = [
     "classify",
     "classify_names",
     "inductor_ops",
+    "name_family",
     "type_from_op",
 ]
 
@@ -138,6 +139,14 @@ def type_from_op(name_type: str, op: str, op_top: str) -> tuple[str, str]:
         if any(rule.pattern.fullmatch(o) for o in launching):
             return rule.kernel_type, "op"
     return "Other", "unknown"
+
+
+def name_family(name: str, rule: str, fused_components: tuple[str, ...]) -> str:
+    """A kernel name's family: the rule that typed it and what it also performs (cutlass_gemm+SwiGLU), so the tiles
+    and shapes of one library's kernels are one family; a name no rule knows is its own family."""
+    if rule == UNCLASSIFIED_RULE:
+        return name
+    return f"{rule}+{'+'.join(fused_components)}" if fused_components else rule
 
 
 def canonical_op(op: str) -> str:
