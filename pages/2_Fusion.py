@@ -9,7 +9,7 @@ import ui.widgets as ui
 from fusion.classify.names import canonical_op
 from fusion.comparison.result import Comparison
 from fusion.detect.op_kernels import OP_EVIDENCE_PAIR
-from fusion.result import EvidenceRef, FusionMapping, Opportunity
+from fusion.result import NOT_SAME_WORKLOAD, EvidenceRef, FusionMapping, Opportunity
 from ui import charts, tables, text
 from ui.state import View
 
@@ -123,6 +123,8 @@ def one_sided(comparison: Comparison) -> None:
 
 with ui.page("Fusion") as shown:
     view, comparison = shown.view, shown.comparison
+    if comparison.comparability.level == NOT_SAME_WORKLOAD:
+        st.warning(text.md(next(w for w in comparison.warnings if w.startswith("not the same workload"))))
     opportunities = sorted(comparison.opportunities, key=lambda o: o.time_impact_ms, reverse=True)
     st.subheader("Fusion opportunities by time impact")
     if opportunities:

@@ -19,35 +19,38 @@ OP_PATH_SEPARATOR = " > "
 
 @dataclass(frozen=True)
 class LaunchOps:
-    """One trace's launching op of each kernel row: a code into `paths` ((op_top, op) pairs), -1 without an op."""
+    """One trace's launching ops by kernel row: the codes of its op_top and op columns (-1: none) and their names."""
 
-    codes: np.ndarray
-    paths: list[tuple[str, str]]
+    top: np.ndarray
+    inner: np.ndarray
+    top_names: pd.Index
+    inner_names: pd.Index
 
     @classmethod
     def of(cls, trace: Trace) -> LaunchOps:
         kernels = trace.kernels
-        if not {"op", "op_top"} <= set(kernels.columns) or not len(kernels):
-            return cls(np.full(len(kernels), -1, dtype=np.int64), [])
+        if not {"op", "op_top"} <= set(kernels.columns):
+            none = np.full(len(kernels), -1, dtype=np.int64)
+            return cls(none, none, pd.Index([]), pd.Index([]))
         top, inner = kernels["op_top"].cat, kernels["op"].cat
-        width = len(inner.categories) + 1
-        codes, keys = pd.factorize(top.codes.to_numpy(np.int64) * width + inner.codes.to_numpy(np.int64) + 1)
-        paths = [(_category(top.categories, k // width), _category(inner.categories, k % width - 1)) for k in keys]
-        known = np.array([bool(t) for t, _ in paths], dtype=bool)
-        codes = np.where(known[codes], codes, -1) if len(paths) else codes
-        return cls(codes.astype(np.int64), paths)
+        return cls(top.codes.to_numpy(), inner.codes.to_numpy(), top.categories, inner.categories)
 
-    def counts(self, windows: Iterable[tuple[int, int]]) -> Counter[int]:
-        """Kernels per path code in the [start, stop) row windows (a window (-1, -1) cites no kernel)."""
-        found: Counter[int] = Counter()
+    def counts(self, windows: Iterable[tuple[int, int]]) -> Counter[tuple[str, str]]:
+        """Kernels per (op_top, op) in the [start, stop) row windows (a window (-1, -1) cites no kernel); kernels
+        without an op are left out."""
+        found: Counter[tuple[str, str]] = Counter()
         for start, stop in windows:
             if 0 <= start < stop:
-                codes = self.codes[start:stop]
-                found.update(codes[codes >= 0].tolist())
+                pairs = Counter(zip(self.top[start:stop].tolist(), self.inner[start:stop].tolist()))
+                for (top, inner), count in pairs.items():
+                    path = (_category(self.top_names, top), _category(self.inner_names, inner))
+                    if path[0]:
+                        found[path] += count
         return found
 
-    def texts(self, counts: Counter[int], limit: int) -> list[str]:
-        return [path_text(*self.paths[code]) for code, _ in counts.most_common(limit)]
+
+def _texts(counts: Counter[tuple[str, str]], limit: int) -> list[str]:
+    return [path_text(*path) for path, _ in counts.most_common(limit)]
 
 
 def _category(categories: pd.Index, code: int) -> str:
@@ -70,21 +73,17 @@ def name_ops(mappings: list[FusionMapping], notes: list[OneSidedNote], traces: t
     work), else on the other; an op-level finding keeps the op whose calls it compares."""
     ops = (LaunchOps.of(traces[0]), LaunchOps.of(traces[1]))
     for mapping in mappings:
-        fused = ops[mapping.fused_trace - 1]
-        unfused = ops[2 - mapping.fused_trace]
-        fused_counts = fused.counts(_windows(mapping.evidence_refs, mapping.fused_trace))
-        unfused_counts = unfused.counts(_windows(mapping.evidence_refs, 3 - mapping.fused_trace))
-        mapping.fused_ops = fused.texts(fused_counts, limit)
-        mapping.unfused_ops = unfused.texts(unfused_counts, limit)
-        top, inner = _main_path(fused, fused_counts) or _main_path(unfused, unfused_counts) or ("", "")
+        fused = ops[mapping.fused_trace - 1].counts(_windows(mapping.evidence_refs, mapping.fused_trace))
+        unfused = ops[2 - mapping.fused_trace].counts(_windows(mapping.evidence_refs, 3 - mapping.fused_trace))
+        mapping.fused_ops, mapping.unfused_ops = _texts(fused, limit), _texts(unfused, limit)
+        top, inner = _main_path(fused) or _main_path(unfused) or ("", "")
         mapping.op = mapping.op or top
         mapping.inner_op = inner
     for note in notes:
-        side = ops[note.side - 1]
-        counts = side.counts(_windows(note.evidence_refs, note.side))
-        note.ops = side.texts(counts, limit)
-        note.op, note.inner_op = _main_path(side, counts) or ("", "")
+        counts = ops[note.side - 1].counts(_windows(note.evidence_refs, note.side))
+        note.ops = _texts(counts, limit)
+        note.op, note.inner_op = _main_path(counts) or ("", "")
 
 
-def _main_path(ops: LaunchOps, counts: Counter[int]) -> tuple[str, str] | None:
-    return ops.paths[counts.most_common(1)[0][0]] if counts else None
+def _main_path(counts: Counter[tuple[str, str]]) -> tuple[str, str] | None:
+    return counts.most_common(1)[0][0] if counts else None

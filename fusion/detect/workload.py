@@ -117,12 +117,13 @@ class _View:
     def of(cls, side: Side, types: list[str]) -> _View:
         kernels = side.trace.kernels
         total = max(len(kernels), 1)
-        modules = kernels["module"].astype(str).value_counts() if "module" in kernels.columns else pd.Series(dtype=int)
-        recorded = int(modules[modules.index != ""].sum())
+        modules = kernels["module"].value_counts(sort=False) if "module" in kernels.columns else pd.Series(dtype=int)
+        modules = modules[(modules.index.astype(str) != "") & (modules > 0)]
+        recorded = int(modules.sum())
         eager = 0
         if "op_call" in kernels.columns:
             eager = int(((kernels["op_call"].to_numpy() >= 0) & (kernels["launch"] == EAGER_LAUNCH).to_numpy()).sum())
-        return cls(side, types, modules[modules.index != ""], recorded / total, eager / total, recorded_steps(kernels))
+        return cls(side, types, modules, recorded / total, eager / total, recorded_steps(kernels))
 
     def operations(self) -> np.ndarray:
         """Per kernel: it is an operation of the mix (no split helper, no type of MIX_LEFT_OUT)."""
@@ -205,9 +206,14 @@ def _op_call_sequences(views: tuple[_View, _View], aligned: int, calls: tuple[in
 
 
 def _top_ops(view: _View) -> Counter[str]:
+    """Top-level op calls per op name (each call counted once, at its first kernel)."""
     kernels = view.side.trace.kernels
-    first = kernels.loc[kernels["op_call"].to_numpy() >= 0].drop_duplicates("op_call")
-    return Counter(first["op_top"].astype(str).tolist())
+    call = kernels["op_call"].to_numpy()
+    _, first = np.unique(call, return_index=True)
+    first = first[call[first] >= 0]
+    top = kernels["op_top"].cat
+    per_code = np.bincount(top.codes.to_numpy()[first], minlength=len(top.categories))
+    return Counter({str(top.categories[c]): int(per_code[c]) for c in np.flatnonzero(per_code).tolist()})
 
 
 def _operation_mix(views: tuple[_View, _View], limits: Thresholds) -> Signal | None:

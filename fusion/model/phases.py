@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -284,7 +285,7 @@ class _Steps:
     launch_ts: np.ndarray
     graph: np.ndarray
 
-    @property
+    @cached_property
     def largest_replay(self) -> int:
         """Kernels of the largest graph replay (the kernels of one replay share its launch): a forward step of the
         same model launches at least as many."""
@@ -303,8 +304,10 @@ class _Steps:
         replayed_decode = bool((self.graph & (self.phase == PHASES.index(DECODE))).any())
         largest = self.largest_replay
         none = SOURCES.index(SOURCE_NONE)
-        for number in np.unique(step[step != NO_STEP]).tolist():
-            rows = np.flatnonzero(step == number)
+        stepped = np.flatnonzero(step != NO_STEP)
+        stepped = stepped[np.argsort(step[stepped], kind="stable")]
+        bounds = np.flatnonzero(np.diff(step[stepped])) + 1
+        for rows in np.split(stepped, bounds) if len(stepped) else []:
             phases = np.unique(self.phase[rows[deciding[rows]]])
             open_ = rows[self.source[rows] == none]
             if len(phases) == 1:

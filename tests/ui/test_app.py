@@ -308,6 +308,18 @@ def eager_pair() -> tuple[str, str]:
     return str(paths[0]), str(paths[1])
 
 
+def test_fusion_page_says_when_the_traces_run_different_workloads() -> None:
+    """Two different shared models: the page leads with why, and lists no finding."""
+    folders = [SHARED / "tl_h100_bert_small", SHARED / "tl_h100_timesformer"]
+    if not all(f.is_dir() for f in folders):
+        pytest.skip("shared real traces absent")
+    paths = [str(next(f.glob("*.json.gz"))) for f in folders]
+    at = run("pages/2_Fusion.py", p1=paths[0], p2=paths[1])
+    (warning,) = [unescaped(w.value) for w in at.warning if "not the same workload" in unescaped(w.value)]
+    assert "BertLMHeadModel" in warning and "TimesformerForVideoClassification" in warning
+    assert any("No fused kernel was found" in unescaped(i.value) for i in at.info)
+
+
 def test_eager_pair_home_says_what_was_compared_and_shows_one_sided_kernels(eager_pair) -> None:
     at = run("app.py", p1=eager_pair[0], p2=eager_pair[1])
     expected = compare(load(eager_pair[0]), load(eager_pair[1]))
