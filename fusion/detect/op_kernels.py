@@ -127,20 +127,44 @@ def _by_name_pattern(
     extra: np.ndarray,
 ) -> list[_Difference]:
     """The difference's call pairs split by kernel-name pattern, most pairs first: the name families of the
-    fewer-kernel call's kernels and of the other call's extra kernels (at positions `extra`). A GEMM + split-K
-    reduce and a GEMV + its two-pass reduce are two findings; split-K reduces after GEMMs of two tile families
-    are one."""
+    fewer-kernel call's kernels and of the other call's extra kernels (_extra_kernels). A GEMM + split-K reduce
+    and a GEMV + its two-pass reduce are two findings; split-K reduces after GEMMs of two tile families are one."""
     fused, unfused = diff.fused_side - 1, 2 - diff.fused_side
+    roles = _name_table(calls[unfused].trace)
     parts: dict[tuple, _Difference] = {}
     for pair in diff.pairs:
         fused_names = calls[fused].names[calls[fused].kernels(pair[fused])]
-        extra_names = calls[unfused].names[calls[unfused].kernels(pair[unfused])][extra]
+        extra_names, _ = _extra_kernels(diff, calls[unfused], pair[unfused], extra, roles)
         key = (
             tuple(families[fused].get(str(n), str(n)) for n in fused_names),
-            tuple(families[unfused].get(str(n), str(n)) for n in extra_names),
+            tuple(families[unfused].get(n, n) for n in extra_names),
         )
         parts.setdefault(key, _Difference(diff.op, diff.types1, diff.types2)).pairs.append(pair)
     return sorted(parts.values(), key=lambda part: -len(part.pairs))
+
+
+def _extra_kernels(
+    diff: _Difference, calls: OpCalls, call: int, extra: np.ndarray, table: dict[str, tuple[str, tuple[str, ...], bool]]
+) -> tuple[list[str], list[str]]:
+    """The names of the kernels that stand for one call's extra kernels (positions `extra` of the type alignment),
+    and the types of those that are no split helper. Where the call has a split helper (a split-K reduce) of an
+    extra kernel's type, the helper stands for it: which of a GEMM and its reduce the alignment left over does not
+    matter."""
+    names = [str(n) for n in calls.names[calls.kernels(call)]]
+    types = diff.types(calls.side)
+    helpers = [n for n, t in zip(names, types) if table.get(n, ("", (), False))[0] in SPLIT_ROLES]
+    helper_types = [t for n, t in zip(names, types) if n in helpers]
+    standing, rest = [], []
+    for position in extra.tolist():
+        kernel_type = types[position]
+        if kernel_type in helper_types:
+            at = helper_types.index(kernel_type)
+            standing.append(helpers.pop(at))
+            helper_types.pop(at)
+        else:
+            standing.append(names[position])
+            rest.append(kernel_type)
+    return standing, rest
 
 
 def _extra_time_us(diff: _Difference, calls: tuple[OpCalls, OpCalls], extra: np.ndarray) -> float:
@@ -195,23 +219,16 @@ def _finding(
 
 
 def _kind(diff: _Difference, calls: tuple[OpCalls, OpCalls], pair: tuple[int, int], compute: np.ndarray) -> str:
-    """extra_work without compute extras; split when the unfused call's split helpers (a split-K reduce) account for
-    every compute extra of their type (which of a GEMM and its reduce the alignment left over does not matter);
-    fusion when the fewer-kernel call's kernels perform the rest (fused components, or their own type in a kernel
-    whose name does not say it computes one operation only); else decomposition: the op by another algorithm."""
+    """extra_work without compute extras; split when split helpers (a split-K reduce) stand for every compute extra
+    (_extra_kernels); fusion when the fewer-kernel call's kernels perform the rest (fused components, or their own
+    type in a kernel whose name does not say it computes one operation only); else decomposition: the op by
+    another algorithm."""
     if not len(compute):
         return EXTRA_WORK
     fused, unfused = diff.fused_side, 3 - diff.fused_side
-    unfused_names = calls[unfused - 1].names[calls[unfused - 1].kernels(pair[unfused - 1])]
-    types = diff.types(unfused)
-    facts = _name_table(calls[unfused - 1].trace)
-    helpers = Counter(t for n, t in zip(unfused_names, types) if facts.get(str(n), ("", (), False))[0] in SPLIT_ROLES)
-    rest = []
-    for kernel_type in (types[p] for p in compute.tolist()):
-        if helpers[kernel_type]:
-            helpers[kernel_type] -= 1
-        else:
-            rest.append(kernel_type)
+    _, rest = _extra_kernels(
+        diff, calls[unfused - 1], pair[unfused - 1], compute, _name_table(calls[unfused - 1].trace)
+    )
     if not rest:
         return SPLIT
     fused_table = _name_table(calls[fused - 1].trace)
