@@ -162,6 +162,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also compare kernels without a launch event in the trace (by default left out, with a warning)",
     )
+    compare.add_argument(
+        "--opportunities-on-mismatch",
+        action="store_true",
+        help="show count-based fusion opportunities although the counts do not look like the same workload"
+        " (comparability mismatch), each with its warning (by default withheld)",
+    )
     compare.set_defaults(run=_compare)
 
     export = commands.add_parser(
@@ -292,6 +298,8 @@ def _classify(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     params = _params(args, args.phase)
+    if args.opportunities_on_mismatch:
+        params["opportunities_on_mismatch"] = True
     default_devices = _devices(args) == (None, None)
     if not args.no_cache and default_devices and args.format == "json" and _reopen(args, params):
         return 0

@@ -63,6 +63,16 @@ OP_TABLE_COLUMNS = (
 )
 
 
+FUSION, SPLIT, DECOMPOSITION, EXTRA_WORK, ONE_SIDED = "fusion", "split", "decomposition", "extra_work", "one_sided"
+FINDING_KINDS: dict[str, str] = {
+    FUSION: "one kernel does what the other side does in several",
+    SPLIT: "one op's work is split over several kernels of its own type on one side (split-K GEMM + reduce)",
+    DECOMPOSITION: "the same op by a different algorithm (im2col + GEMM vs implicit GEMM with layout conversions)",
+    EXTRA_WORK: "fills, memsets, copies or layout conversions that only one side runs",
+    ONE_SIDED: "kernels with no counterpart on the other side",
+}
+"""The word for each difference: every finding's `kind` is one of these."""
+
 NO_PAIR = -1
 """EvidenceRef.pair_id of evidence that is no row of Comparison.pairs: op calls, a per-phase comparison's pairs."""
 
@@ -104,6 +114,11 @@ class Opportunity:
     time_impact_ms: float
     """|trace1_time_ms - trace2_time_ms|: what the ranking uses."""
     only_in: int = 0
+    kind: str = FUSION
+    """A count difference read as a possible fusion (FINDING_KINDS)."""
+    warning: str = ""
+    """Why this opportunity is doubtful, shown beside it ('' when the traces look like the same workload): set when
+    opportunities of traces that do not look alike were asked for anyway."""
 
 
 @dataclass
@@ -132,9 +147,19 @@ class FusionMapping:
     fused_components: list[str] = field(default_factory=list)
     """Operation types the fused kernel performs besides its own type, read from its name."""
     op: str = ""
-    """The launching PyTorch op of an op-level finding ('' for findings from groups or windows)."""
+    """The top-level PyTorch op (op_top) of the cited kernels, as the trace spells it; for an op-level finding the op
+    whose calls differ; '' where the trace records no op (graph replays, GPU-only traces)."""
     evidence_source: str = ""
     """Where the finding comes from: 'op_calls', 'groups' or 'windows'."""
+    kind: str = ""
+    """What the difference is (FINDING_KINDS): fusion, split, decomposition or extra_work."""
+    inner_op: str = ""
+    """The innermost op of the kernels `op` names (aten::addmm under aten::linear)."""
+    fused_ops: list[str] = field(default_factory=list)
+    """Launching ops of the cited kernels on the fused trace, 'op_top > op' (or one op when both are the same), most
+    kernels first, at most 5."""
+    unfused_ops: list[str] = field(default_factory=list)
+    """The same on the other trace."""
 
 
 @dataclass
@@ -146,16 +171,31 @@ class OneSidedNote:
     count: int
     reason: str
     evidence_refs: list[EvidenceRef] = field(default_factory=list)
+    kind: str = ONE_SIDED
+    """extra_work for non-compute kernels (fills, copies, layout conversions), else one_sided (FINDING_KINDS)."""
+    op: str = ""
+    """Top-level op of the cited kernels ('' where not recorded)."""
+    inner_op: str = ""
+    ops: list[str] = field(default_factory=list)
+    """Launching ops of the cited kernels, 'op_top > op', most kernels first, at most 5."""
+
+
+OK, WARN, MISMATCH, NOT_SAME_WORKLOAD = "ok", "warn", "mismatch", "not_same_workload"
+COMPARABILITY_LEVELS = (OK, WARN, MISMATCH, NOT_SAME_WORKLOAD)
+"""Comparability.level, worst last: not_same_workload when what the traces say they ran differs (detect.workload)."""
 
 
 @dataclass
 class Comparability:
-    """Do the two traces look like the same workload? level: 'ok', 'warn' or 'mismatch'."""
+    """Do the two traces look like the same workload? level: one of COMPARABILITY_LEVELS.
+
+    `evidence`: what the workload identity check compared (its similarity figures, checks['workload_similarity'])."""
 
     ok: bool
     level: str
     warnings: list[str]
     checks: dict[str, Any]
+    evidence: list[str] = field(default_factory=list)
 
 
 def plain(value: Any) -> Any:

@@ -2,7 +2,8 @@
 
 The same type words are used on both vendors. A kernel's type is what it computes as a whole; what it
 also performs is listed as fused components (more of these words); a helper role marks a kernel that is
-one part of another operation and carries that operation's type.
+one part of another operation: a split role's kernel carries that operation's type, a layout conversion is
+copy work (MemCopy) that serves it.
 """
 
 from __future__ import annotations
@@ -42,8 +43,14 @@ KERNEL_TYPES: tuple[str, ...] = (
 copies without converting. Other (last) is what no rule and no op could type, and what no type describes
 (token samplers)."""
 
-HELPER_ROLES: tuple[str, ...] = ("split_k_reduce", "split_kv_combine", "sort_pass")
-"""Roles of kernels that are one part of another operation (typed as that operation)."""
+SPLIT_ROLES: tuple[str, ...] = ("split_k_reduce", "split_kv_combine", "sort_pass")
+"""Roles of kernels that are one part of an operation of their own type (a split-K reduce is GEMM work): the
+alignment folds them into that operation's kernel."""
+LAYOUT_ROLE = "layout"
+"""The role of a layout conversion (NCHW <-> NHWC, a transpose) that serves the op beside it: typed MemCopy (its
+own work), never as the op it serves, and not folded into it."""
+HELPER_ROLES: tuple[str, ...] = (*SPLIT_ROLES, LAYOUT_ROLE)
+"""Roles of kernels that are one part of another operation."""
 
 PLATFORMS: tuple[str, ...] = ("AMD", "NVIDIA", "unknown")
 VENDORS: tuple[str, ...] = ("AMD", "NVIDIA")

@@ -10,7 +10,7 @@ from fusion.classify.names import canonical_op
 from fusion.comparison.result import Comparison
 from fusion.detect.op_kernels import OP_EVIDENCE_PAIR
 from fusion.report.timeline import Scope
-from fusion.result import EvidenceRef, FusionMapping, Opportunity
+from fusion.result import NOT_SAME_WORKLOAD, EvidenceRef, FusionMapping, Opportunity
 from ui import charts, tables, text
 from ui.state import View
 
@@ -117,6 +117,7 @@ def one_sided(comparison: Comparison) -> None:
         pd.DataFrame(
             {
                 "trace": [n.side for n in comparison.one_sided],
+                "kind": [ui.kind_label(n.kind) for n in comparison.one_sided],
                 "kernel type": [n.kernel_type for n in comparison.one_sided],
                 "count": [n.count for n in comparison.one_sided],
                 "why": [n.reason for n in comparison.one_sided],
@@ -128,6 +129,8 @@ def one_sided(comparison: Comparison) -> None:
 
 with ui.page("Fusion") as shown:
     view, comparison = shown.view, shown.comparison
+    if comparison.comparability.level == NOT_SAME_WORKLOAD:
+        st.warning(text.md(next(w for w in comparison.warnings if w.startswith("not the same workload"))))
     opportunities = sorted(comparison.opportunities, key=lambda o: o.time_impact_ms, reverse=True)
     st.subheader("Fusion opportunities by time impact")
     if opportunities:

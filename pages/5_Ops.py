@@ -8,6 +8,7 @@ import ui.widgets as ui
 from fusion.classify.names import canonical_op
 from fusion.comparison.ops import op_sequences
 from fusion.comparison.result import Comparison
+from fusion.detect.op_kernels import OP_CALLS_SOURCE
 from fusion.report.timeline import Scope
 from fusion.result import OP, FusionMapping
 from ui import data, tables, text, timeline
@@ -20,7 +21,8 @@ MS = {c: st.column_config.NumberColumn(format="%.3f") for c in ("time (ms)", "ti
 
 def op_findings(comparison: Comparison, op: str | None = None) -> list[FusionMapping]:
     """Op-level findings (all, or those of one canonical op)."""
-    return [m for m in comparison.mappings if m.op and (op is None or canonical_op(m.op) == op)]
+    found = [m for m in comparison.mappings if m.evidence_source == OP_CALLS_SOURCE]
+    return [m for m in found if op is None or canonical_op(m.op) == op]
 
 
 def op_list(view: View, comparison: Comparison) -> None:
@@ -33,7 +35,8 @@ def op_list(view: View, comparison: Comparison) -> None:
             st.button(
                 text.label(
                     f"{mapping.op}: {mapping.fused_kernel_type} on trace {mapping.fused_trace}, "
-                    f"{' → '.join(mapping.unfused_sequence)} on trace {3 - mapping.fused_trace} →"
+                    f"{' → '.join(mapping.unfused_sequence)} on trace {3 - mapping.fused_trace}"
+                    f" ({ui.kind_label(mapping.kind).lower()}) →"
                 ),
                 key=f"open_op_{number}",
                 on_click=lambda o=op: ui.set_view(ui.session_view().with_(op=o)),
@@ -90,7 +93,7 @@ def op_detail(view: View, comparison: Comparison, op: str) -> None:
                 st.markdown(names)
             st.caption(
                 text.md(
-                    f"Detector: {mapping.detector} · found in matched op calls · "
+                    f"{ui.kind_label(mapping.kind)} · detector: {mapping.detector} · found in matched op calls · "
                     f"{mapping.pattern_count:,} calls, {mapping.pattern_confidence:.0%} of the op's aligned calls"
                 )
             )

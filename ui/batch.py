@@ -221,12 +221,15 @@ def headlines(findings: pd.DataFrame, summary: pd.DataFrame) -> pd.Series:
 
 
 def finding_texts(findings: pd.DataFrame) -> pd.Series:
-    """Each finding in a few words: 'Trace 2 fuses GEMM + SwiGLU -> GEMM x8' (mappings.headline)."""
+    """Each finding in a few words: 'Trace 2 fuses GEMM + SwiGLU -> GEMM x8' (report.headline, by its kind where the
+    batch recorded one)."""
+    kinds = findings["kind"] if "kind" in findings.columns else pd.Series("", index=findings.index)
     texts = [
-        headline(detector, int(trace), str(sequence).split(" + "), str(fused_type)) + f" x{int(count)}"
-        for detector, trace, sequence, fused_type, count in findings[
-            ["detector", "fused_trace", "unfused_sequence", "fused_kernel_type", "count"]
-        ].itertuples(index=False)
+        headline(detector, int(trace), str(sequence).split(" + "), str(fused_type), str(kind)) + f" x{int(count)}"
+        for detector, trace, sequence, fused_type, count, kind in zip(
+            *(findings[c] for c in ["detector", "fused_trace", "unfused_sequence", "fused_kernel_type", "count"]),
+            kinds,
+        )
     ]
     return pd.Series(texts, index=findings.index, dtype=object)
 

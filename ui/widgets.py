@@ -315,7 +315,16 @@ def finding(comparison: Comparison, mapping: FusionMapping) -> str:
         if per_call == 1
         else f"{per_call} kernels ({text.code(mapping.fused_kernel_type)})"
     )
-    return f"{side_name(comparison, fused)} runs {runs}{also} where {side_name(comparison, unfused)} runs {sequence}{where}"
+    kind = f"**{kind_label(mapping.kind)}**: " if mapping.kind else ""
+    return (
+        f"{kind}{side_name(comparison, fused)} runs {runs}{also} where {side_name(comparison, unfused)} runs"
+        f" {sequence}{where}"
+    )
+
+
+def kind_label(kind: str) -> str:
+    """A finding's kind as a word for a page: 'extra_work' -> 'Extra work'."""
+    return kind.replace("_", " ").capitalize()
 
 
 def kernel_names(mapping: FusionMapping, first: int | None = None) -> str:

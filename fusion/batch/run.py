@@ -360,6 +360,7 @@ def _findings(result: dict[str, Any]) -> list[dict[str, Any]]:
     return [
         {
             "detector": m["detector"],
+            "kind": m.get("kind", ""),
             "fused_trace": m["fused_trace"],
             "fused_kernel_type": m["fused_kernel_type"],
             "unfused_sequence": " + ".join(m["unfused_sequence"]),
@@ -508,6 +509,7 @@ def findings_table(outcomes: list[PairOutcome]) -> pd.DataFrame:
     columns = [
         *_PAIR_COLUMNS,
         "detector",
+        "kind",
         "fused_trace",
         "fused_kernel_type",
         "unfused_sequence",

@@ -1,10 +1,11 @@
-"""Map GPU kernel names (and, when the name says nothing, their launching op) to vendor-neutral operation types.
+"""Map GPU kernel names (and, only when the name says nothing, their launching op) to vendor-neutral operation types.
 
 A kernel's *type* is what it computes as a whole (a GEMM with a SiLU-and-mul epilogue is a GEMM); its
 *fused components* are the other operation types it also performs; its *implementation* is the library or
 generator that made it (Inductor, CUTLASS, Tensile, ...); its *helper* role is set when it is one part of
-another operation (a split-K reduce is GEMM with role 'split_k_reduce'); *single_op* is set when its name says
-it computes one elementwise operation and nothing else (an ATen add functor).
+another operation (a split-K reduce is GEMM with role 'split_k_reduce'; a layout transpose is MemCopy with role
+'layout'); *single_op* is set when its name says it computes one elementwise operation and nothing else (an ATen
+add functor).
 
 The rules are data (fusion/rules.toml and fusion/op_rules.toml, plus an optional user file named by
 FUSION_RULES, read through settings.rules_path()); fusion/rulesets.py loads and validates them, this
@@ -32,7 +33,7 @@ from fusion.classify.rulesets import (
     name_rules,
     op_rules,
 )
-from fusion.vocabulary import HELPER_ROLES, INDUCTOR_KINDS, KERNEL_TYPES, PLATFORMS
+from fusion.vocabulary import HELPER_ROLES, INDUCTOR_KINDS, KERNEL_TYPES, LAYOUT_ROLE, PLATFORMS, SPLIT_ROLES
 
 __all__ = [
     "BUILTIN_OP_RULES",
@@ -41,15 +42,18 @@ __all__ = [
     "HELPER_ROLES",
     "INDUCTOR_KINDS",
     "KERNEL_TYPES",
+    "LAYOUT_ROLE",
     "MAX_MATCH_CHARS",
     "PLATFORMS",
     "RULES_ENV",
+    "SPLIT_ROLES",
     "UNCLASSIFIED_RULE",
     "Classification",
     "canonical_op",
     "classify",
     "classify_names",
     "inductor_ops",
+    "name_family",
     "type_from_op",
 ]
 
@@ -124,18 +128,25 @@ def inductor_ops(name: str) -> tuple[str, ...]:
 def type_from_op(name_type: str, op: str, op_top: str) -> tuple[str, str]:
     """(type, route) of a kernel from its name's type and its launching ops (innermost, outermost).
 
-    The first op rule (in file order) that matches `op` or `op_top` and may decide types the kernel
-    (route 'op'): any rule may type a name that says Other, only a rule that lists the name's type in
-    `overrides` may retype it. Otherwise the name decides (route 'name'), or nothing does ('unknown').
+    A name the rules type keeps that type whatever launches it (route 'name'): a layout transpose under a
+    convolution is copy work, not the convolution. Only a name that says nothing (Other) is typed by the first
+    op rule (in file order) that matches `op` or `op_top` (route 'op'); else it stays Other ('unknown').
     """
-    launching = tuple(o.lower() for o in (op, op_top) if o)
-    for rule in _active_op_rules().rules:
-        may_decide = name_type == "Other" or name_type in rule.overrides
-        if may_decide and any(rule.pattern.fullmatch(o) for o in launching):
-            return rule.kernel_type, "op"
     if name_type != "Other":
         return name_type, "name"
+    launching = tuple(o.lower() for o in (op, op_top) if o)
+    for rule in _active_op_rules().rules:
+        if any(rule.pattern.fullmatch(o) for o in launching):
+            return rule.kernel_type, "op"
     return "Other", "unknown"
+
+
+def name_family(name: str, rule: str, fused_components: tuple[str, ...]) -> str:
+    """A kernel name's family: the rule that typed it and what it also performs (cutlass_gemm+SwiGLU), so the tiles
+    and shapes of one library's kernels are one family; a name no rule knows is its own family."""
+    if rule == UNCLASSIFIED_RULE:
+        return name
+    return f"{rule}+{'+'.join(fused_components)}" if fused_components else rule
 
 
 def canonical_op(op: str) -> str:

@@ -28,7 +28,7 @@ _IMPLEMENTATION_KEYS = ("id", "implementation", "pattern", "vendor", "note")
 _SINGLE_OP_KEYS = ("id", "pattern", "vendor", "note")
 _INDUCTOR_OP_KEYS = ("id", "type", "all", "any", "absorbs", "kinds", "alone", "fused_only", "note")
 _INDUCTOR_KEYS = ("implementation", "fallback", "passive_ops", "note")
-_OP_KEYS = ("id", "type", "pattern", "overrides", "note")
+_OP_KEYS = ("id", "type", "pattern", "note")
 _EQUIVALENT_KEYS = ("canonical", "ops", "note")
 
 
@@ -129,12 +129,11 @@ class NameRules:
 
 @dataclass(frozen=True)
 class OpRule:
-    """[[op]]: a launching op fully matching `pattern` is `kernel_type`; it overrides the name's `overrides`."""
+    """[[op]]: a launching op fully matching `pattern` types the kernels whose name says nothing as `kernel_type`."""
 
     id: str
     kernel_type: str
     pattern: re.Pattern[str]
-    overrides: frozenset[str]
 
 
 @dataclass(frozen=True)
@@ -318,5 +317,4 @@ def _parse_op_rule(entry: Entry) -> OpRule:
         entry.text("id"),
         entry.choice("type", KERNEL_TYPES),
         re.compile(entry.text("pattern")),
-        frozenset(entry.words("overrides", KERNEL_TYPES)),
     )

@@ -34,6 +34,8 @@ from fusion.detect import (
     group_imbalance,
     type_stats,
 )
+from fusion.detect.cited_ops import name_ops
+from fusion.detect.workload import workload_identity
 from fusion.match.align import UNKNOWN_TYPE, stream_windows, unit_codes
 from fusion.match.cut_pairs import CutPairs, cut_differently
 from fusion.match.groups import Groups, correlation_groups, type_codes, unique_rows
@@ -45,6 +47,8 @@ from fusion.result import (
     COUNT,
     GROUPS_AFFECTED,
     KERNEL_TYPE,
+    MISMATCH,
+    NOT_SAME_WORKLOAD,
     TIME_US,
     Comparability,
     EvidenceRef,
@@ -112,18 +116,28 @@ def compare(
     progress: Progress | None = None,
     keep_unlaunched: bool = False,
     phase: str = ALL,
+    opportunities_on_mismatch: bool = False,
     **thresholds: Any,
 ) -> Comparison:
     """Compare two loaded traces; `thresholds` are detect.Thresholds fields (reference defaults).
 
     Kernels without a launch event (launch 'none') are left out, with a warning, unless `keep_unlaunched`;
     only the kernels of `phase` are compared (phases.PHASES; 'all': every kernel). The result's `phases`
-    section compares each phase on its own as well."""
+    section compares each phase on its own as well. Traces whose counts do not look like the same workload
+    (comparability 'mismatch') get no count-based opportunity unless `opportunities_on_mismatch`, and then each
+    carries the reason as its warning; traces that run different workloads get no finding at all."""
     trace1, trace2 = compared_views(trace1, trace2, keep_unlaunched=keep_unlaunched, phase=phase)
-    result = _compare_kernels(trace1, trace2, min_group_size, progress, Thresholds(**thresholds))
+    limits = Thresholds(**thresholds)
+    result = _compare_kernels(trace1, trace2, min_group_size, progress, limits, opportunities_on_mismatch)
     result.params.update(keep_unlaunched=keep_unlaunched, phase=phase)
+    if opportunities_on_mismatch:
+        result.params["opportunities_on_mismatch"] = True
     result.phases = phase_summary(result, phase, _compare_phase)
     return result
+
+
+COMPARE_OPTIONS = ("keep_unlaunched", "phase", "opportunities_on_mismatch")
+"""compare() parameters that are no threshold (Comparison.params holds them beside the thresholds)."""
 
 
 def compared_views(
@@ -139,8 +153,11 @@ def compared_views(
 def _compare_phase(trace1: Trace, trace2: Trace, *, min_group_size: int, **params: Any) -> Findings:
     """One phase's views compared with the parameters of the whole comparison: its findings only (no tables,
     no nested phase split)."""
-    thresholds = {k: v for k, v in params.items() if k not in ("keep_unlaunched", "phase")}
-    return _findings(_walk(trace1, trace2, min_group_size, None, Thresholds(**thresholds)), with_op_table=False)
+    thresholds = {k: v for k, v in params.items() if k not in COMPARE_OPTIONS}
+    walked = _walk(trace1, trace2, min_group_size, None, Thresholds(**thresholds))
+    return _findings(
+        walked, with_op_table=False, opportunities_on_mismatch=params.get("opportunities_on_mismatch", False)
+    )
 
 
 @dataclass
@@ -174,10 +191,15 @@ class Findings:
 
 
 def _compare_kernels(
-    trace1: Trace, trace2: Trace, min_group_size: int, progress: Progress | None, limits: Thresholds
+    trace1: Trace,
+    trace2: Trace,
+    min_group_size: int,
+    progress: Progress | None,
+    limits: Thresholds,
+    opportunities_on_mismatch: bool,
 ) -> Comparison:
     walked = _walk(trace1, trace2, min_group_size, progress, limits)
-    result = _assemble(walked, _findings(walked, with_op_table=True), min_group_size)
+    result = _assemble(walked, _findings(walked, True, opportunities_on_mismatch), min_group_size)
     if progress:
         progress("detect", 1.0)
     return result
@@ -241,11 +263,15 @@ def _without_cut_pairs(
     return (*keep_pairs(groups[0], groups[1], matching, ~cut), CutPairs(int(cut.sum()), realigned=True))
 
 
-def _findings(walked: _Walked, with_op_table: bool) -> Findings:
-    """Mappings (op-level first), one-sided notes, opportunities and comparability; the op table only if asked."""
+def _findings(walked: _Walked, with_op_table: bool, opportunities_on_mismatch: bool = False) -> Findings:
+    """Mappings (op-level first), one-sided notes, opportunities and comparability; the op table only if asked.
+
+    The workload identity check comes first: traces that run different workloads get no finding (the tables
+    stay); traces whose counts look too different (mismatch) get no count-based opportunity unless asked."""
     sides, groups, matching, types, limits = walked.sides, walked.groups, walked.matching, walked.types, walked.limits
     counts1 = groups[0].type_counts[matching.pairs[:, 0]]
     counts2 = groups[1].type_counts[matching.pairs[:, 1]]
+    op_level = compare_ops(sides[0].trace, sides[1].trace, limits, with_table=with_op_table)
     check = comparability(
         sides,
         types,
@@ -253,12 +279,15 @@ def _findings(walked: _Walked, with_op_table: bool) -> Findings:
         len(matching.pairs),
         _attention_per_pair(counts1, counts2, types),
         limits,
+        workload_identity(sides, types, op_level.aligned_calls, op_level.calls, limits),
     )
+    if check.level == NOT_SAME_WORKLOAD:
+        return Findings([], [], [DIFFERENT_WORKLOADS_NOTE], [], check, op_level)
     mappings, notes = fusion_mappings(walked.evidence, sides, limits, same_workload=check.ok)
     mappings += group_imbalance(
         walked.evidence, counts1, counts2, partial(_group_ref, walked.index), types, mappings, sides, limits
     )
-    op_level = compare_ops(sides[0].trace, sides[1].trace, limits, with_table=with_op_table)
+    name_ops(mappings, notes, (sides[0].trace, sides[1].trace), limits.max_names)
     mappings, op_notes = _with_op_findings(mappings, op_level)
     opportunities = fusion_opportunities(
         walked.stats,
@@ -267,7 +296,28 @@ def _findings(walked: _Walked, with_op_table: bool) -> Findings:
         limits,
         whole_trace=not check.checks["per_step"],
     )
-    return Findings(mappings, notes, op_notes, opportunities, check, op_level)
+    return Findings(
+        mappings, notes, op_notes, _on_mismatch(opportunities, check, opportunities_on_mismatch), check, op_level
+    )
+
+
+DIFFERENT_WORKLOADS_NOTE = (
+    "the traces run different workloads (see comparability): their op calls are not compared, and the op table"
+    " lists two different workloads side by side"
+)
+
+
+def _on_mismatch(opportunities: list[Opportunity], check: Comparability, shown: bool) -> list[Opportunity]:
+    """Count-based opportunities of traces whose counts do not look like the same workload: none, unless `shown`;
+    then each carries why it is doubtful."""
+    if check.level != MISMATCH:
+        return opportunities
+    if not shown:
+        return []
+    reason = "; ".join(check.checks.get("mismatch_reasons", [])) or "comparability mismatch"
+    for opportunity in opportunities:
+        opportunity.warning = f"the traces may not run the same workload: {reason}"
+    return opportunities
 
 
 def analyze_fusion_differences(

@@ -3,8 +3,10 @@
 In: the matched and aligned data of fusion.match. Out: findings as fusion.result types, each with its evidence:
 `evidence` walks the alignments, `mappings` turns repeated patterns into fusions and splits, `imbalance` finds
 per-type differences across group pairs, `op_kernels` kernel-count differences of aligned op calls,
-`opportunities` type-count differences, `comparability` whether the traces look like the same workload. Every
-number they decide with is a field of `thresholds.Thresholds`.
+`opportunities` type-count differences, `workload` whether the traces say they ran the same workload and
+`comparability` whether their counts look like it, `cited_ops` the ops of the kernels each finding cites. Every
+finding has a `kind` (fusion.result.FINDING_KINDS). Every number they decide with is a field of
+`thresholds.Thresholds`.
 
 May import: fusion.match, fusion.classify, fusion.model, fusion.loader and the top-level modules (result).
 """

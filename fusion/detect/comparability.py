@@ -1,4 +1,5 @@
-"""Do both traces look like the same workload? Totals, GEMM and attention operations, steps."""
+"""Do both traces look like the same workload? What they say they ran (detect.workload) first, then totals, GEMM and
+attention operations, steps."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import numpy as np
 from fusion.detect.evidence import Side
 from fusion.detect.opportunities import unknown_could_hide
 from fusion.detect.thresholds import Thresholds
+from fusion.detect.workload import WorkloadIdentity
 from fusion.match.align import UNKNOWN_TYPE
 from fusion.match.pair_checks import pair_warnings
 from fusion.model.phases import recorded_steps
-from fusion.result import Comparability
+from fusion.result import MISMATCH, NOT_SAME_WORKLOAD, OK, WARN, Comparability
 
 CHECKED_OPERATIONS = (("GEMM", ("GEMM", "MoE_GEMM")), ("attention", ("Attention",)))
 """Operations whose counts tell a workload apart: label and the types counted."""
@@ -29,12 +31,22 @@ def comparability(
     matched: int,
     attention_per_pair: tuple[float, float] | None,
     limits: Thresholds,
+    identity: WorkloadIdentity | None = None,
 ) -> Comparability:
     """Operations are counted without helper kernels (a split-K reduce is part of its GEMM).
 
     When both traces record steps and their numbers differ, counts are compared per step: four
-    prefill steps against one are the same workload captured longer, not a different one."""
+    prefill steps against one are the same workload captured longer, not a different one. `identity` (what the
+    traces say they ran, detect.workload) decides not_same_workload before any count; its figures are in
+    checks['workload_similarity'] and its evidence in `evidence`."""
+    identity = identity or WorkloadIdentity()
+    deciding = identity.deciding
     warnings: list[str] = []
+    if not identity.same and deciding:
+        warnings.append(
+            f"not the same workload: {deciding.evidence}, below {deciding.threshold:.0%}; no fusion finding is"
+            " reported, and the type and op tables compare different workloads"
+        )
     steps = tuple(recorded_steps(side.trace.kernels) for side in sides)
     per_step = all(steps) and steps[0] != steps[1]
     divisors = steps if per_step else (1, 1)
@@ -51,20 +63,35 @@ def comparability(
         warnings.append(f"total kernel counts differ {checks['kernel_ratio']:.2f}x ({_counts(totals, divisors)})")
     per_type = [_operations_per_type(side, len(types)) for side in sides]
     unknown = tuple(_operations(c, types, (UNKNOWN_TYPE,)) for c in per_type)
-    severe = False
+    reasons = []
     for label, members in CHECKED_OPERATIONS:
         counts = tuple(_operations(c, types, members) for c in per_type)
         checks[f"{label}_ratio"] = _safe_ratio(*_scaled(counts, divisors))
         problem, is_severe = _operation_check(label, counts, unknown, divisors, limits)
         warnings += [problem] if problem else []
-        severe = severe or is_severe
+        reasons += [problem] if is_severe else []
     warnings += _one_sided_warnings(per_type, types, unknown)
-    warnings += _group_warnings(groups, matched, attention_per_pair)
-    severe = severe or (min(groups) > 0 and matched == 0)
+    group_problems = _group_warnings(groups, matched, attention_per_pair)
+    warnings += group_problems
+    if min(groups) > 0 and matched == 0:
+        reasons += group_problems[:1]
     warnings += pair_warnings(sides[0].trace, sides[1].trace)
-    checks.update(groups1=groups[0], groups2=groups[1], matched_groups=matched)
-    level = "mismatch" if severe else ("warn" if warnings else "ok")
-    return Comparability(ok=not severe, level=level, warnings=warnings, checks=checks)
+    checks.update(groups1=groups[0], groups2=groups[1], matched_groups=matched, mismatch_reasons=reasons)
+    checks.update(identity.checks())
+    level = _level(identity.same, bool(reasons), bool(warnings))
+    return Comparability(
+        ok=identity.same and not reasons,
+        level=level,
+        warnings=warnings,
+        checks=checks,
+        evidence=[s.evidence for s in identity.signals],
+    )
+
+
+def _level(same_workload: bool, severe: bool, warned: bool) -> str:
+    if not same_workload:
+        return NOT_SAME_WORKLOAD
+    return MISMATCH if severe else (WARN if warned else OK)
 
 
 def _scaled(counts: tuple[int, int], divisors: tuple[int, int]) -> tuple[float, float]:

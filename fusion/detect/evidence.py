@@ -6,8 +6,9 @@ credited to a neighbouring aligned kernel K on the other side only when K covers
 plus its fused components include every operation type of the run and of K's counterpart (a CUTLASS GEMM
 with a SiLU-and-mul epilogue covers GEMM + act_and_mul), and K's name does not say it computes one operation
 only (an ATen add functor covers nothing). Otherwise the run is a one-sided note with its reason. All
-occurrences of one (fused side, fused type, unfused sequence) form a Pattern; whether it is a finding is
-decided in mappings.py over the occurrences that could show it.
+occurrences of one (fused side, fused type, unfused sequence) with one kernel-name pattern per side (the name
+family of the fused kernel and of the other side's extra kernels, classify.name_family) form a Pattern; whether it
+is a finding is decided in mappings.py over the occurrences that could show it.
 
 The runs of a segment are decided on numpy columns (_Runs); occurrences of the same kernels are counted once,
 weighted by how often they occur (_add), so the Python work follows the distinct occurrences.
@@ -23,10 +24,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from fusion.classify.names import name_family
 from fusion.detect.thresholds import Thresholds
 from fusion.match.align import FOLDED, ONLY1, SUBSTITUTE, align_codes, ops, type_code
 from fusion.model.trace import Trace
 from fusion.result import EvidenceRef
+from fusion.vocabulary import SPLIT_ROLES
 
 NON_FUSABLE_TYPES = frozenset({"Memset", "MemCopy", "Communication"})
 """One-sided kernels of these types are notes, never fusions (an extra memset is not a fused op)."""
@@ -53,6 +56,8 @@ class Side:
     dur: np.ndarray
     single_op: np.ndarray
     """Per name code: the name says the kernel computes one elementwise operation and nothing else."""
+    families: list[str]
+    """Per name code: its name family (classify.name_family): one pattern is one family per kernel on each side."""
 
     @classmethod
     def of(cls, number: int, trace: Trace, codes: np.ndarray) -> Side:
@@ -61,7 +66,7 @@ class Side:
         table = trace.names.loc[name_list] if name_list else trace.names.iloc[0:0]
         roles = [str(r) for r in table["helper"]]
         names = column.cat.codes.to_numpy()
-        helper = np.array([r != "" for r in roles], dtype=bool)
+        helper = np.array([r in SPLIT_ROLES for r in roles], dtype=bool)
         return cls(
             number,
             trace,
@@ -75,6 +80,10 @@ class Side:
             roles,
             trace.kernels["dur"].to_numpy(np.float64),
             table["single_op"].to_numpy(bool),
+            [
+                name_family(n, str(rule), tuple(fused))
+                for n, rule, fused in zip(name_list, table["rule"], table["fused_components"])
+            ],
         )
 
 
@@ -122,7 +131,8 @@ def _window(rows: np.ndarray, positions: list[int]) -> tuple[int, int]:
 
 @dataclass
 class Pattern:
-    """Accumulated occurrences of one (fused side, fused type, unfused sequence); `split` for helpers."""
+    """Accumulated occurrences of one (fused side, fused type, unfused sequence) and name families; `split` for
+    helpers."""
 
     fused_trace: int
     fused_type: str
@@ -674,7 +684,15 @@ def _add_fusion(walk: _Walk, evidence: Evidence, facts: tuple, weight: int) -> P
     unfused, fused_type, fused_name, counterpart_name, kernels, extra = facts
     fused = 3 - unfused
     sequence = tuple(kernel_type for kernel_type, _ in kernels)
-    pattern = _pattern(walk, evidence, (fused, fused_type, sequence), fused, fused_type, sequence, False, weight)
+    families = walk.sides[unfused - 1].families
+    key = (
+        fused,
+        fused_type,
+        sequence,
+        walk.sides[fused - 1].families[fused_name],
+        tuple(families[n] for _, n in extra),
+    )
+    pattern = _pattern(walk, evidence, key, fused, fused_type, sequence, False, weight)
     pattern.fused_names[fused_name] += weight
     pattern.anchors[(fused_name, counterpart_name)] += weight
     for kernel_type, name in kernels:
@@ -708,7 +726,10 @@ def _split(walk: _Walk, row: int, side: int, helpers: list[int]) -> _Occurrence:
 def _add_split(walk: _Walk, evidence: Evidence, facts: tuple, weight: int) -> Pattern:
     side, op_type, fused_kernels, fused_name, unit_names, helper, helpers = facts
     other = 3 - side
-    key = ("split", other, op_type, len(unit_names), fused_kernels)
+    families = walk.sides[side - 1].families
+    helper_families = tuple(families[n] for n, is_helper in zip(unit_names, helper) if is_helper)
+    pattern_families = (walk.sides[other - 1].families[fused_name], helper_families)
+    key = ("split", other, op_type, len(unit_names), fused_kernels, pattern_families)
     pattern = _pattern(walk, evidence, key, other, op_type, (op_type,) * len(unit_names), True, weight)
     pattern.fused_kernels = fused_kernels
     pattern.fused_names[fused_name] += weight

@@ -15,7 +15,7 @@ import numpy as np
 from fusion.detect.evidence import NON_FUSABLE_TYPES, Evidence, Side
 from fusion.detect.mappings import EVIDENCE_SOURCES, PLATFORM_NAMES, short_name, top_names
 from fusion.detect.thresholds import Thresholds
-from fusion.result import EvidenceRef, FusionMapping
+from fusion.result import FUSION, EvidenceRef, FusionMapping
 
 IMBALANCE_DETECTOR = "group_imbalance"
 
@@ -109,6 +109,7 @@ def _mapping(
         ),
         fused_components=list(fused.fused_components[top]),
         evidence_source=EVIDENCE_SOURCES["group"],
+        kind=FUSION,
     )
 
 

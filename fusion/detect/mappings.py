@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from fusion.detect.evidence import Evidence, Pattern, Side
+from fusion.detect.evidence import NON_COMPUTE_REASON, Evidence, Pattern, Side
 from fusion.detect.thresholds import Thresholds
-from fusion.result import TIME_DECIMALS, FusionMapping, OneSidedNote
+from fusion.result import EXTRA_WORK, FUSION, ONE_SIDED, SPLIT, TIME_DECIMALS, FusionMapping, OneSidedNote
 
 PLATFORM_NAMES = {1: "Trace 1", 2: "Trace 2"}
 SPLIT_DETECTOR = "split_kernel"
@@ -52,7 +52,9 @@ def fusion_mappings(
         for extra_type, count in _extra_counts(pattern).items():
             notes.append(OneSidedNote(pattern.unfused_trace, extra_type, count, reason, pattern.refs))
     for (side, kernel_type, reason), count in evidence.unattributed.items():
-        notes.append(OneSidedNote(side, kernel_type, count, reason, evidence.note_refs[(side, kernel_type, reason)]))
+        refs = evidence.note_refs[(side, kernel_type, reason)]
+        kind = EXTRA_WORK if reason == NON_COMPUTE_REASON else ONE_SIDED
+        notes.append(OneSidedNote(side, kernel_type, count, reason, refs, kind=kind))
     return sorted(mappings, key=lambda m: -m.time_saved_us), _merge_notes(notes)
 
 
@@ -140,6 +142,7 @@ def _mapping(pattern: Pattern, shown: tuple[int, int], sides: tuple[Side, Side],
         unfused_kernel_names=unfused_names(pattern, unfused, limits.max_names),
         fused_components=[] if pattern.split else list(fused.fused_components[top_fused]),
         evidence_source=evidence_source(pattern.kinds),
+        kind=SPLIT if pattern.split else FUSION,
     )
 
 
@@ -195,5 +198,7 @@ def _merge_notes(notes: list[OneSidedNote]) -> list[OneSidedNote]:
         if key in merged:
             merged[key].count += note.count
         else:
-            merged[key] = OneSidedNote(note.side, note.kernel_type, note.count, note.reason, list(note.evidence_refs))
+            merged[key] = OneSidedNote(
+                note.side, note.kernel_type, note.count, note.reason, list(note.evidence_refs), kind=note.kind
+            )
     return sorted(merged.values(), key=lambda n: -n.count)

@@ -54,7 +54,26 @@ class Thresholds:
     op_min_calls: int = 3
     """Op level: a kernel-count difference must show in at least this many aligned call pairs of the op."""
     op_min_consistency: float = 0.8
-    """Op level: share of the op's aligned call pairs that must show the same difference (same kernel types per side)."""
+    """Op level: share of the op's aligned call pairs that must show the same difference (same kernel types per side).
+    A difference every aligned call of its op shows is a finding however few the calls."""
+    workload_signal_coverage: float = 0.5
+    """Workload identity: a CPU-side signal (modules, op calls) is compared only when it covers this share of both
+    traces' kernels; else the next signal (detect.workload)."""
+    min_model_similarity: float = 0.5
+    """Workload identity: below this overlap of root nn.Module classes the traces run different models (the shared
+    cross-vendor pairs: 1.0; two different shared models: at most 0.003)."""
+    min_op_call_similarity: float = 0.5
+    """Workload identity: below this share of aligned top-level op calls (per step) the traces run different work;
+    a same-workload pair whose platforms call different ops for fused work reaches 0.65 (the generated eager
+    pair), two different shared models at most 0.05."""
+    min_operation_mix_similarity: float = 0.7
+    """Workload identity without a CPU side that covers both traces: below this operation-mix similarity (the mean
+    of the overlaps of operation amounts and of operation type sets) the traces run different work. Between the
+    highest pair of two different shared models (0.58, a recommendation model against FLUX) and the sample pairs
+    with four injected fusions (0.92)."""
+    min_layer_similarity: float = 0.9
+    """Workload identity: below this ratio of module instances (or of attention operations per forward step) the
+    traces run models with different layer counts (24 vs 36 layers: 0.67)."""
 
 
 def threshold_overrides(items: list[str]) -> dict[str, int | float]:

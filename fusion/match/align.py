@@ -16,6 +16,8 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from fusion.vocabulary import SPLIT_ROLES
+
 MATCH_SCORE, MISMATCH_SCORE, UNKNOWN_MISMATCH_SCORE, GAP_SCORE = 2, -5, -3, -2
 GAP = -1
 MATCH, SUBSTITUTE, ONLY1, ONLY2 = 0, 1, 2, 3
@@ -176,8 +178,8 @@ def _kept(path: np.ndarray, n: int, m: int, keep: float) -> tuple[int, int]:
 
 
 def kernel_helpers(kernels: pd.DataFrame, names: pd.DataFrame) -> np.ndarray:
-    """Per kernel row: is it a helper kernel of its operation (names table `helper` != '')."""
-    helper = (names["helper"] != "").reindex(kernels["name"].cat.categories.astype(str), fill_value=False)
+    """Per kernel row: is it a helper kernel of its own operation type (names table `helper` a split role)."""
+    helper = names["helper"].isin(SPLIT_ROLES).reindex(kernels["name"].cat.categories.astype(str), fill_value=False)
     codes = kernels["name"].cat.codes.to_numpy()
     return helper.to_numpy(bool)[codes] if len(codes) else np.zeros(0, dtype=bool)
 

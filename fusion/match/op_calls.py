@@ -93,9 +93,15 @@ def _column(kernels: pd.DataFrame, name: str, rows: np.ndarray) -> np.ndarray:
     return kernels[name].to_numpy()[rows] if name in kernels.columns else np.zeros(0, dtype=np.int64)
 
 
+def class_path(path: str) -> str:
+    """A module path without the profiler's instance numbers: Qwen2Model_0/Qwen2DecoderLayer_3 ->
+    Qwen2Model/Qwen2DecoderLayer."""
+    return _INSTANCE.sub("", path)
+
+
 def _modules(kernels: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     """The module class path (see MODULE) of each row; each distinct path is rewritten once."""
-    return _per_category(kernels, "module", rows, lambda path: _INSTANCE.sub("", path))
+    return _per_category(kernels, "module", rows, class_path)
 
 
 def _per_category(kernels: pd.DataFrame, column: str, rows: np.ndarray, rewrite: Callable[[str], str]) -> np.ndarray:

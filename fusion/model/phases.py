@@ -12,10 +12,18 @@ launching thread where the range is thread-bound):
 4. graph replays are decode, but only in a trace with none of the above;
 5. anything else is phase 'all' (no signal).
 
+Then phases by step, not by kernel: a serving step takes one phase and all its kernels go with it
+(preparation, samplers, copies). Steps are vLLM V1's engine ranges (`gpu_model_runner: preprocess`, `forward`,
+`sample`: one cycle of them is a step), profiler steps (`ProfilerStep#N`: only a phase from serving
+annotations spreads over one, since a profiler step may hold a whole pipeline) and, in a trace without
+annotations, the spans between graph replays of decode. An eager forward step among graph-replayed decode
+steps is prefill: its token counts (the GEMMs' `Input Dims`) are not loaded, so the structure decides (it
+launches at least the largest replay's kernels eagerly), and the phase notes say so.
+
 Of nested ranges of one kind the outermost counts (ops.Nesting). The step is the ordinal of the
-serving annotation, else the N of the enclosing `ProfilerStep#N`, else -1. `phase_source` names the
-evidence of each kernel, so a summary can say where phases came from. The loader calls phase_columns
-after op resolution; assign_phases works on plain columns.
+serving annotation, else of the engine step, else the N of the enclosing `ProfilerStep#N`, else -1.
+`phase_source` names the evidence of each kernel, so a summary can say where phases came from. The loader
+calls phase_columns after op resolution; assign_phases works on plain columns.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -41,7 +50,16 @@ UNLAUNCHED = LAUNCH_KINDS[2:]
 
 SOURCE_TRAINING_FORWARD = "training trace, outside backward and optimizer frames"
 SOURCE_GRAPH = "graph replay, assumed decode"
+SOURCE_STEP = "the phase of its step"
+SOURCE_EAGER_FORWARD = "eager forward step among graph-replayed decode steps, assumed prefill"
+SOURCE_BETWEEN_REPLAYS = "between graph replays of decode steps"
 SOURCE_NONE = "no phase signal"
+SERVING_PHASES = (PREFILL, DECODE, MIXED)
+"""The phases a step of a serving engine takes as a whole: all its kernels (preparation, samplers, copies) go with
+it. Training steps hold several phases (forward, backward, optimizer) and keep them per kernel."""
+ENGINE_STEP = re.compile(r"^gpu_model_runner: ")
+"""vLLM V1's ranges of one engine step (gpu_model_runner: preprocess, forward, sample, ...): a step runs from the
+start of one cycle of them to the start of the next (a range name seen again starts the next step)."""
 
 SGLANG_MODES = {
     "EXTEND": PREFILL,
@@ -127,7 +145,15 @@ TRAINING_FRAMES = (
 )
 MARKERS = SERVING_STEPS + ENGINE_FRAMES + TRAINING_FRAMES
 PROFILER_STEP = re.compile(r"^ProfilerStep#(?P<step>\d+)$")
-SOURCES = tuple(m.source for m in MARKERS) + (SOURCE_TRAINING_FORWARD, SOURCE_GRAPH, SOURCE_NONE)
+SOURCES = tuple(m.source for m in MARKERS) + (
+    SOURCE_TRAINING_FORWARD,
+    SOURCE_GRAPH,
+    SOURCE_STEP,
+    SOURCE_EAGER_FORWARD,
+    SOURCE_BETWEEN_REPLAYS,
+    SOURCE_NONE,
+)
+_SERVING_MARKERS = frozenset(SOURCES.index(m.source) for m in SERVING_STEPS + ENGINE_FRAMES)
 
 
 def phase_columns(kernels: pd.DataFrame, cpu: CpuEvents) -> dict[str, np.ndarray | pd.Categorical]:
@@ -181,9 +207,18 @@ def assign_phases(kernels: pd.DataFrame, ranges: Ranges, names: list[str]) -> pd
         source[new] = number
         if marker.numbers_steps:
             step[new] = ordinal[new]
-    _fallbacks(phase, source, found, launch_ts, (kernels["launch"] == "graph").to_numpy(bool))
+    graph = (kernels["launch"] == "graph").to_numpy(bool)
+    _fallbacks(phase, source, found, launch_ts, graph)
+    engine = engine_steps(ranges, by_name(lambda name: 1 if ENGINE_STEP.match(name) else -1), launch_ts)
     unnumbered = step == NO_STEP
-    step[unnumbered] = profiler_steps(ranges, by_name(_step_number), launch_ts[unnumbered])
+    step[unnumbered] = engine[unnumbered]
+    profiler = profiler_steps(ranges, by_name(_step_number), launch_ts)
+    steps = _Steps(phase, source, launch_ts, graph)
+    steps.whole(engine, serving_only=False)
+    steps.whole(np.where(engine == NO_STEP, profiler, NO_STEP), serving_only=True)
+    if not found:
+        steps.between_replays(engine == NO_STEP)
+    step = np.where(step == NO_STEP, profiler, step)
     return pd.DataFrame(
         {
             "phase": pd.Categorical.from_codes(phase, categories=list(PHASES)),
@@ -220,6 +255,87 @@ def _fallbacks(
         phase[graph], source[graph] = PHASES.index(DECODE), SOURCES.index(SOURCE_GRAPH)
     rest = phase < 0
     phase[rest], source[rest] = PHASES.index(ALL), SOURCES.index(SOURCE_NONE)
+
+
+def engine_steps(ranges: Ranges, is_engine: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Per point, the ordinal of the engine step around it (ENGINE_STEP; `is_engine` >= 0 per name code of such a
+    range), NO_STEP outside every step. A step starts where a range name of the cycle comes again."""
+    hits = ranges.where(is_engine[ranges.name] >= 0)
+    if not len(hits.start):
+        return np.full(len(points), NO_STEP, dtype=np.int64)
+    order = np.argsort(hits.start, kind="stable")
+    starts: list[float] = []
+    seen: set[int] = set()
+    for name, start in zip(hits.name[order].tolist(), hits.start[order].tolist()):
+        if not starts or name in seen:
+            starts.append(start)
+            seen = set()
+        seen.add(name)
+    ordinal = np.searchsorted(np.array(starts), np.nan_to_num(points, nan=-np.inf), side="right") - 1
+    inside = (ordinal >= 0) & (np.nan_to_num(points, nan=np.inf) <= hits.end.max())
+    return np.where(inside, ordinal, NO_STEP).astype(np.int64)
+
+
+@dataclass
+class _Steps:
+    """A serving step takes one phase, and all its kernels go with it: the phase columns, updated in place."""
+
+    phase: np.ndarray
+    source: np.ndarray
+    launch_ts: np.ndarray
+    graph: np.ndarray
+
+    @cached_property
+    def largest_replay(self) -> int:
+        """Kernels of the largest graph replay (the kernels of one replay share its launch): a forward step of the
+        same model launches at least as many."""
+        if not self.graph.any():
+            return 0
+        return int(np.unique(self.launch_ts[self.graph], return_counts=True)[1].max())
+
+    def whole(self, step: np.ndarray, serving_only: bool) -> None:
+        """Each step whose kernels with a serving phase agree on one gives it to its kernels with none; with
+        `serving_only`, only phases from serving annotations and engine frames count (a profiler step may hold a
+        whole pipeline, so a graph replay does not decide it). A step without a serving phase and without graph
+        replays that launches at least the largest replay's kernels eagerly, in a trace whose other steps replay
+        decode graphs, is an eager forward: prefill (its token counts are not loaded)."""
+        serving = np.isin(self.phase, [PHASES.index(p) for p in SERVING_PHASES])
+        deciding = serving & (np.isin(self.source, list(_SERVING_MARKERS)) if serving_only else True)
+        replayed_decode = bool((self.graph & (self.phase == PHASES.index(DECODE))).any())
+        largest = self.largest_replay
+        none = SOURCES.index(SOURCE_NONE)
+        stepped = np.flatnonzero(step != NO_STEP)
+        stepped = stepped[np.argsort(step[stepped], kind="stable")]
+        bounds = np.flatnonzero(np.diff(step[stepped])) + 1
+        for rows in np.split(stepped, bounds) if len(stepped) else []:
+            phases = np.unique(self.phase[rows[deciding[rows]]])
+            open_ = rows[self.source[rows] == none]
+            if len(phases) == 1:
+                self._set(open_, int(phases[0]), SOURCE_STEP)
+            elif not len(phases) and not serving_only and replayed_decode and not self.graph[rows].any():
+                if len(rows) >= largest:
+                    self._set(open_, PHASES.index(PREFILL), SOURCE_EAGER_FORWARD)
+
+    def between_replays(self, candidates: np.ndarray) -> None:
+        """In a trace without step annotations: eager kernels launched between two graph replays of decode go with
+        decode (preparation, samplers, piecewise attention), unless the span is an eager forward (as many kernels
+        as the largest replay, or more): prefill."""
+        decode = self.graph & (self.phase == PHASES.index(DECODE))
+        if not decode.any():
+            return
+        replays = np.unique(self.launch_ts[decode])
+        open_ = np.flatnonzero(candidates & (self.source == SOURCES.index(SOURCE_NONE)) & ~np.isnan(self.launch_ts))
+        span = np.searchsorted(replays, self.launch_ts[open_], side="right")
+        inside = (span > 0) & (span < len(replays))
+        open_, span = open_[inside], span[inside]
+        sizes = np.bincount(span, minlength=len(replays) + 1)
+        forward = sizes[span] >= self.largest_replay
+        self._set(open_[~forward], PHASES.index(DECODE), SOURCE_BETWEEN_REPLAYS)
+        self._set(open_[forward], PHASES.index(PREFILL), SOURCE_EAGER_FORWARD)
+
+    def _set(self, rows: np.ndarray, phase: int, source: str) -> None:
+        self.phase[rows] = phase
+        self.source[rows] = SOURCES.index(source)
 
 
 def outermost(ranges: Ranges, points: np.ndarray, threads: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -312,6 +428,23 @@ def phase_notes(kernels: pd.DataFrame, table: pd.DataFrame | None = None) -> lis
         )
     if DECODE in table.index and SOURCE_GRAPH in table.loc[DECODE, "sources"]:
         notes.append("decode is assumed from graph replays: the trace has no serving annotation or training frame")
+    sources = {phase: table.loc[phase, "sources"] for phase in table.index}
+    stepped = sum(found.get(SOURCE_STEP, 0) for found in sources.values())
+    if stepped:
+        notes.append(
+            f"{stepped:,} kernels (preparation, samplers, copies) take the phase of their step, which its other"
+            " kernels decided"
+        )
+    between = sources.get(DECODE, {}).get(SOURCE_BETWEEN_REPLAYS, 0)
+    if between:
+        notes.append(f"{between:,} eager kernels launched between graph replays of decode steps are decode")
+    eager = sources.get(PREFILL, {}).get(SOURCE_EAGER_FORWARD, 0)
+    if eager:
+        notes.append(
+            f"prefill is assumed for {eager:,} kernels of eager forward steps among graph-replayed decode steps:"
+            " their token counts (the GEMMs' Input Dims) are not loaded, so the structure decides (a step that"
+            " launches at least the largest replay's kernels eagerly, where the decode steps replay graphs)"
+        )
     return notes
 
 

@@ -351,7 +351,7 @@ def _finding_events(comparison: Comparison, timeline: Timeline) -> list[Event]:
 
 def _finding_args(comparison: Comparison, span: FindingSpan) -> dict[str, Any]:
     finding = span.finding
-    args: dict[str, Any] = {"text": span.text}
+    args: dict[str, Any] = {"text": span.text, "kind": finding.kind}
     if isinstance(finding, FusionMapping):
         args |= {
             "detector": finding.detector,

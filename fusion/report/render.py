@@ -19,12 +19,17 @@ from fusion.result import (
     CALLS,
     COUNT,
     COUNT_RATIO,
+    DECOMPOSITION,
+    EXTRA_WORK,
     KERNEL_NAMES,
     KERNELS_PER_CALL,
+    MISMATCH,
     MODULE,
+    NOT_SAME_WORKLOAD,
     ONLY_IN,
     OP,
     OP_NAMES,
+    SPLIT,
     TIME_RATIO,
     TIME_US,
     EvidenceRef,
@@ -52,7 +57,7 @@ def name_labels(mapping: FusionMapping) -> tuple[str, str]:
 
 
 TOP_OPS = 10
-NAME_COLUMNS = ("fused_kernel_names", "unfused_kernel_names", "fused_components")
+NAME_COLUMNS = ("fused_kernel_names", "unfused_kernel_names", "fused_components", "fused_ops", "unfused_ops")
 """List fields of a mapping written as one CSV cell each."""
 NAME_SEPARATOR = " | "
 """Between raw kernel names in a CSV cell (names contain commas and semicolons, never ' | ')."""
@@ -65,18 +70,31 @@ def to_json(comparison: Comparison) -> str:
     return orjson.dumps(comparison.to_dict(), option=orjson.OPT_INDENT_2).decode()
 
 
+DIFFERENT_WORKLOADS = "the traces run different workloads"
+"""What a section of a not_same_workload comparison says instead of findings, and beside its tables."""
+
+
+def different_workloads(comparison: Comparison) -> bool:
+    return comparison.comparability.level == NOT_SAME_WORKLOAD
+
+
 def to_text(comparison: Comparison) -> str:
     """A report for a person: traces, comparability, type table, top opportunities, op-level findings,
-    mappings, the ops with the largest time gap, one-sided notes."""
+    mappings, the ops with the largest time gap, one-sided notes. For traces that run different workloads the
+    finding sections say so and the tables are labelled as two workloads side by side."""
+    apart = different_workloads(comparison)
+    ops = op_table_text(comparison.op_table, (comparison.trace1.label, comparison.trace2.label))
     sections = [
         _header(comparison),
         _comparability(comparison),
         _phases(comparison),
         _type_table(comparison),
-        _opportunities(comparison.opportunities),
+        _opportunities(comparison),
         op_findings_text(comparison.mappings, comparison.op_notes),
-        _mappings([m for m in comparison.mappings if m.evidence_source != OP_CALLS_SOURCE]),
-        op_table_text(comparison.op_table, (comparison.trace1.label, comparison.trace2.label)),
+        f"Fusion mappings: none ({DIFFERENT_WORKLOADS})"
+        if apart
+        else _mappings([m for m in comparison.mappings if m.evidence_source != OP_CALLS_SOURCE]),
+        ops.replace("Top ops by time gap", f"Top ops by time gap ({DIFFERENT_WORKLOADS})", 1) if apart else ops,
         _notes(comparison),
     ]
     return "\n\n".join(s for s in sections if s) + "\n"
@@ -105,7 +123,7 @@ def _flat_mapping(mapping: FusionMapping) -> dict:
 
 
 def _flat_note(note: OneSidedNote) -> dict:
-    return {**asdict(note), "evidence_refs": _refs_text(note.evidence_refs)}
+    return {**asdict(note), "evidence_refs": _refs_text(note.evidence_refs), "ops": NAME_SEPARATOR.join(note.ops)}
 
 
 def _refs_text(refs: list[EvidenceRef]) -> str:
@@ -146,7 +164,11 @@ def _header(c: Comparison) -> str:
 
 def _comparability(c: Comparison) -> str:
     head = f"Comparability: {c.comparability.level}"
-    return "\n".join([head] + [f"  ! {w}" for w in c.warnings])
+    similarity = c.comparability.checks.get("workload_similarity")
+    if similarity is not None:
+        head += f" (workload similarity {similarity:.0%}, {c.comparability.checks.get('workload_signal', '')})"
+    evidence = [f"  = {line}" for line in c.comparability.evidence]
+    return "\n".join([head, *evidence] + [f"  ! {w}" for w in c.warnings])
 
 
 def _type_table(c: Comparison) -> str:
@@ -154,11 +176,24 @@ def _type_table(c: Comparison) -> str:
     table = c.type_stats.assign(**milliseconds)[
         [side_column(COUNT, 1), side_column(COUNT, 2), COUNT_RATIO, *milliseconds, ONLY_IN]
     ]
+    title = (
+        f"Kernel types ({DIFFERENT_WORKLOADS}: counts side by side, not differences)"
+        if different_workloads(c)
+        else "Kernel types"
+    )
     with pd.option_context("display.width", 120, "display.max_rows", 200):
-        return "Kernel types\n" + table.to_string(float_format=lambda v: f"{v:.3f}", na_rep="-")
+        return f"{title}\n" + table.to_string(float_format=lambda v: f"{v:.3f}", na_rep="-")
 
 
-def _opportunities(opportunities: list[Opportunity]) -> str:
+def _opportunities(c: Comparison) -> str:
+    opportunities = c.opportunities
+    if different_workloads(c):
+        return f"Fusion opportunities: none ({DIFFERENT_WORKLOADS})"
+    if not opportunities and c.comparability.level == MISMATCH and not c.params.get("opportunities_on_mismatch"):
+        return (
+            "Fusion opportunities: withheld (comparability mismatch: the counts do not look like the same workload;"
+            " --opportunities-on-mismatch shows them, each with its warning)"
+        )
     if not opportunities:
         return "Fusion opportunities: none"
     lines = [f"Fusion opportunities (top {min(len(opportunities), TOP_OPPORTUNITIES)} by time impact)"]
@@ -168,6 +203,8 @@ def _opportunities(opportunities: list[Opportunity]) -> str:
             f"  {o.kernel_type:<18} {o.trace1_total:>8} vs {o.trace2_total:<8} {ratio:<16}"
             f" {o.trace1_time_ms:.3f} vs {o.trace2_time_ms:.3f} ms  fused by {o.fused_by} [{o.source}]"
         )
+        if o.warning:
+            lines.append(f"      ! {o.warning}")
     return "\n".join(lines)
 
 
@@ -176,12 +213,14 @@ def _mappings(mappings: list[FusionMapping]) -> str:
         return "Fusion mappings: none"
     lines = ["Fusion mappings"]
     for m in mappings:
-        title = headline(m.detector, m.fused_trace, m.unfused_sequence, m.fused_kernel_type)
+        title = headline(m.detector, m.fused_trace, m.unfused_sequence, m.fused_kernel_type, m.kind)
         lines.append(
-            f"  [{m.detector}] {title}  x{m.pattern_count}, confidence {m.pattern_confidence:.0%},"
+            f"  [{m.kind} · {m.detector}] {title}  x{m.pattern_count}, confidence {m.pattern_confidence:.0%},"
             f" {m.time_saved_us / 1000:.3f} ms extra"
         )
         lines.append(f"      {m.evidence}")
+        if m.op:
+            lines.append(f"      op: {ops_text(m)}")
         one, several = name_labels(m)
         lines.append(f"      {one} (trace {m.fused_trace}): {'; '.join(m.fused_kernel_names) or '-'}")
         if m.fused_components:
@@ -201,7 +240,11 @@ def _notes(c: Comparison) -> str:
         return ""
     return "\n".join(
         ["One-sided kernels (not fusions)"]
-        + [f"  trace {n.side}: {n.count} x {n.kernel_type} - {n.reason}" for n in c.one_sided]
+        + [
+            f"  trace {n.side}: {n.count} x {n.kernel_type} [{n.kind}] - {n.reason}"
+            + (f" (ops: {', '.join(n.ops)})" if n.ops else "")
+            for n in c.one_sided
+        ]
     )
 
 
@@ -216,7 +259,8 @@ def op_findings_text(mappings: list[FusionMapping], notes: list[str]) -> str:
     found = [m for m in mappings if m.evidence_source == OP_CALLS_SOURCE]
     lines = ["Op-level findings (same op call, different kernels)" if found else "Op-level findings: none"]
     for m in found:
-        lines.append(f"  [{m.detector}] {m.evidence}")
+        lines.append(f"  [{m.kind}] {m.evidence}")
+        lines.append(f"      op: {ops_text(m)}")
         lines.append(
             f"      {m.pattern_confidence:.0%} of the op's aligned calls; {m.time_saved_us / 1000:.3f} ms"
             f" in Trace {3 - m.fused_trace}'s kernels without a same-type counterpart"
@@ -269,12 +313,28 @@ def op_table_csv(table: pd.DataFrame) -> str:
     return table.assign(**{c: table[c].map(NAME_SEPARATOR.join) for c in names}).to_csv(index=False)
 
 
-def headline(detector: str, fused_trace: int, unfused_sequence: list[str], fused_type: str) -> str:
-    """A finding in a few words: 'Trace 2 fuses GEMM + SwiGLU -> GEMM', or for a split 'Trace 1 runs GEMM as 2
-    kernels, Trace 2 as 1' (the fused trace runs one kernel; it fuses nothing)."""
-    if detector == SPLIT_DETECTOR:
-        return f"Trace {3 - fused_trace} runs {fused_type} as {len(unfused_sequence)} kernels, Trace {fused_trace} as 1"
+def headline(detector: str, fused_trace: int, unfused_sequence: list[str], fused_type: str, kind: str = "") -> str:
+    """A finding in a few words, by its kind: 'Trace 2 fuses GEMM + SwiGLU -> GEMM'; a split 'Trace 1 runs GEMM as
+    2 kernels, Trace 2 as 1' (the fused trace runs one kernel; it fuses nothing); a decomposition 'Trace 1 runs
+    GEMM + Elementwise, Trace 2 Convolution: another algorithm'; extra work 'Trace 1 runs Memset + Attention,
+    Trace 2 Attention: extra work'."""
+    if detector == SPLIT_DETECTOR or kind == SPLIT:
+        runs = len(unfused_sequence)
+        return f"Trace {3 - fused_trace} runs {fused_type} as {runs} kernels, Trace {fused_trace} as {len(fused_type.split(' + '))}"
+    other = f"Trace {3 - fused_trace} runs {' + '.join(unfused_sequence)}, Trace {fused_trace} {fused_type}"
+    if kind == DECOMPOSITION:
+        return f"{other}: another algorithm for the same op"
+    if kind == EXTRA_WORK:
+        return f"{other}: extra work on Trace {3 - fused_trace}"
     return f"Trace {fused_trace} fuses {' + '.join(unfused_sequence)} -> {fused_type}"
+
+
+def ops_text(mapping: FusionMapping) -> str:
+    """The finding's op and, per side, the launching ops of the kernels it cites."""
+    inner = f" (innermost {mapping.inner_op})" if mapping.inner_op and mapping.inner_op != mapping.op else ""
+    sides = {mapping.fused_trace: mapping.fused_ops, 3 - mapping.fused_trace: mapping.unfused_ops}
+    listed = "; ".join(f"trace {s}: {', '.join(sides[s])}" for s in (1, 2) if sides[s])
+    return f"{mapping.op or '-'}{inner}" + (f"; {listed}" if listed else "")
 
 
 def phase_lines(summary: dict[str, Any]) -> list[str]:
@@ -291,7 +351,9 @@ def phase_lines(summary: dict[str, Any]) -> list[str]:
     for phase, section in summary["per_phase"].items():
         if "fusion_mappings" in section:
             found = [
-                headline(m["detector"], m["fused_trace"], m["unfused_sequence"], m["fused_kernel_type"])
+                headline(
+                    m["detector"], m["fused_trace"], m["unfused_sequence"], m["fused_kernel_type"], m.get("kind", "")
+                )
                 + f" x{m['pattern_count']}"
                 for m in section["fusion_mappings"]
             ]

@@ -373,10 +373,12 @@ def _extent(comparison: Comparison, lane: Lane, window: tuple[int, int]) -> tupl
 def _finding_text(number: int, finding: FusionMapping | OneSidedNote) -> tuple[str, str]:
     if isinstance(finding, OneSidedNote):
         return (
-            f"one-sided {number}: {finding.kernel_type} on trace {finding.side} only",
+            f"one-sided {number}: {finding.kernel_type} on trace {finding.side} only ({finding.kind.replace('_', ' ')})",
             f"trace {finding.side}: {finding.count} x {finding.kernel_type} - {finding.reason}",
         )
-    title = headline(finding.detector, finding.fused_trace, finding.unfused_sequence, finding.fused_kernel_type)
+    title = headline(
+        finding.detector, finding.fused_trace, finding.unfused_sequence, finding.fused_kernel_type, finding.kind
+    )
     return f"finding {number}: {title}", finding.evidence
 
 

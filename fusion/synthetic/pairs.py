@@ -23,10 +23,19 @@ from typing import IO
 import orjson
 
 ALL_FUSIONS: tuple[str, ...] = ("add_rmsnorm", "moe_swiglu", "sort_chain", "inductor_silu")
-CASES: tuple[str, ...] = ("gemm_silu_epilogue", "template_rmsnorm", "split_k", "split_k_partial", "unknown_attention")
+CASES: tuple[str, ...] = (
+    "gemm_silu_epilogue",
+    "template_rmsnorm",
+    "split_k",
+    "split_k_partial",
+    "unknown_attention",
+    "gemv_split",
+)
 """Further differences, off by default: a GEMM epilogue and an Inductor template prologue fusion, split-K on
-NVIDIA (every o_proj and lm_head call; or only o_proj while AMD runs one GEMM name for every shape), and an
-NVIDIA attention kernel no classification rule knows."""
+NVIDIA (every o_proj and lm_head call; or only o_proj while AMD runs one GEMM name for every shape), an
+NVIDIA attention kernel no classification rule knows, and the QKV projection run on NVIDIA as a cuBLAS GEMV with
+its two-pass reduce (dot_kernel + reduce_1Block_kernel): another kernel-name pattern than split-K, so another
+finding."""
 SCENARIOS: tuple[str, ...] = ("full_graph", "piecewise", "eager")
 AMD, NVIDIA = "AMD", "NVIDIA"
 PLATFORMS: tuple[str, str] = (AMD, NVIDIA)
@@ -102,8 +111,6 @@ class Kernel:
     op: str
     grid: tuple[int, int, int] = (256, 1, 1)
     block: tuple[int, int, int] = (256, 1, 1)
-    eager_type: str = ""
-    """The type when launched eagerly inside its op, where the op types it better than the name ('' = ktype)."""
 
 
 # Roles decide how a kernel is launched: "graph" kernels are captured in CUDA/HIP graphs,
@@ -192,6 +199,24 @@ _SPLIT_K_REDUCE = Kernel(
     "aten::mm",
     (48, 1, 1),
     (512, 1, 1),
+)
+_GEMV = Kernel(
+    "void dot_kernel<float, 128, 0, cublasDotParams<cublasGemvTensorStridedBatched<__nv_bfloat16 const>,"
+    " cublasGemvTensorStridedBatched<float> > >(cublasDotParams<cublasGemvTensorStridedBatched<__nv_bfloat16"
+    " const>, cublasGemvTensorStridedBatched<float> >)",
+    "GEMM",
+    14.0,
+    "aten::mm",
+    (256, 1, 1),
+    (128, 1, 1),
+)
+_GEMV_REDUCE = Kernel(
+    "void cublasLt::reduce_1Block_kernel<float, float, float, 64, 8>(float const*, float*, int, int)",
+    "GEMM",
+    2.0,
+    "aten::mm",
+    (1, 1, 1),
+    (64, 1, 1),
 )
 _CUTLASS_SILU_AND_MUL = (
     "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, int>,"
@@ -397,7 +422,8 @@ def _input_norm_and_qkv(platform: str, spec: PairSpec) -> list[Slot]:
     """The layer's input RMSNorm and QKV GEMM (one template GEMM on NVIDIA with template_rmsnorm)."""
     if "template_rmsnorm" in spec.cases:
         return [("graph", k) for k in SITES["template_rmsnorm"].kernels(platform, True)]
-    return [("graph", Kernel(_RMS_NORM, "RMSNorm", 4.5, "_C::rms_norm")), ("graph", _gemm(platform, "qkv", spec))]
+    qkv = [_GEMV, _GEMV_REDUCE] if platform == NVIDIA and "gemv_split" in spec.cases else [_gemm(platform, "qkv", spec)]
+    return [("graph", Kernel(_RMS_NORM, "RMSNorm", 4.5, "_C::rms_norm")), *(("graph", k) for k in qkv)]
 
 
 def _extra_memset(platform: str, spec: PairSpec) -> bool:
@@ -406,9 +432,7 @@ def _extra_memset(platform: str, spec: PairSpec) -> bool:
 
 def forward_slots(platform: str, spec: PairSpec, prefill: bool = False) -> list[Slot]:
     """All kernels of one forward pass (a decode step or a prefill), in launch order."""
-    slots: list[Slot] = [
-        ("graph", Kernel(_GATHER, "Elementwise", 3.0, "aten::embedding", (32, 2, 1), eager_type="Embedding"))
-    ]
+    slots: list[Slot] = [("graph", Kernel(_GATHER, "Elementwise", 3.0, "aten::embedding", (32, 2, 1)))]
     if _extra_memset(platform, spec):
         slots.append(("graph", Kernel(_AMD_MEMSET, "Memset", 2.0, "aten::zero_", (64, 1, 1))))
     for _ in range(spec.layers):
@@ -486,11 +510,11 @@ def trace_passes(spec: PairSpec, trace: int) -> Iterator[tuple[bool, list[tuple[
 
 
 def kernel_counts(spec: PairSpec, trace: int) -> dict[str, int]:
-    """Exact number of kernels of each type in a trace, as loaded: by name, or by op for an eager launch."""
+    """Exact number of kernels of each type in a trace, as loaded (a kernel's name types it whatever launches it)."""
     counts: Counter[str] = Counter()
     for _, pass_launches in trace_passes(spec, trace):
-        for graph, kernels in pass_launches:
-            counts.update(k.ktype if graph or not k.eager_type else k.eager_type for k in kernels)
+        for _, kernels in pass_launches:
+            counts.update(k.ktype for k in kernels)
     return dict(sorted(counts.items()))
 
 
@@ -962,9 +986,29 @@ def _split_k_truth(spec: PairSpec) -> dict:
     }
 
 
+def _gemv_split_truth(spec: PairSpec) -> dict:
+    amd = _gemm(AMD, "qkv", spec).name
+    return {
+        "id": "gemv_split",
+        "detector": "split_kernel",
+        "fused_trace": 1,
+        "fused_platform": AMD,
+        "fused_kernel_type": "GEMM",
+        "fused_kernel_name": amd,
+        "fused_kernel_names": [amd],
+        "unfused_sequence": ["GEMM", "GEMM"],
+        "unfused_kernel_names": [_GEMV.name, _GEMV_REDUCE.name],
+        "occurrences": {f"trace{t}": _passes(spec, 1) * spec.layers for t in (1, 2)},
+        "description": "NVIDIA runs the QKV projection as a cuBLAS GEMV and its two-pass reduce (dot_kernel +"
+        " reduce_1Block_kernel), AMD as one GEMM: a split of another kernel-name pattern than split-K, reported"
+        " on its own",
+    }
+
+
 def _case_truths(spec: PairSpec) -> list[dict]:
     """Ground truth of the enabled CASES that are fusions or splits."""
     out = [_fusion_truth(SITES[c], spec) for c in ("gemm_silu_epilogue", "template_rmsnorm") if c in spec.cases]
+    out += [_gemv_split_truth(spec)] if "gemv_split" in spec.cases and "template_rmsnorm" not in spec.cases else []
     return out + ([_split_k_truth(spec)] if _split_k_roles(NVIDIA, spec) else [])
 
 

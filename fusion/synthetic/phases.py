@@ -5,7 +5,11 @@ step annotation. Prefill and mixed steps launch every kernel eagerly; a decode s
 The kernels are synthetic.forward_slots' decoder layers, with one fusion difference per phase: only in
 decode (`decode_fusion`) and only in prefill (`prefill_fusion`); mixed steps have none. Trace 1 writes
 the current vLLM annotation (`execute_T_context_N(sq..)_generation_M(sq..)`), trace 2 the older
-`execute_context_N(K)_generation_M(L)`.
+`execute_context_N(K)_generation_M(L)`. With `engine_ranges` the steps carry vLLM V1's ranges instead
+(`gpu_model_runner: preprocess`, `forward`, `sample`, no execute annotation): each step prepares its inputs
+eagerly, runs its forward (eager in prefill, a graph replay in decode) and an eager sampler, whose own fusion
+difference (`sampler_fusion`) shows in every step; only the step decides the phase of its preparation and
+sampler kernels.
 
 Training: ProfilerStep#N ranges; forward ops launch on the main thread, backward kernels under
 `autograd::engine::evaluate_function: ...` frames on the autograd thread, then `Optimizer.step#...`.
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import gzip
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +38,35 @@ _HEADER = {
     NVIDIA: {"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "warpSize": 32}]},
 }
 STEP_PHASES = {"P": "prefill", "D": "decode", "M": "mixed"}
+_PREP_COPY = Kernel(
+    "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::"
+    "{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(long)#1}, std::array<char*, 2ul>, 4,"
+    " TrivialOffsetCalculator<1, unsigned int>, TrivialOffsetCalculator<1, unsigned int>,"
+    " at::native::memory::LoadWithCast<1>, at::native::memory::StoreWithCast<1> >(int, at::native::"
+    "direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#7}::operator()()"
+    " const::{lambda(long)#1}, std::array<char*, 2ul>, TrivialOffsetCalculator<1, unsigned int>,"
+    " TrivialOffsetCalculator<1, unsigned int>, at::native::memory::LoadWithCast<1>,"
+    " at::native::memory::StoreWithCast<1>)",
+    "MemCopy",
+    2.0,
+    "aten::copy_",
+)
+_PREP_INDEX = Kernel(
+    "void at::native::index_elementwise_kernel<128, 4, at::native::gpu_index_kernel<at::native::index_kernel_impl"
+    "<at::native::OpaqueType<8> >(at::TensorIteratorBase&, c10::ArrayRef<long>, c10::ArrayRef<long>)::"
+    "{lambda(char*, char const*, long)#1}>(at::TensorIteratorBase&, c10::ArrayRef<long>, c10::ArrayRef<long>,"
+    " at::native::index_kernel_impl<at::native::OpaqueType<8> >(at::TensorIteratorBase&, c10::ArrayRef<long>,"
+    " c10::ArrayRef<long>)::{lambda(char*, char const*, long)#1} const&)::{lambda(int)#1}>(long,"
+    " at::native::gpu_index_kernel<at::native::index_kernel_impl<at::native::OpaqueType<8> >(at::TensorIteratorBase&,"
+    " c10::ArrayRef<long>, c10::ArrayRef<long>)::{lambda(char*, char const*, long)#1}>(at::TensorIteratorBase&,"
+    " c10::ArrayRef<long>, c10::ArrayRef<long>, at::native::index_kernel_impl<at::native::OpaqueType<8> >"
+    "(at::TensorIteratorBase&, c10::ArrayRef<long>, c10::ArrayRef<long>)::{lambda(char*, char const*, long)#1}"
+    " const&)::{lambda(int)#1})",
+    "Elementwise",
+    3.0,
+    "aten::index",
+)
+"""The eager input preparation of a vLLM V1 step: the token ids copied to the device and gathered by position."""
 
 
 @dataclass(frozen=True)
@@ -45,12 +79,18 @@ class ServingSpec:
     """Each step shows its phase's fusion once per layer: enough occurrences for detect.min_pattern_count."""
     decode_fusion: str = "add_rmsnorm"
     prefill_fusion: str = "moe_swiglu"
+    engine_ranges: bool = False
+    """vLLM V1 steps: gpu_model_runner ranges around eager preparation, the forward and an eager sampler."""
+    sampler_fusion: str = "sort_chain"
+    """The sampler's fusion difference (engine_ranges only): in every step, so in both phases."""
 
     def __post_init__(self) -> None:
         if set(self.schedule1 + self.schedule2) - set(STEP_PHASES):
             raise ValueError(f"schedules are strings of {''.join(STEP_PHASES)}")
-        if self.decode_fusion not in SITES or self.prefill_fusion not in SITES:
+        if {self.decode_fusion, self.prefill_fusion, self.sampler_fusion} - set(SITES):
             raise ValueError(f"fusions are among {sorted(SITES)}")
+        if self.engine_ranges and "M" in self.schedule1 + self.schedule2:
+            raise ValueError("engine_ranges steps are 'P' or 'D': their ranges do not tell a mixed batch")
 
     def schedule(self, trace: int) -> str:
         return self.schedule1 if trace == 1 else self.schedule2
@@ -60,6 +100,14 @@ class ServingSpec:
         fusions = {"D": (self.decode_fusion,), "P": (self.prefill_fusion,), "M": ()}[step]
         spec = PairSpec(layers=self.layers, fusions=fusions, non_fusion=False)
         return forward_slots(platform, spec, prefill=step != "D")
+
+    def prep_kernels(self) -> list[Kernel]:
+        """The eager input preparation of an engine step (the same on both platforms)."""
+        return [_PREP_COPY, _PREP_INDEX] if self.engine_ranges else []
+
+    def sampler_kernels(self, platform: str) -> list[Kernel]:
+        """The eager sampler of an engine step, with the sampler fusion difference."""
+        return list(SITES[self.sampler_fusion].kernels(platform, True)) if self.engine_ranges else []
 
 
 @dataclass
@@ -137,16 +185,32 @@ def serving_trace(spec: ServingSpec, trace: int) -> dict[str, Any]:
     writer = _Writer(platform)
     for step in spec.schedule(trace):
         begin = writer.cpu
+        _engine_range(writer, spec, "preprocess", lambda: _eager(writer, spec.prep_kernels()))
         slots = spec.step_slots(platform, step)
         if step == "D":
-            writer.launch([k for _, k in slots], graph=True)
+            _engine_range(writer, spec, "forward", lambda: writer.launch([k for _, k in slots], graph=True))  # noqa: B023
         else:
-            for _, kernel in slots:
-                writer.launch([kernel], graph=False, op=kernel.op)
+            _engine_range(writer, spec, "forward", lambda: _eager(writer, [k for _, k in slots]))  # noqa: B023
+        _engine_range(writer, spec, "sample", lambda: _eager(writer, spec.sampler_kernels(platform)))
         writer.cpu += GAP_US
-        writer.cpu_range("user_annotation", _annotation(step, trace), begin, writer.cpu - begin)
+        if not spec.engine_ranges:
+            writer.cpu_range("user_annotation", _annotation(step, trace), begin, writer.cpu - begin)
         writer.cpu = max(writer.cpu, writer.gpu) + 50.0
     return writer.document()
+
+
+def _eager(writer: _Writer, kernels: list[Kernel]) -> None:
+    for kernel in kernels:
+        writer.launch([kernel], graph=False, op=kernel.op)
+
+
+def _engine_range(writer: _Writer, spec: ServingSpec, part: str, run: Callable[[], None]) -> None:
+    """Run one part of a step, inside its `gpu_model_runner: part` range when the spec writes engine ranges."""
+    start = writer.cpu
+    run()
+    if spec.engine_ranges:
+        writer.cpu += 1.0
+        writer.cpu_range("user_annotation", f"gpu_model_runner: {part}", start, writer.cpu - start)
 
 
 def serving_truth(spec: ServingSpec) -> dict[str, Any]:
@@ -157,12 +221,14 @@ def serving_truth(spec: ServingSpec) -> dict[str, Any]:
         steps = Counter(STEP_PHASES[s] for s in spec.schedule(trace))
         kernels = Counter()
         for step in spec.schedule(trace):
-            kernels[STEP_PHASES[step]] += len(spec.step_slots(platform, step))
+            extra = len(spec.prep_kernels()) + len(spec.sampler_kernels(platform))
+            kernels[STEP_PHASES[step]] += len(spec.step_slots(platform, step)) + extra
         traces[f"trace{trace}"] = {p: {"steps": steps[p], "kernels": kernels[p]} for p in steps}
-    return {
-        "traces": traces,
-        "fusions": {"decode": _site_truth(spec.decode_fusion), "prefill": _site_truth(spec.prefill_fusion)},
-    }
+    fusions = {"decode": [_site_truth(spec.decode_fusion)], "prefill": [_site_truth(spec.prefill_fusion)]}
+    if spec.engine_ranges:
+        for phase in fusions.values():
+            phase.append(_site_truth(spec.sampler_fusion))
+    return {"traces": traces, "fusions": fusions}
 
 
 def _site_truth(site_id: str) -> dict[str, Any]:

@@ -13,7 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from fusion.classify.names import BUILTIN_RULES, HELPER_ROLES, KERNEL_TYPES, RULES_ENV, classify
+from fusion.classify.names import (
+    BUILTIN_OP_RULES,
+    BUILTIN_RULES,
+    HELPER_ROLES,
+    KERNEL_TYPES,
+    LAYOUT_ROLE,
+    RULES_ENV,
+    classify,
+    type_from_op,
+)
 from fusion.classify.rulesets import name_rules
 
 CORPUS = Path(__file__).with_name("names_corpus.tsv")
@@ -98,3 +107,33 @@ def test_every_builtin_rule_decides_some_corpus_name() -> None:
 def test_every_single_op_rule_marks_some_corpus_name() -> None:
     for rule in name_rules("").single_op["unknown"]:
         assert any(rule.matcher.matches(r.name.lower()) for r in ROWS if r.single_op), rule.id
+
+
+def _launching_ops() -> list[str]:
+    """Real launching ops, at least one per type an op rule gives (asserted): every op context is tried."""
+    data = tomllib.loads(BUILTIN_OP_RULES.read_text(encoding="utf-8"))
+    ops = ["aten::miopen_convolution", "aten::cudnn_convolution", "aten::conv2d", "aten::embedding", "aten::to"]
+    ops += ["aten::mm", "aten::scaled_dot_product_attention", "c10d::allreduce_", "aten::layer_norm", "aten::rms_norm"]
+    ops += ["aten::batch_norm", "aten::group_norm", "aten::softmax", "_C::silu_and_mul", "aten::silu", "aten::gelu"]
+    ops += ["_C::rotary_embedding", "_C::scaled_fp8_quant", "aten::sort", "aten::cumsum", "aten::fill_", "aten::cat"]
+    ops += ["aten::sum", "aten::add_"]
+    assert {type_from_op("Other", op, "")[0] for op in ops} == {r["type"] for r in data["op"]}
+    return ops
+
+
+@pytest.mark.parametrize("op", _launching_ops())
+def test_a_named_kernel_keeps_its_type_whatever_op_launches_it(op: str) -> None:
+    """The name wins over the launching op: only a name that says nothing (Other) is typed by its op."""
+    for row in ROWS:
+        if row.kernel_type != "Other":
+            assert type_from_op(row.kernel_type, op, op) == (row.kernel_type, "name"), (row.name, op)
+
+
+def test_layout_conversions_are_copy_work() -> None:
+    """nchwToNhwc, nhwcToNchw, batched_transpose and other transposes are MemCopy with the layout role, never the op
+    they serve (a convolution launches them)."""
+    layout = [r for r in ROWS if r.helper == LAYOUT_ROLE]
+    assert len(layout) >= 5
+    assert {r.kernel_type for r in layout} == {"MemCopy"}
+    names = " ".join(r.name.lower() for r in layout)
+    assert all(word in names for word in ("nchwtonhwc", "nhwctonchw", "batched_transpose", "::transpose<"))

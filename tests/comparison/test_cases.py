@@ -16,10 +16,26 @@ SMALL_MODEL = PairSpec(layers=3, steps=3, fusions=("add_rmsnorm", "sort_chain"),
 SPECS = [PairSpec(scenario=s, layers=3, steps=3, cases=(c,)) for s in SCENARIOS for c in CASES]
 SPECS += [dataclasses.replace(SMALL_MODEL, scenario=s) for s in SCENARIOS]
 SPECS += [PairSpec(scenario=s, layers=3, steps=3, fusions=(), cases=("unknown_attention",)) for s in SCENARIOS]
+SPECS += [PairSpec(scenario=s, layers=3, steps=3, fusions=(), cases=("split_k", "gemv_split")) for s in SCENARIOS]
+"""A GEMM + split-K reduce and a GEMV + its two-pass reduce on NVIDIA: two kernel-name patterns, two findings."""
 
 
 def _id(spec: PairSpec) -> str:
     return f"{spec.scenario}-{'+'.join(spec.cases) or 'small'}{'' if spec.fusions else '-no-fusion'}"
+
+
+def test_two_split_patterns_are_two_findings_with_their_own_counts_and_ops(tmp_path):
+    """The issue's merged split-K + GEMV line: one finding per kernel-name pattern, each naming its op."""
+    spec = PairSpec(scenario="eager", layers=3, steps=3, fusions=(), cases=("split_k", "gemv_split"))
+    files = write_pair(tmp_path, spec)
+    comparison = compare(load(files.trace1), load(files.trace2))
+    splits = sorted((m for m in comparison.mappings if m.kind == "split"), key=lambda m: m.pattern_count)
+    assert [m.pattern_count for m in splits] == [9, 12]
+    gemv, split_k = splits
+    assert any("reduce_1Block_kernel" in n for n in gemv.unfused_kernel_names)
+    assert not any("splitKreduce" in n for n in gemv.unfused_kernel_names)
+    assert any("splitKreduce" in n for n in split_k.unfused_kernel_names)
+    assert all(m.op == "aten::mm" and m.fused_ops == ["aten::mm"] for m in splits)
 
 
 @pytest.fixture(scope="module", params=SPECS, ids=_id)
@@ -30,9 +46,14 @@ def scored(request, tmp_path_factory):
 
 
 def _key(finding) -> tuple:
+    """What a finding is, down to its kernel-name pattern (the other side's raw names)."""
     if isinstance(finding, dict):
-        return finding["fused_trace"], finding["fused_kernel_type"], tuple(finding["unfused_sequence"])
-    return finding.fused_trace, finding.fused_kernel_type, tuple(finding.unfused_sequence)
+        fields = finding["fused_trace"], finding["fused_kernel_type"], finding["unfused_sequence"]
+        names = finding["unfused_kernel_names"]
+    else:
+        fields = finding.fused_trace, finding.fused_kernel_type, finding.unfused_sequence
+        names = finding.unfused_kernel_names
+    return fields[0], fields[1], tuple(fields[2]), tuple(sorted(names))
 
 
 def precision_recall(found: set, expected: set) -> tuple[float, float]:

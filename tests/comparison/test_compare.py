@@ -8,7 +8,9 @@ from builders import shared_trace
 from fusion.classify.trace import load
 from fusion.comparison.pair import analyze_fusion_differences, compare
 from fusion.detect.op_kernels import OP_KERNELS_DETECTOR
+from fusion.result import FINDING_KINDS
 from fusion.synthetic.pairs import PairSpec, ground_truth, write_pair
+from fusion.vocabulary import LAYOUT_ROLE
 
 SCENARIOS = [
     PairSpec(scenario="full_graph", layers=4, steps=4),
@@ -232,22 +234,30 @@ def test_real_cross_vendor_pairs(model):
 
 @pytest.mark.parametrize("model", ["bert_small", "falconsai_nsfw", "qwen1.5-0.5b", "timesformer"])
 def test_real_pair_mappings_are_covered_and_named(model):
-    """Property: a mapping's fused kernel performs every type it replaces (or the rest are its helpers), and
-    it names kernels of the right types that are in the traces."""
+    """Property: a mapping's fused kernel performs every type it replaces (or the rest are its helpers), it names
+    kernels of the right types that are in the traces, and every finding has a kind and an op; no layout
+    conversion is typed as the convolution it serves."""
     comparison = compare(load(shared_trace(f"tl_mi300_{model}")), load(shared_trace(f"tl_h100_{model}")))
     for m in comparison.mappings:
         fused, unfused = comparison.trace(m.fused_trace).names, comparison.trace(3 - m.fused_trace).names
         assert m.fused_kernel_names and m.unfused_kernel_names
         assert set(m.fused_kernel_names) <= set(fused.index) and set(m.unfused_kernel_names) <= set(unfused.index)
+        assert m.kind in FINDING_KINDS and m.op and m.inner_op and m.fused_ops and m.unfused_ops
         kernels = comparison.trace(m.fused_trace).kernels
-        assert m.fused_kernel_type in set(kernels.loc[kernels["name"].isin(m.fused_kernel_names), "type"])
+        named = set(kernels.loc[kernels["name"].isin(m.fused_kernel_names), "type"])
         covered = set(m.unfused_sequence) <= {m.fused_kernel_type, *m.fused_components}
         if m.detector == "split_kernel":
             assert (unfused.loc[m.unfused_kernel_names, "helper"] != "").any()
         elif m.detector == OP_KERNELS_DETECTOR:
-            assert covered == (" fuses " in m.evidence), "an uncovered op-level finding reads 'launches N vs M kernels'"
+            assert set(m.fused_kernel_type.split(" + ")) == named
+            assert (m.kind == "fusion") == (" fuses " in m.evidence)
         else:
-            assert covered
+            assert m.fused_kernel_type in named and covered
+    for note in comparison.one_sided:
+        assert note.kind in FINDING_KINDS and note.op
+    for trace in (comparison.trace1, comparison.trace2):
+        layout = trace.names.index[trace.names["helper"] == LAYOUT_ROLE]
+        assert set(trace.kernels.loc[trace.kernels["name"].isin(layout), "type"]) <= {"MemCopy"}
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -24,7 +23,6 @@ from fusion.detect.op_kernels import OP_CALLS_SOURCE, OP_EVIDENCE_PAIR, OP_KERNE
 from fusion.detect.thresholds import Thresholds
 from fusion.model.trace import Trace
 from fusion.report import render as report
-from fusion.report.summary import summarize, summary_text
 from fusion.result import (
     CALLS,
     KERNEL_NAMES,
@@ -36,7 +34,6 @@ from fusion.result import (
     TIME_GAP_US,
     TIME_RATIO,
     TIME_US,
-    EvidenceRef,
     side_column,
 )
 
@@ -181,7 +178,11 @@ def test_finding_names_both_sides_with_raw_names_and_time():
 def test_uncovered_types_read_as_different_kernel_counts_not_a_fusion():
     (finding,) = compare_ops(*pair(4, only("aten::scaled_dot_product_attention"))).findings
     assert finding.unfused_sequence == ["GEMM", "Softmax", "GEMM"] and finding.fused_kernel_type == "Attention"
-    assert finding.evidence.endswith("; the same op launches 3 vs 1 kernels (MI300X vs H100)")
+    assert finding.kind == "decomposition"
+    assert "; two decompositions of the same op (3 vs 1 kernels): MI300X runs GEMM + Softmax + GEMM, H100" in (
+        finding.evidence
+    )
+    assert "fuses" not in finding.evidence
     assert finding.unfused_kernel_names == [BMM_AMD, SOFTMAX]
 
 
@@ -198,7 +199,7 @@ def test_a_split_k_helper_reads_as_a_split():
     (finding,) = compare_ops(*pair(4, split)).findings
     assert finding.fused_trace == 1
     assert f"H100 splits the op (2 vs 1 kernels): helper kernel `{SPLIT_K[:99]}…` (split_k_reduce)" in finding.evidence
-    assert "fuses" not in finding.evidence
+    assert "fuses" not in finding.evidence and finding.kind == "split"
 
 
 def test_evidence_refs_cite_the_calls_kernels():
@@ -234,14 +235,27 @@ def test_rare_or_inconsistent_differences_are_notes():
     assert result.findings == []
     assert result.notes == [
         "aten::layer_norm: 2 of 12 aligned calls launch 2 vs 1 kernels; below 3 calls or"
-        " 80% of the op's calls, not reported"
+        " 80% of the op's calls, and not in every call of the op: not reported"
     ]
-    for layers, found in ((1, 0), (2, 1)):
-        assert len(compare_ops(*pair(layers, only("aten::layer_norm"))).findings) == found
+
+
+def test_a_difference_in_every_call_of_a_rare_op_is_a_finding_with_its_count():
+    """One layer: the op runs twice and both calls differ the same way; below op_min_calls, yet every call shows it."""
+    (finding,) = compare_ops(*pair(1, only("aten::layer_norm"))).findings
+    assert finding.pattern_count == 2 and finding.pattern_confidence == 1.0
+    assert finding.evidence.startswith("aten::layer_norm: MI300X 2 kernels") and ", 2 calls," in finding.evidence
+
+
+def _all_but_one_call_differs(layers: int) -> tuple:
+    calls = [flat(layer_calls(p, layers, only("aten::layer_norm"))) for p in PLATFORMS]
+    same = flat(layer_calls("AMD", layers, {}))
+    first = next(i for i, c in enumerate(calls[0]) if c.name == "aten::layer_norm")
+    calls[0][first] = same[first]
+    return tuple(traced(c, p) for c, p in zip(calls, PLATFORMS))
 
 
 def test_op_thresholds_are_compare_parameters_and_copied_into_the_result():
-    traces = pair(6, only("aten::layer_norm"))
+    traces = _all_but_one_call_differs(6)
     assert [m.op for m in compare(*traces).mappings] == ["aten::layer_norm"]
     strict = compare(*traces, op_min_calls=13)
     assert strict.params["op_min_calls"] == 13 and strict.params["op_min_consistency"] == 0.8
@@ -358,7 +372,8 @@ def test_report_lists_op_findings_and_top_ops():
     trace1, trace2 = pair(4, only("aten::layer_norm"))
     result = compare_ops(trace1, trace2)
     text = report.op_findings_text(result.findings, ["a note"])
-    assert "[op_kernels] aten::layer_norm: MI300X 2 kernels" in text and "op call: trace1 kernels 0..1" in text
+    assert "[fusion] aten::layer_norm: MI300X 2 kernels" in text and "op call: trace1 kernels 0..1" in text
+    assert "op: aten::layer_norm (innermost aten::native_layer_norm)" in text
     assert text.endswith("\n  note: a note")
     assert report.op_findings_text([], []) == "Op-level findings: none"
     table = report.op_table_text(result.op_table, (trace1.label, trace2.label), limit=2)
@@ -391,84 +406,80 @@ def test_real_pair_findings_are_backed_by_their_op_calls(real_pair):
             for trace, window in ((trace1, ref.window1), (trace2, ref.window2)):
                 launched = trace.kernels.iloc[window[0] : window[1]]
                 launched = launched[launched["launch"] == "kernel"]
-                assert {canonical_op(str(op)) for op in launched["op_top"]} == {finding.op}
+                assert {canonical_op(str(op)) for op in launched["op_top"]} == {canonical_op(finding.op)}
         assert_cited_names_in_windows(finding, trace1, trace2)
 
 
-def test_real_qwen_attention_launches_an_extra_memset_on_mi300x_which_is_no_fusion():
-    """MI300X's SDPA zero-fills an int buffer (FillFunctor<int>) before attn_fwd; H100's flash_fwd needs none."""
+def test_real_qwen_attention_launches_an_extra_memset_on_mi300x_which_is_extra_work():
+    """MI300X's SDPA zero-fills an int buffer (FillFunctor<int>) before attn_fwd; H100's flash_fwd needs none. And
+    H100's cuBLAS runs a memset (a gpu_memset activity) before the GEMM of nearly every aten::linear: extra work too."""
     _, _, result = _real_pair("qwen1.5-0.5b")
-    assert result.findings == []
-    (note,) = [n for n in result.notes if n.startswith("aten::scaled_dot_product_attention:")]
-    assert note.startswith(
-        "aten::scaled_dot_product_attention: 24 of 24 aligned calls launch 2 vs 1 kernels;"
-        " the extra kernel per call on AMD Instinct MI300X VF (Memset, "
-    )
-    assert note.endswith("does no compute: not a fusion")
+    linear, finding = sorted(result.findings, key=lambda m: m.op)
+    assert linear.kind == "extra_work" and linear.op == "aten::linear" and linear.fused_trace == 1
+    assert linear.unfused_sequence[0] == "Memset" and "fuses" not in linear.evidence
+    assert finding.kind == "extra_work" and finding.op == "aten::scaled_dot_product_attention"
+    assert finding.pattern_count == 24 and finding.fused_trace == 2
+    assert finding.unfused_sequence == ["Memset", "Attention"]
+    assert "AMD Instinct MI300X VF runs Memset more per call" in finding.evidence and "fuses" not in finding.evidence
 
 
-def test_an_op_that_only_launches_an_extra_memset_or_copy_is_a_note_not_a_fusion():
-    """As in the kernel-sequence walk, a non-compute kernel one side adds is no fusion; with a compute kernel
-    among the extra ones the difference stays a finding, which leaves the non-compute kernel out (a note says so)."""
+@pytest.mark.parametrize("name", ["timesformer", "falconsai_nsfw"])
+def test_real_conv2d_called_once_is_a_decomposition_with_layout_conversions_not_a_fusion(name):
+    """The one aten::conv2d call: MIOpen's SubTensorOpWithScalar1d, 3 batched_transpose and an igemm on MI300X; cuDNN's
+    nchwToNhwc x2, a CUTLASS fprop and nhwcToNchw on H100; both then add the bias. Every aligned call (1 of 1)
+    differs the same way: a finding, with its count, of kind decomposition (no H100 kernel performs the tensor op).
+    cuDNN also runs two memsets (gpu_memset activities), so H100 runs more kernels; the extras doing no compute does
+    not make it extra work, as MI300X's SubTensorOpWithScalar1d has no counterpart."""
+    _, _, result = _real_pair(name)
+    (finding,) = [m for m in result.findings if m.op == "aten::conv2d"]
+    assert finding.kind == "decomposition" and finding.pattern_count == 1 and finding.fused_trace == 1
+    assert finding.fused_kernel_type == "Elementwise + MemCopy + MemCopy + Convolution + MemCopy + Elementwise"
+    assert finding.inner_op == "aten::miopen_convolution"
+    assert "aten::conv2d > aten::cudnn_convolution" in finding.unfused_ops
+    assert ", 1 call," in finding.evidence and "two decompositions of the same op (7 vs 6 kernels)" in finding.evidence
+    assert "`SubTensorOpWithScalar1d`" in finding.evidence and "fuses" not in finding.evidence
+
+
+def test_an_op_that_only_launches_an_extra_memset_or_copy_is_extra_work_not_a_fusion():
+    """As in the kernel-sequence walk, a non-compute kernel one side adds is no fusion: alone it is extra work;
+    with a compute kernel among the extra ones the difference reads by those, and leaves the non-compute kernel out
+    (a note says so)."""
     attention = DIFFERENT["aten::scaled_dot_product_attention"]
     cases = {
-        "fill": ([(FILL, 2.0), (FLASH, 25.0)], []),
-        "fill and softmax": ([(FILL, 2.0), *attention["AMD"]], ["GEMM", "Softmax", "GEMM"]),
+        "fill": ([(FILL, 2.0), (FLASH, 25.0)], ["Memset", "Attention"], "extra_work"),
+        "fill and softmax": ([(FILL, 2.0), *attention["AMD"]], ["GEMM", "Softmax", "GEMM"], "decomposition"),
     }
-    for extra, (amd, sequence) in cases.items():
+    for extra, (amd, sequence, kind) in cases.items():
         result = compare_ops(*pair(4, {"aten::scaled_dot_product_attention": {"AMD": amd, "NVIDIA": [(FLASH, 25.0)]}}))
-        assert [m.unfused_sequence for m in result.findings] == ([sequence] if sequence else []), extra
-        verdict = "not a fusion" if not sequence else "left out of the finding"
-        assert any(f"(Memset, 0.008 ms in all) does no compute: {verdict}" in n for n in result.notes), extra
-        if sequence:
-            finding = result.findings[0]
-            assert finding.unfused_count_per_type == {"GEMM": 8, "Softmax": 4}
-            assert FILL not in finding.unfused_kernel_names and set(finding.unfused_kernel_names) == {BMM_AMD, SOFTMAX}
-            assert finding.time_saved_us == 4 * sum(us for _, us in attention["AMD"])  # every extra kernel but the fill
+        assert [(m.unfused_sequence, m.kind) for m in result.findings] == [(sequence, kind)], extra
+        finding = result.findings[0]
+        if kind == "extra_work":
+            assert finding.time_saved_us == 4 * 2.0 and result.notes == []
+            continue
+        assert any("(Memset, 0.008 ms in all) does no compute: left out of the finding" in n for n in result.notes)
+        assert finding.unfused_count_per_type == {"GEMM": 8, "Softmax": 4}
+        assert FILL not in finding.unfused_kernel_names and set(finding.unfused_kernel_names) == {BMM_AMD, SOFTMAX}
+        assert finding.time_saved_us == 4 * sum(us for _, us in attention["AMD"])  # every extra kernel but the fill
     comparison = compare(
         *pair(
             4, {"aten::scaled_dot_product_attention": {"AMD": [(FILL, 2.0), (FLASH, 25.0)], "NVIDIA": [(FLASH, 25.0)]}}
         )
     )
-    assert not any("Memset" in m.unfused_sequence for m in comparison.mappings)
-    assert [(n.side, n.kernel_type, n.count) for n in comparison.one_sided] == [(1, "Memset", 4)]
-    assert (
-        "aten::scaled_dot_product_attention: 4 of 4 aligned calls launch 2 vs 1 kernels; the extra kernel per call"
-        " on MI300X (Memset, 0.008 ms in all) does no compute: not a fusion"
-    ) in comparison.op_notes
+    assert [(m.kind, m.unfused_sequence) for m in comparison.mappings] == [("extra_work", ["Memset", "Attention"])]
+    assert [(n.side, n.kernel_type, n.count, n.kind) for n in comparison.one_sided] == [(1, "Memset", 4, "extra_work")]
 
 
-def test_summary_lists_the_ops_with_most_kernel_time():
-    trace = pair(3, DIFFERENT)[0]
-    ops = summarize(trace)["ops"]
-    assert ops[0] == {"op": "aten::linear", "module": "", "calls": 12, "kernels_per_call": 2.0, "time_us": 276.0}
-    assert [entry["time_us"] for entry in ops] == sorted((entry["time_us"] for entry in ops), reverse=True)
-    assert "top ops by kernel time (eager launches):" in summary_text(trace, summarize(trace))
-
-
-def test_a_window_mapping_of_the_same_kernels_is_superseded_by_the_op_finding():
-    trace1, trace2 = pair(4, DIFFERENT)
-    result = compare_ops(trace1, trace2)
-    layer_norm = next(m for m in result.findings if m.op == "aten::layer_norm")
-    ref = layer_norm.evidence_refs[0]
-    window = replace(
-        layer_norm, evidence_source="windows", evidence_refs=[EvidenceRef(3, -1, -1, ref.window1, ref.window2)]
-    )
-    assert result.supersedes(window)
-    assert not result.supersedes(layer_norm)
-    gelu_rows = np.flatnonzero(trace1.kernels["op_top"].astype(str).to_numpy() == "aten::gelu")
-    elsewhere = EvidenceRef(3, -1, -1, (int(gelu_rows[0]), int(gelu_rows[0]) + 1), ref.window2)
-    assert not result.supersedes(replace(window, evidence_refs=[*window.evidence_refs, elsewhere]))
-    assert not result.supersedes(replace(window, evidence_refs=[]))
-
-
-@pytest.mark.parametrize("name", ["hta_trace_diff_control", "tl_mi300_qwen1.5-0.5b"])
-def test_a_real_trace_against_itself_aligns_every_call_and_finds_nothing(name):
-    trace = load(shared_trace(name))
-    result = compare_ops(trace, trace)
-    assert result.findings == [] and all("with no enclosing op" in note for note in result.notes)
-    assert result.aligned_calls == result.calls[0] > 0
-    assert (result.op_table[TIME_GAP_US] == 0).all()
+def test_only_non_compute_extras_are_a_decomposition_when_the_fewer_kernel_call_has_its_own_compute_kernel():
+    """AMD runs two fills and the attention kernel, NVIDIA the attention kernel and a softmax AMD does not run: the
+    extra kernels do no compute, but the calls still compute differently, so it is no mere extra work."""
+    ops = {
+        "aten::scaled_dot_product_attention": {
+            "AMD": [(FILL, 2.0), (FILL, 2.0), (FLASH, 25.0)],
+            "NVIDIA": [(FLASH, 25.0), (SOFTMAX, 3.0)],
+        }
+    }
+    result = compare_ops(*pair(4, ops))
+    assert [(m.kind, m.fused_trace) for m in result.findings] == [("decomposition", 2)]
 
 
 def test_compare_reports_op_findings_first_and_the_same_kernels_once(tmp_path, capsys):
@@ -488,7 +499,7 @@ def test_compare_reports_op_findings_first_and_the_same_kernels_once(tmp_path, c
     assert any("cites only kernels of op-level findings" in note for note in comparison.op_notes)
     assert main(["compare", str(files[0]), str(files[1]), "--no-cache"]) == 0
     text = capsys.readouterr().out
-    assert "[op_kernels] aten::layer_norm: AMD Instinct MI300X 2 kernels" in text and "Top ops by time gap" in text
+    assert "[fusion] aten::layer_norm: AMD Instinct MI300X 2 kernels" in text and "Top ops by time gap" in text
     assert main(["compare", str(files[0]), str(files[1]), "--no-cache", "--format", "json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert {m["op"] for m in result["fusion_mappings"]} >= {"aten::layer_norm", "aten::linear"}

@@ -177,15 +177,30 @@ def test_global_counts_one_sided_type_has_null_ratio():
 def test_opportunities_ranked_by_time_impact():
     side1 = [("a", "Sort", 1.0, 1)] * 300 + [("b", "Softmax", 50.0, 1)] * 90
     side2 = [("a", "Sort", 1.0, 2)] * 100 + [("b", "Softmax", 50.0, 2)] * 30
-    c = compare(make_trace(side1), make_trace(side2))
+    c = compare(make_trace(side1), make_trace(side2), opportunities_on_mismatch=True)
     assert [o.kernel_type for o in c.opportunities] == ["Softmax", "Sort"]
     assert c.opportunities[0].fused_by == "Trace 2" and c.opportunities[0].ratio == 3.0
 
 
+def test_opportunities_of_a_mismatch_are_withheld_unless_asked_and_then_carry_the_warning():
+    """Counts three times apart and groups that match nothing: count-based opportunities are doubtful."""
+    side1 = [("a", "Sort", 1.0, 1)] * 300 + [("b", "Softmax", 50.0, 1)] * 90
+    side2 = [("a", "Sort", 1.0, 2)] * 100 + [("b", "Softmax", 50.0, 2)] * 30
+    withheld = compare(make_trace(side1), make_trace(side2))
+    assert withheld.comparability.level == "mismatch" and withheld.opportunities == []
+    shown = compare(make_trace(side1), make_trace(side2), opportunities_on_mismatch=True)
+    assert len(shown.opportunities) == 2
+    assert all("compositions differ too much" in o.warning for o in shown.opportunities)
+    assert shown.params["opportunities_on_mismatch"] is True
+
+
 def test_comparability_flags_different_workloads():
     c = compare(make_trace(steps(layer(False), 6)), make_trace(steps([("gemm", "GEMM"), ("s", "Sort")] * 40, 6)))
-    assert not c.comparability.ok and c.comparability.level == "mismatch"
+    assert not c.comparability.ok and c.comparability.level == "not_same_workload"
+    assert c.comparability.checks["workload_signal"] == "operation mix"
+    assert c.comparability.checks["workload_similarity"] < 0.5
     assert any("attention kernel counts differ too much" in w for w in c.comparability.warnings)
+    assert c.mappings == [] and c.opportunities == [] and c.one_sided == []
     same = compare(make_trace(steps(layer(False), 6)), make_trace(steps(layer(True), 6), platform="NVIDIA"))
     assert same.comparability.ok and same.comparability.level == "ok"
 

@@ -226,14 +226,14 @@ def test_types_come_from_the_name_then_the_launching_op() -> None:
     assert list(zip(kernels["type"], kernels["type_route"])) == [
         ("GEMM", "op"),
         ("GEMM", "name"),
-        ("Embedding", "op"),
+        ("Elementwise", "name"),
         ("Other", "unknown"),
         ("Elementwise", "name"),
     ]
     summary = summarize(load(trace.data()))
     assert {route: entry["count"] for route, entry in summary["type_routes"].items()} == {
-        "op": 2,
-        "name": 2,
+        "op": 1,
+        "name": 3,
         "unknown": 1,
     }
 
@@ -297,10 +297,27 @@ def test_real_qwen_attention_resolves_to_the_sdpa_op(name: str, attention: str) 
 
 
 @pytest.mark.parametrize("name", sorted(QWEN_UNLAUNCHED))
-def test_real_qwen_embedding_lookup_is_typed_by_its_op(name: str) -> None:
+def test_real_qwen_embedding_lookup_keeps_its_name_type(name: str) -> None:
     kernels = load(shared_trace(name)).kernels
     lookup = kernels[kernels["name"].astype(str).str.contains("indexSelectLargeIndex")]
-    assert list(zip(lookup["op_top"], lookup["type"], lookup["type_route"])) == [("aten::embedding", "Embedding", "op")]
+    assert list(zip(lookup["op_top"], lookup["type"], lookup["type_route"])) == [
+        ("aten::embedding", "Elementwise", "name")
+    ]
+
+
+@pytest.mark.parametrize("name", ["tl_mi300_timesformer", "tl_h100_timesformer", "tl_mi300_falconsai_nsfw"])
+def test_real_conv2d_kernels_keep_their_name_types(name: str) -> None:
+    """Under aten::conv2d the layout transposes are copy work (MemCopy, role layout), the bias add an add: only the
+    convolution kernel itself is a convolution."""
+    trace = load(shared_trace(name))
+    kernels = trace.kernels[(trace.kernels["op_top"] == "aten::conv2d").to_numpy()]
+    helper = trace.names["helper"].reindex(kernels["name"].astype(str)).to_numpy()
+    by_type = dict(zip(kernels["name"].astype(str), kernels["type"].astype(str)))
+    assert set(kernels["type_route"]) == {"name"}
+    assert [t for t in kernels["type"]].count("Convolution") == 1
+    assert {by_type[n] for n, role in zip(kernels["name"].astype(str), helper) if role == "layout"} == {"MemCopy"}
+    assert sum(role == "layout" for role in helper) == 3
+    assert {t for n, t in by_type.items() if "CUDAFunctor_add" in n} == {"Elementwise"}
 
 
 def test_real_graph_replay_kernels_share_the_graph_launch() -> None:

@@ -20,8 +20,11 @@ from fusion.model.phases import (
     OPTIMIZER,
     PHASES,
     PREFILL,
+    SOURCE_BETWEEN_REPLAYS,
+    SOURCE_EAGER_FORWARD,
     SOURCE_GRAPH,
     SOURCE_NONE,
+    SOURCE_STEP,
     SOURCE_TRAINING_FORWARD,
     assign_phases,
     describe,
@@ -253,8 +256,8 @@ def mapping_keys(mappings):
     return {(m["fused_trace"], m["fused_kernel_type"], tuple(m["unfused_sequence"])) for m in mappings}
 
 
-def truth_key(fusion):
-    return {(fusion["fused_trace"], fusion["fused_kernel_type"], tuple(fusion["unfused_sequence"]))}
+def truth_key(fusions):
+    return {(f["fused_trace"], f["fused_kernel_type"], tuple(f["unfused_sequence"])) for f in fusions}
 
 
 @pytest.mark.parametrize("phase", [DECODE, PREFILL])
@@ -279,6 +282,78 @@ def test_comparing_all_phases_gives_each_phase_its_own_findings_and_notes(servin
     attention = next(r for r in per_phase[DECODE]["type_stats"] if r["kernel_type"] == "Attention")
     assert attention["trace1_count"] == 3 * attention["trace2_count"] and attention["per_step_ratio"] == 1.0
     assert "trace 1 has 6 decode steps, trace 2 has 2" in " ".join(result["phases"]["notes"])
+
+
+@pytest.fixture(scope="module")
+def engine_pair(tmp_path_factory):
+    """vLLM V1 steps: eager prefill, graph-replayed decode, eager preparation and sampler in every step, all inside
+    gpu_model_runner ranges (no execute annotation). Five steps of each phase on each side: the sampler fusion
+    repeats enough in each phase (detect.min_pattern_count)."""
+    spec = ServingSpec(schedule1="PPDDDPPPDDDDDDD", schedule2="PPPPPDDDDD", engine_ranges=True)
+    paths = write_serving_pair(tmp_path_factory.mktemp("engine"), spec)
+    return spec, paths, [load(p) for p in paths]
+
+
+def test_a_step_takes_one_phase_and_all_its_kernels_go_with_it(engine_pair):
+    """Decode from the graph replays, prefill from the eager forward steps among them: the preparation and sampler
+    kernels of each step are in its phase, none is left in 'all'."""
+    spec, _, traces = engine_pair
+    truth = serving_truth(spec)["traces"]
+    for side, trace in enumerate(traces, start=1):
+        table = phase_table(trace.kernels)
+        assert table[["steps", "kernels"]].to_dict(orient="index") == truth[f"trace{side}"]
+        assert set(table.loc[PREFILL, "sources"]) == {SOURCE_EAGER_FORWARD}
+        assert set(table.loc[DECODE, "sources"]) == {SOURCE_GRAPH, SOURCE_STEP}
+        notes = " ".join(phase_notes(trace.kernels))
+        assert "token counts (the GEMMs' Input Dims) are not loaded" in notes
+        assert "take the phase of their step" in notes
+
+
+@pytest.mark.parametrize("phase", [DECODE, PREFILL])
+def test_one_phase_of_engine_steps_finds_its_fusion_and_the_samplers(engine_pair, phase, capsys):
+    """--phase decode finds the sampler fusion the whole comparison finds: the decode steps' samplers are decode."""
+    spec, paths, traces = engine_pair
+    expected = truth_key(serving_truth(spec)["fusions"][phase])
+    assert main(["compare", str(paths[0]), str(paths[1]), "--phase", phase, "--format", "json", "--no-cache"]) == 0
+    assert mapping_keys(json.loads(capsys.readouterr().out)["fusion_mappings"]) == expected
+    whole = analyze_fusion_differences(*traces)
+    assert mapping_keys(whole["phases"]["per_phase"][phase]["fusion_mappings"]) == expected
+    assert truth_key([serving_truth(spec)["fusions"][DECODE][-1]]) <= mapping_keys(whole["fusion_mappings"])
+
+
+def test_eager_kernels_between_decode_replays_go_with_decode_unless_they_are_a_forward():
+    """No step annotation: a sampler between two replays of 3 kernels is decode; an eager run of 3 or more between
+    them is an eager forward, prefill."""
+    table = kernels(
+        (0, MAIN, "graph"),
+        (0, MAIN, "graph"),
+        (0, MAIN, "graph"),
+        (10, MAIN),
+        (20, MAIN, "graph"),
+        (20, MAIN, "graph"),
+        (20, MAIN, "graph"),
+        (30, MAIN),
+        (31, MAIN),
+        (32, MAIN),
+        (40, MAIN, "graph"),
+        (50, MAIN),
+    )
+    result = phased(table, ranges())
+    assert list(result["phase"]) == [DECODE] * 7 + [PREFILL] * 3 + [DECODE, ALL]
+    assert result["phase_source"].iloc[3] == SOURCE_BETWEEN_REPLAYS
+    assert result["phase_source"].iloc[7] == SOURCE_EAGER_FORWARD
+
+
+def test_a_profiler_step_takes_only_an_annotated_serving_phase():
+    """A profiler step may hold a whole pipeline: its kernels take a phase that serving annotations decided, never
+    one assumed from graph replays."""
+    execute = "execute_32_context_0(sq0sk0sqsq0sqsk0)_generation_32(sq32sk5000sqsq32sqsk5000)"
+    cpu = ranges(("ProfilerStep#3", 0, 100), (execute, 10, 20))
+    result = phased(kernels((15, MAIN), (50, MAIN)), cpu)
+    assert list(result["phase"]) == [DECODE, DECODE] and list(result["step"]) == [0, 3]
+    assert result["phase_source"].iloc[1] == SOURCE_STEP
+    graphs = phased(kernels((15, MAIN, "graph"), (50, MAIN)), ranges(("ProfilerStep#3", 0, 100)))
+    assert list(graphs["phase"]) == [DECODE, ALL]
 
 
 def test_a_phase_findings_evidence_cites_rows_of_the_whole_traces(serving_pair):

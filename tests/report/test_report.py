@@ -23,6 +23,7 @@ def test_json_is_strict_and_reference_shaped():
     assert {"metadata", "global_counts", "fusion_opportunities", "fusion_mappings"} <= set(result)
     assert result["global_counts"]["Memset"]["ratio"] is None
     assert result["fusion_mappings"][0]["evidence_refs"][0]["window1"][1] > 0
+    assert result["fusion_mappings"][0]["kind"] == "fusion" and result["one_sided_kernels"][0]["kind"] == "extra_work"
 
 
 def test_text_report_has_traces_warnings_types_and_mappings():
@@ -33,8 +34,8 @@ def test_text_report_has_traces_warnings_types_and_mappings():
         "Comparability:",
         "Kernel types",
         "Fusion opportunities",
-        "[sequence] Trace 2 fuses Elementwise + RMSNorm -> RMSNorm",
-        "6 x Memset",
+        "[fusion · sequence] Trace 2 fuses Elementwise + RMSNorm -> RMSNorm",
+        "6 x Memset [extra_work]",
         "fused kernel (trace 2): fused_add_rms_norm_kernel",
         "which also performs: Elementwise",
         "replaced kernels (trace 1): elementwise_add; rms_norm_kernel",
@@ -51,6 +52,9 @@ def test_csv_tables():
     assert mappings[0]["fused_kernel_names"] == "fused_add_rms_norm_kernel"
     assert mappings[0]["unfused_kernel_names"] == "elementwise_add | rms_norm_kernel"
     assert mappings[0]["fused_components"] == "Elementwise" and mappings[0]["evidence_source"] == "groups"
+    assert mappings[0]["kind"] == "fusion"
+    notes = list(csv.DictReader(io.StringIO(tables["one_sided_kernels"])))
+    assert {n["kind"] for n in notes} == {"extra_work"}
     types = list(csv.DictReader(io.StringIO(tables["type_stats"])))
     assert {"kernel_type", "trace1_count", "only_in"} <= set(types[0])
 
@@ -63,7 +67,7 @@ def test_split_is_reported_as_kernels_per_operation():
         make_trace(steps(two, 3), label="NVIDIA H100", helpers={"splitKreduce_kernel": "split_k_reduce"}),
     )
     text = to_text(c)
-    assert "[split_kernel] Trace 2 runs GEMM as 2 kernels, Trace 1 as 1  x90" in text
+    assert "[split · split_kernel] Trace 2 runs GEMM as 2 kernels, Trace 1 as 1  x90" in text
     assert "single kernel (trace 1): Cijk_gemm" in text
     assert "split into (trace 2): cutlass_gemm; splitKreduce_kernel" in text
     assert "fused kernel" not in text and "replaced kernels" not in text
