@@ -170,13 +170,19 @@ def test_groups_type_filter_lists_only_pairs_that_differ(expected) -> None:
     assert (listed["type count 1 − 2"] != 0).all()
 
 
-def test_kernels_page_lists_every_name(expected) -> None:
-    at = run("pages/4_Kernels.py", sample=SAMPLE, tab="1")
-    first = at.dataframe[0].value
-    assert len(first) == len(expected.trace1.names)
-    other = first["type"] == "Other"
+@pytest.mark.parametrize("side", [1, 2])
+def test_kernels_page_lists_every_name_and_draws_time_per_type(expected, side: int) -> None:
+    at = run("pages/4_Kernels.py", sample=SAMPLE, tab=str(side))
+    assert not at.error, [e.value for e in at.error]
+    names = at.dataframe[0].value
+    assert len(names) == len(expected.trace(side).names)
+    other = names["type"] == "Other"
     assert not other.any() or other.iloc[: other.sum()].all()
     assert any("FUSION_RULES" in c.value for c in at.caption)
+    (chart,) = at.get("plotly_chart")
+    bars = orjson.loads(chart.proto.spec)["data"][0]
+    per_type = expected.trace(side).names.groupby("type", observed=True)["time_us"].sum()
+    assert bars["y"] == list(per_type.sort_values().index.astype(str))
 
 
 def test_upload_stores_by_digest_and_the_link_reopens_on_a_fresh_server(expected, fresh_server: Path) -> None:
