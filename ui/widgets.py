@@ -34,6 +34,10 @@ from ui.state import PAGE_TITLES, PAGES, SOURCE_KEYS, View, parse
 
 log = logging.getLogger("fusion.app")
 
+PAGE_ICON = "🔀"
+"""An emoji: the browser draws it from an inline SVG. A `:material/...:` icon is fetched from a font CDN on every
+page load (a request to a third party that fails offline)."""
+
 STYLE = """
 <style>
 /* Links to other views look like links (Streamlit draws page links as plain text). */
@@ -60,7 +64,7 @@ def page(title: str, *, analysed: bool = True) -> Iterator[Shown]:
     With `analysed` the comparison is loaded (or the page says why not and stops); the home page
     passes False, picks its inputs first and calls `data.analyse` itself.
     """
-    st.set_page_config(layout="wide", page_title="Fusion Explorer", page_icon=":material/compare_arrows:")
+    st.set_page_config(layout="wide", page_title="Fusion Explorer", page_icon=PAGE_ICON)
     st.html(STYLE)
     st.title(title)
     with guard():
