@@ -30,6 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = _log_to_stderr()
     try:
+        settings.check()
         return args.run(args)
     except (TraceError, ConfigError) as exc:
         _err(f"error: {exc}")

@@ -67,7 +67,9 @@ def page(title: str, *, analysed: bool = True) -> Iterator[Shown]:
     st.set_page_config(layout="wide", page_title="Fusion Explorer", page_icon=PAGE_ICON)
     st.html(STYLE)
     st.title(title)
+    shown = None
     with guard():
+        settings.check()
         enforce_upload_limit()
         view = current_view()
         navigation(view)
@@ -76,7 +78,11 @@ def page(title: str, *, analysed: bool = True) -> Iterator[Shown]:
             analysis = require_analysis(view)
             view, comparison = phase_fallback(view, analysis), analysis.comparison
             sidebar(view, analysis)
-        yield Shown(view, comparison)
+        shown = Shown(view, comparison)
+    if shown is None:  # a bad setting or a failure before the page could start: its one message is shown
+        st.stop()
+    with guard():
+        yield shown
 
 
 @contextmanager

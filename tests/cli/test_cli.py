@@ -320,6 +320,22 @@ def test_a_bad_setting_is_one_line_and_exit_2(pair, value, monkeypatch, capsys) 
     assert out == "" and err == f"error: FUSION_CACHE_MAX_MB={value!r}: must be a number of at least 0\n"
 
 
+@pytest.mark.parametrize("name", ["FUSION_HOSTED", "FUSION_DEBUG"])
+@pytest.mark.parametrize("value", ["2", "enabled", "ja", "tru"])
+def test_a_boolean_setting_fails_closed_on_an_unknown_word(pair, name, value, monkeypatch, capsys) -> None:
+    """Only the documented words turn a switch on or off; anything else stops the command (issue 40 #5)."""
+    monkeypatch.setenv(name, value)
+    assert main(["summary", str(pair[0])]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"error: {name}={value!r}: must be one of 1, true, yes, on (on) or 0, false, no, off (off)\n"
+
+
+@pytest.mark.parametrize(("value", "on"), [("1", True), (" TRUE ", True), ("Yes", True), ("off", False), ("", False)])
+def test_boolean_settings_read_the_documented_words(value, on, monkeypatch) -> None:
+    monkeypatch.setenv("FUSION_HOSTED", value)
+    assert settings.hosted() is on
+
+
 def test_thresholds_set_on_the_command_line_reach_the_detectors_and_the_output(capsys) -> None:
     pair = [str(SHARED_REPRO / "splitk_partial" / f"{side}.json") for side in ("amd", "nvidia")]
     if not Path(pair[0]).is_file():

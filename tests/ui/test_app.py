@@ -266,6 +266,17 @@ def test_hosted_mode_hides_paths_and_ignores_path_links(monkeypatch: pytest.Monk
     assert not any("passwd" in str(e.value) for e in page.error)
 
 
+@pytest.mark.parametrize("page", ["app.py", *PAGES])
+def test_an_unknown_hosted_word_stops_the_app_with_one_line(monkeypatch: pytest.MonkeyPatch, page: str) -> None:
+    """FUSION_HOSTED=enabled is neither on nor off: nothing is drawn, least of all a server-path input (issue 40 #5)."""
+    monkeypatch.setenv("FUSION_HOSTED", "enabled")
+    at = run(page, p1="/etc/passwd", p2="/etc/hostname")
+    assert [unescaped(e.value) for e in at.error] == [
+        "FUSION_HOSTED='enabled': must be one of 1, true, yes, on (on) or 0, false, no, off (off)"
+    ]
+    assert not at.radio and not at.text_input and not at.dataframe and not at.metric
+
+
 def test_hosted_upload_cap_is_checked_before_parsing(monkeypatch: pytest.MonkeyPatch, fresh_server: Path) -> None:
     monkeypatch.setenv("FUSION_HOSTED", "1")
     monkeypatch.setenv("FUSION_MAX_UPLOAD_MB", "1")
