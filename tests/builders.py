@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import gzip
+import io
 import struct
 import zlib
 from dataclasses import dataclass, field
@@ -247,3 +249,36 @@ FUSED_SAMPLE = SAMPLES / "vllm_moe_full_graph"
 BATCH_RANKS = 4
 BATCH_SAME_RANK = 3
 """The rank whose second trace is the first one again: no finding there, so the others' findings hold on some ranks."""
+
+
+FORMULAS = ('=HYPERLINK("http://evil.example","x")', "+1+1", "-2+3", "@SUM(A1)", "\tcmd", "\rcmd")
+"""Cells a spreadsheet would run as formulas (CSV injection), as op and kernel names."""
+
+
+def write_formula_pair(folder: Path) -> tuple[Path, Path]:
+    """Eager AMD and NVIDIA traces whose ops and kernels are named like formulas: each op launches 2 kernels on
+    the AMD trace and 1 on the NVIDIA one, so the names reach the ops, mappings and matched-pair tables."""
+    paths = []
+    for platform in ("AMD", "NVIDIA"):
+        builder = EagerTrace(platform)
+        calls = []
+        for formula in FORMULAS:
+            kernels = [Launch(f"{formula}_stats", 1.0), Launch(f"{formula}_fwd", 4.0)]
+            calls.append(Op(formula, kernels if platform == "AMD" else kernels[1:]))
+        builder.run(*calls * 6)
+        paths.append(folder / f"{platform.lower()}.json")
+        paths[-1].write_bytes(builder.data())
+    return paths[0], paths[1]
+
+
+def formula_cells(text: str) -> list[str]:
+    """Cells of a CSV text that a spreadsheet would evaluate: text starting with = + - @ tab or CR (a number is a
+    number)."""
+    found = []
+    for cell in (cell for row in csv.reader(io.StringIO(text, newline="")) for cell in row):
+        try:
+            float(cell)
+        except ValueError:
+            if cell.startswith(("=", "+", "-", "@", "\t", "\r")):
+                found.append(cell)
+    return found

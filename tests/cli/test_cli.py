@@ -14,7 +14,17 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from builders import SHARED_REPRO, SHARED_TRACES, kernel_event, kineto_trace, shared_trace, write_trace
+from builders import (
+    FORMULAS,
+    SHARED_REPRO,
+    SHARED_TRACES,
+    formula_cells,
+    kernel_event,
+    kineto_trace,
+    shared_trace,
+    write_formula_pair,
+    write_trace,
+)
 
 from fusion import settings
 from fusion.__main__ import main, terminal_text
@@ -168,6 +178,32 @@ def test_compare_csv_prints_each_table_as_csv(pair, capsys) -> None:
     for section in sections:
         rows = list(csv.reader(io.StringIO(section.split("\n", 1)[1].strip())))
         assert rows and all(len(row) == len(rows[0]) for row in rows)
+
+
+def test_no_csv_table_holds_a_cell_a_spreadsheet_would_evaluate(tmp_path) -> None:
+    """Op and kernel names spelled like formulas are written with a leading ' (issue 40 #3), in every table."""
+    pair = write_formula_pair(tmp_path)
+    assert (
+        main(
+            [
+                "compare",
+                str(pair[0]),
+                str(pair[1]),
+                "--format",
+                "csv",
+                "--min-group-size",
+                "5",
+                "-o",
+                str(tmp_path / "t.csv"),
+            ]
+        )
+        == 0
+    )
+    tables = {path.name: path.read_bytes().decode() for path in tmp_path.glob("t_*.csv")}
+    assert len(tables) == 6 and all(formula_cells(text) == [] for text in tables.values())
+    ops = list(csv.DictReader(io.StringIO(tables["t_ops.csv"], newline="")))
+    assert sorted(row["op"] for row in ops) == sorted("'" + formula for formula in FORMULAS)
+    assert "'=HYPERLINK(" in tables["t_mappings.csv"]
 
 
 def test_compare_output_file_for_json_and_csv(pair, tmp_path, capsys) -> None:
@@ -327,7 +363,10 @@ def test_a_boolean_setting_fails_closed_on_an_unknown_word(pair, name, value, mo
     monkeypatch.setenv(name, value)
     assert main(["summary", str(pair[0])]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and err == f"error: {name}={value!r}: must be one of 1, true, yes, on (on) or 0, false, no, off (off)\n"
+    assert (
+        out == ""
+        and err == f"error: {name}={value!r}: must be one of 1, true, yes, on (on) or 0, false, no, off (off)\n"
+    )
 
 
 @pytest.mark.parametrize(("value", "on"), [("1", True), (" TRUE ", True), ("Yes", True), ("off", False), ("", False)])

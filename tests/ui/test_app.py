@@ -436,6 +436,21 @@ def test_csv_zip_holds_one_sided_kernels_and_pairs_without_float_noise(expected)
         assert not re.search(r"\d\.\d{4,}", archive.read(name).decode()), name
 
 
+def test_the_dashboards_csv_zip_holds_no_cell_a_spreadsheet_would_evaluate(tmp_path: Path) -> None:
+    import csv
+    import io
+    import zipfile
+
+    from builders import FORMULAS, formula_cells, write_formula_pair
+
+    comparison = compare(*(load(path) for path in write_formula_pair(tmp_path)), min_group_size=5)
+    archive = zipfile.ZipFile(io.BytesIO(tables.csv_zip(comparison)))
+    texts = {name: archive.read(name).decode() for name in archive.namelist()}
+    assert len(texts) == 6 and all(formula_cells(text) == [] for text in texts.values())
+    ops = csv.DictReader(io.StringIO(texts["ops.csv"], newline=""))
+    assert sorted(row["op"] for row in ops) == sorted("'" + formula for formula in FORMULAS)
+
+
 def test_a_damaged_link_says_so_and_echoes_nothing() -> None:
     at = run("pages/1_Overview.py", t1="not-a-digest", t2="1" * 64)
     assert any("damaged" in w.value and "t1" in w.value for w in at.warning)
