@@ -31,7 +31,7 @@ MAX_LABEL = 80
 MAX_OP = 300
 """An op name in a link (aten::_scaled_dot_product_flash_attention_for_cpu is 48); longer is no op name."""
 _SAMPLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_LABEL_MARKUP = re.compile(r"[\[\]*_`<>|~$\\]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 PAGES = {
     "home": "app.py",
@@ -206,10 +206,11 @@ def is_op_name(value: str) -> bool:
 
 
 def clean_label(value: str | None) -> str | None:
-    """A label as plain text: characters that markdown would turn into links or markup are dropped."""
+    """A label as the user typed it, markup characters included (every place that shows it escapes it for its
+    syntax: ui.text); only control characters are dropped, and it is cut to MAX_LABEL characters."""
     if not value:
         return None
-    return _LABEL_MARKUP.sub("", value).strip()[:MAX_LABEL] or None
+    return _CONTROL.sub("", value).strip()[:MAX_LABEL] or None
 
 
 def _int(value: str | None, low: int, high: int) -> int | None:

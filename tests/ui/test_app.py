@@ -295,11 +295,16 @@ def test_unknown_digest_and_sample_explain_themselves() -> None:
     assert any(md_text("no_such_sample") in e.value for e in at.error)
 
 
-def test_labels_from_a_link_cannot_inject_markup() -> None:
-    at = run("app.py", sample=SAMPLE, l1="[click](https://evil.example) **bold** <b>")
-    shown = [m.value for m in at.markdown if "click" in m.value]
-    assert shown and all(md_text("click(https://evil.example) bold b") in m for m in shown)
-    assert not any("[click]" in m or "<b>" in m for m in shown)
+@pytest.mark.parametrize("label", ["**bold**lab", "[click](https://evil.example) <b>x</b> `tick` $x$ :red[r]"])
+def test_labels_from_a_link_show_literally_and_inject_no_markup(label: str) -> None:
+    """Every character the user typed is shown as typed (issue 40 #4), escaped for markdown."""
+    at = run("app.py", sample=SAMPLE, l1=label)
+    assert at.text_input(key="label1").value == label
+    shown = [m.value for m in at.markdown if md_text(label) in m.value]
+    assert len(shown) >= 2  # the headline and the sidebar
+    assert not any(label in m for m in shown)
+    kernels = run("pages/4_Kernels.py", sample=SAMPLE, l1=label)
+    assert f"Trace 1: {md_text(label)}" in [option.content for option in kernels.get("button_group")[0].proto.options]
 
 
 def test_names_from_an_uploaded_trace_are_shown_as_text() -> None:
