@@ -156,10 +156,11 @@ def _side_source(digest: str | None, path: str | None) -> tuple[Source | None, s
 
 
 def _file_source(path: Path, name: str) -> Source:
-    """Key a file by path, size and mtime so an edited file is read again."""
+    """Key a file by path, size, mtime, inode and ctime so an edited file is read again (the system sets ctime on
+    every write, so an in-place rewrite that keeps size and mtime changes it; the table cache hashes the bytes)."""
     try:
         stat = path.stat()
-        key: Hashable = ("file", str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+        key: Hashable = ("file", str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns)
     except OSError:
         key = ("missing", str(path), time.monotonic())
     return Source(key, path, name)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fusion import settings
-from fusion.cache.tables import TableCache, stamp
+from fusion.cache.tables import TableCache
 from fusion.errors import TraceError
 from fusion.loader.reader import GZIP_MAGIC, TraceSource
 
@@ -108,7 +108,6 @@ def load_traces(
     max_bytes = settings.max_trace_bytes() if max_bytes is None else max_bytes
     results: list[Trace | TraceError | None] = [_lookup(cache, request) for request in requests]
     todo = [i for i, result in enumerate(results) if result is None]
-    seen = {i: stamp(Path(requests[i].source)) for i in todo if _is_path(requests[i].source)}  # type: ignore[arg-type]
     if parallel is None:
         parallel = _worth_parallel([requests[i].source for i in todo])
     if parallel and len(todo) > 1:
@@ -119,7 +118,7 @@ def load_traces(
     for i, result in zip(todo, loaded):
         results[i] = result
         if cache is not None and not isinstance(result, TraceError) and _is_path(requests[i].source):
-            cache.store(requests[i].source, result, seen=seen[i])  # type: ignore[arg-type]
+            cache.store(requests[i].source, result)  # type: ignore[arg-type]
     return results  # type: ignore[return-value]
 
 

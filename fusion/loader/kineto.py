@@ -45,6 +45,9 @@ class TraceRecords:
 
     source: str
     digest: str
+    file_hash: str
+    """RawInput.file_hash: every reader sets it (digest=raw.sha256, file_hash=raw.file_hash), or its traces
+    are never served from the table cache."""
     platform: str
     platform_evidence: str
     gpu: str
@@ -78,6 +81,7 @@ def read_kineto(
     return TraceRecords(
         source=raw.source,
         digest=raw.sha256,
+        file_hash=raw.file_hash,
         platform=platform,
         platform_evidence=evidence,
         gpu=gpu,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+import xxhash
 from zlib_ng import zlib_ng
 
 from fusion import settings
@@ -35,33 +36,47 @@ HASH_QUEUE = 4
 
 
 class Digest:
-    """sha256 of the stored bytes; large blocks are hashed on one worker thread, in order.
+    """sha256 and xxh3-128 of the stored bytes; large blocks are hashed on one worker thread, in order.
 
-    hashlib releases the GIL while it hashes, so the digest costs no time on the decoding thread.
+    hashlib releases the GIL while it hashes, so the digest costs no time on the decoding thread; xxh3 (about
+    29 GB/s here) holds it for a third of a millisecond per 8 MB block.
     """
 
     def __init__(self) -> None:
         self._hash = hashlib.sha256()
+        self._fast = xxhash.xxh3_128()
         self._pool: ThreadPoolExecutor | None = None
         self._queued: deque[Future] = deque()
 
     def update(self, block: bytes) -> None:
         if len(block) < BACKGROUND_HASH_BYTES and not self._queued:
-            self._hash.update(block)
+            self._both(block)
             return
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="fusion-digest")
-        self._queued.append(self._pool.submit(self._hash.update, block))
+        self._queued.append(self._pool.submit(self._both, block))
         while len(self._queued) > HASH_QUEUE:
             self._queued.popleft().result()
 
+    def _both(self, block: bytes) -> None:
+        self._hash.update(block)
+        self._fast.update(block)
+
     def hexdigest(self) -> str:
+        self._finish()
+        return self._hash.hexdigest()
+
+    def fast_hexdigest(self) -> str:
+        """The xxh3-128 of the bytes (fusion.cache.tables checks a file against it: file_hash)."""
+        self._finish()
+        return self._fast.hexdigest()
+
+    def _finish(self) -> None:
         while self._queued:
             self._queued.popleft().result()
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
-        return self._hash.hexdigest()
 
 
 @dataclass
@@ -78,6 +93,11 @@ class RawInput:
     def sha256(self) -> str:
         """Digest of the bytes as stored (compressed if gzip); complete once chunks are exhausted."""
         return self.digest.hexdigest()
+
+    @property
+    def file_hash(self) -> str:
+        """xxh3-128 of the same bytes, computed in the same pass: what proves a file unchanged (fusion.cache)."""
+        return self.digest.fast_hexdigest()
 
 
 def source_name(source: TraceSource) -> str:

@@ -29,6 +29,7 @@ def build(records: TraceRecords, label: str | None = None) -> Trace:
         names=name_stats(kernels),
         digest=records.digest,
         warnings=records.warnings,
+        file_hash=records.file_hash,
     )
 
 

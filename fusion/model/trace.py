@@ -72,6 +72,9 @@ class Trace:
     names: pd.DataFrame = _Frame()  # type: ignore[assignment]
     digest: str
     warnings: list[str] = field(default_factory=list)
+    file_hash: str = ""
+    """xxh3-128 of the file's bytes as read ('' when not known): the table cache serves this trace for a file only
+    when the file's bytes hash to it."""
 
     @property
     def kernel_count(self) -> int:
