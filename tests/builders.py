@@ -18,19 +18,27 @@ PROJECT = Path(__file__).resolve().parents[1]
 SHARED_TRACES = PROJECT.parent / "shared" / "traces"
 SHARED_REPRO = PROJECT.parent / "shared" / "repro"
 SAMPLES = PROJECT / "sample_traces"
+SHARED_ABSENT = "needs ../shared"
+"""Every test skipped for want of the shared traces says this; conftest.py counts them at the end of the run."""
+
+
+def shared_absent(what: Path | str) -> str:
+    """The skip reason of a test that needs `what` from ../shared."""
+    return f"{SHARED_ABSENT}: {what} is absent"
 
 
 def shared_trace(name: str) -> Path:
     """The trace file of one shared folder; skips the test when ../shared is absent."""
     folder = SHARED_TRACES / name
     if not folder.is_dir():
-        pytest.skip(f"shared trace {name} not available ({SHARED_TRACES} is absent)")
+        pytest.skip(shared_absent(folder))
     return next(p for p in sorted(folder.iterdir()) if p.name.endswith((".json", ".json.gz")))
 
 
-def shared_trace_names() -> list[str]:
+def shared_trace_names() -> list[Any]:
+    """The shared traces' folder names, or one skipped parameter when ../shared is absent."""
     if not SHARED_TRACES.is_dir():
-        return []
+        return [pytest.param("absent", marks=pytest.mark.skip(reason=shared_absent(SHARED_TRACES)))]
     return sorted(p.name for p in SHARED_TRACES.iterdir() if (p / "kernel_names.txt").exists())
 
 

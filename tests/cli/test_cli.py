@@ -21,6 +21,7 @@ from builders import (
     formula_cells,
     kernel_event,
     kineto_trace,
+    shared_absent,
     shared_trace,
     write_formula_pair,
     write_trace,
@@ -378,7 +379,7 @@ def test_boolean_settings_read_the_documented_words(value, on, monkeypatch) -> N
 def test_thresholds_set_on_the_command_line_reach_the_detectors_and_the_output(capsys) -> None:
     pair = [str(SHARED_REPRO / "splitk_partial" / f"{side}.json") for side in ("amd", "nvidia")]
     if not Path(pair[0]).is_file():
-        pytest.skip("../shared/repro is absent")
+        pytest.skip(shared_absent(SHARED_REPRO))
     assert main(["compare", *pair, "--format", "json", "--no-cache"]) == 0
     assert len(json.loads(capsys.readouterr().out)["fusion_mappings"]) == 1
     assert main(["compare", *pair, "--format", "json", "--threshold", "min_pattern_count=16"]) == 0

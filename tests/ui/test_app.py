@@ -23,6 +23,8 @@ from streamlit.testing.v1 import AppTest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from builders import shared_absent  # noqa: E402
+
 from fusion.classify.trace import load  # noqa: E402
 from fusion.comparison.pair import compare  # noqa: E402
 from ui import tables  # noqa: E402
@@ -244,7 +246,7 @@ def test_labels_are_editable_and_shared() -> None:
     assert any("MI300X run" in m.value for m in at.markdown)
 
 
-@pytest.mark.skipif(not (SHARED / "tl_mi300_qwen1.5-0.5b").is_dir(), reason="shared real traces absent")
+@pytest.mark.skipif(not (SHARED / "tl_mi300_qwen1.5-0.5b").is_dir(), reason=shared_absent(SHARED))
 def test_server_paths_work_locally() -> None:
     amd = next((SHARED / "tl_mi300_qwen1.5-0.5b").glob("*.json.gz"))
     nvidia = next((SHARED / "tl_h100_qwen1.5-0.5b").glob("*.json.gz"))
@@ -326,7 +328,7 @@ def eager_pair() -> tuple[str, str]:
     """A real eager H100 vs MI300X pair (every kernel its own correlation id: only stream windows)."""
     paths = [next((SHARED / name).glob("*.json.gz"), None) if (SHARED / name).is_dir() else None for name in QWEN]
     if None in paths:
-        pytest.skip("shared real traces absent")
+        pytest.skip(shared_absent(SHARED))
     return str(paths[0]), str(paths[1])
 
 
