@@ -146,6 +146,17 @@ class OneSidedNote:
     count: int
     reason: str
     evidence_refs: list[EvidenceRef] = field(default_factory=list)
+    kernels: list[NoteKernel] = field(default_factory=list)
+    """The one-sided kernels by raw name, most time first (empty for the extra kernels of a rejected pattern)."""
+
+
+@dataclass
+class NoteKernel:
+    """One kernel name of a one-sided note: how many of its kernels the note counts, and their time."""
+
+    name: str
+    count: int
+    time_us: float
 
 
 @dataclass

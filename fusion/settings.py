@@ -21,6 +21,9 @@ DEFAULT_MAX_TRACE_BYTES = 8 << 30
 HOSTED_UPLOAD_MB = 2048
 DEFAULT_CACHED_TRACES = 6
 DEFAULT_CACHED_COMPARISONS = 4
+DEFAULT_MAX_NAME_CHARS = 16384
+"""Three times the longest kernel name of the shared real traces (5,166 characters, a templated C++ name)."""
+MIN_NAME_CHARS = 256
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
 """The words a boolean setting accepts (any case, blanks around them ignored); unset or empty is false. Any
@@ -127,6 +130,11 @@ def max_upload_mb() -> float | None:
     return float(HOSTED_UPLOAD_MB) if hosted() else None
 
 
+def max_name_chars() -> int:
+    """FUSION_MAX_NAME_CHARS: longer kernel and op names are kept as their beginning, length and digest."""
+    return _count("FUSION_MAX_NAME_CHARS", DEFAULT_MAX_NAME_CHARS, minimum=MIN_NAME_CHARS)
+
+
 def cached_traces() -> int:
     """FUSION_CACHED_TRACES: loaded traces kept in a server's memory."""
     return _count("FUSION_CACHED_TRACES", DEFAULT_CACHED_TRACES)
@@ -160,6 +168,7 @@ def check() -> None:
         hosted,
         trace_roots,
         max_upload_mb,
+        max_name_chars,
         cached_traces,
         cached_comparisons,
         rules_path,

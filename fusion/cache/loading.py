@@ -200,9 +200,13 @@ def _lookup(cache: TableCache | None, request: Request) -> Trace | None:
 
 
 def _worth_parallel(sources: list[TraceSource]) -> bool:
+    """Two or more large regular files. A pipe (process substitution) is read once, by its loader here: never
+    peeked at, never handed to a child (its /dev/fd path would name another process's descriptor)."""
     if len(sources) < 2 or not all(_is_path(src) for src in sources):
         return False
     try:
+        if not all(Path(src).is_file() for src in sources):  # type: ignore[arg-type]
+            return False
         return sum(json_size(Path(src)) for src in sources) >= PARALLEL_MIN_BYTES  # type: ignore[arg-type]
     except OSError:
         return False

@@ -81,7 +81,7 @@ def _code_fingerprint() -> str:
 
 def analysis_fingerprint() -> str:
     """Digest of the package's code and built-in rules and of the user's FUSION_RULES file."""
-    digest = hashlib.sha256(_code_fingerprint().encode())
+    digest = hashlib.sha256(f"{_code_fingerprint()}:{settings.max_name_chars()}".encode())
     user_rules = settings.rules_path()
     if user_rules:
         try:

@@ -167,6 +167,8 @@ class Evidence:
     unattributed: Counter = field(default_factory=Counter)
     """(side, type, reason) -> one-sided kernels that are no fusion."""
     note_refs: dict[tuple, list[EvidenceRef]] = field(default_factory=lambda: defaultdict(list))
+    note_kernels: dict[tuple, dict[int, list[float]]] = field(default_factory=lambda: defaultdict(dict))
+    """(side, type, reason) -> name code -> [kernels, their time in µs] of the one-sided kernels of a note."""
 
 
 @dataclass(frozen=True)
@@ -599,9 +601,13 @@ def _main_positions(codes: np.ndarray) -> np.ndarray:
 
 
 def _note(walk: _Walk, evidence: Evidence, side: int, positions: list[int], reason: str) -> None:
+    rows, dur = walk.segment.rows(side), walk.sides[side - 1].dur
     for p in positions:
         key = (side, walk.kernel_type(side, p), reason)
         evidence.unattributed[key] += walk.segment.weight
+        tally = evidence.note_kernels[key].setdefault(walk.name(side, p), [0, 0.0])
+        tally[0] += walk.segment.weight
+        tally[1] += float(dur[rows[:, p]].sum())
         refs = evidence.note_refs[key]
         if len(refs) < walk.limits.max_evidence_refs:
             refs.append(walk.segment.ref(0, [p] if side == 1 else [], [p] if side == 2 else []))

@@ -53,6 +53,8 @@ def name_labels(mapping: FusionMapping) -> tuple[str, str]:
 
 
 TOP_OPS = 10
+TOP_NOTE_KERNELS = 5
+"""Kernel names the text report lists per one-sided note (the JSON and CSV list all)."""
 NAME_COLUMNS = ("fused_kernel_names", "unfused_kernel_names", "fused_components")
 """List fields of a mapping written as one CSV cell each."""
 NAME_SEPARATOR = " | "
@@ -69,12 +71,13 @@ def to_json(comparison: Comparison) -> str:
     return orjson.dumps(comparison.to_dict(), option=orjson.OPT_INDENT_2).decode()
 
 
-def to_text(comparison: Comparison) -> str:
+def to_text(comparison: Comparison, *, warnings: bool = True) -> str:
     """A report for a person: traces, comparability, type table, top opportunities, op-level findings,
-    mappings, the ops with the largest time gap, one-sided notes."""
+    mappings, the ops with the largest time gap, one-sided notes. `warnings=False` leaves the warnings out (the
+    CLI prints them on stderr, as in every format)."""
     sections = [
         _header(comparison),
-        _comparability(comparison),
+        _comparability(comparison, warnings),
         _phases(comparison),
         _type_table(comparison),
         _opportunities(comparison.opportunities),
@@ -136,7 +139,15 @@ def _flat_mapping(mapping: FusionMapping) -> dict:
 
 
 def _flat_note(note: OneSidedNote) -> dict:
-    return {**asdict(note), "evidence_refs": _refs_text(note.evidence_refs)}
+    return {**asdict(note), "evidence_refs": _refs_text(note.evidence_refs), "kernels": note_kernels_text(note)}
+
+
+def note_kernels_text(note: OneSidedNote, limit: int | None = None) -> str:
+    """A one-sided note's kernels as 'name ×count (ms)', most time first; the first `limit` and how many more."""
+    shown = note.kernels if limit is None else note.kernels[:limit]
+    text = "; ".join(f"{k.name} ×{k.count} ({k.time_us / 1000:.3f} ms)" for k in shown)
+    more = len(note.kernels) - len(shown)
+    return text + (f"; and {more} more names" if more else "")
 
 
 def _refs_text(refs: list[EvidenceRef]) -> str:
@@ -167,9 +178,9 @@ def _header(c: Comparison) -> str:
     return "\n".join(lines)
 
 
-def _comparability(c: Comparison) -> str:
+def _comparability(c: Comparison, warnings: bool = True) -> str:
     head = f"Comparability: {c.comparability.level}"
-    return "\n".join([head] + [f"  ! {w}" for w in c.warnings])
+    return "\n".join([head] + ([f"  ! {w}" for w in c.warnings] if warnings else []))
 
 
 def _type_table(c: Comparison) -> str:
@@ -224,7 +235,11 @@ def _notes(c: Comparison) -> str:
         return ""
     return "\n".join(
         ["One-sided kernels (not fusions)"]
-        + [f"  trace {n.side}: {n.count} x {n.kernel_type} - {n.reason}" for n in c.one_sided]
+        + [
+            f"  trace {n.side}: {n.count} x {n.kernel_type} - {n.reason}"
+            + (f"\n      kernels: {note_kernels_text(n, TOP_NOTE_KERNELS)}" if n.kernels else "")
+            for n in c.one_sided
+        ]
     )
 
 

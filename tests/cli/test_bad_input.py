@@ -417,12 +417,13 @@ def test_usable_input_runs_with_the_stated_warning(tmp_path, capsys, make: Maker
     assert err.splitlines() == ([] if warning is None else [f"warning: {warning.format(path=path)}"])
 
 
-def test_zero_kernels_summary_text_exits_0_with_the_warning(tmp_path, capsys) -> None:
+def test_zero_kernels_summary_text_exits_0_with_the_warning_on_stderr(tmp_path, capsys) -> None:
+    """Warnings go to stderr in every format (issue 38 #12), the report to stdout."""
     path = content(b'{"traceEvents":[]}')(tmp_path)
     assert main(["summary", str(path)]) == 0
     out, err = capsys.readouterr()
-    assert "kernels   0" in out and "warning:" in out and "no kernel events" in out
-    assert err == ""
+    assert "kernels   0" in out and "warning" not in out
+    assert err == f"warning: {NO_KERNELS.format(path=path)}\n"
 
 
 @pytest.fixture(scope="module")
@@ -567,7 +568,9 @@ def test_crafted_input_costs_at_most_ten_plain_traces_of_its_size(monkeypatch, m
 
 
 def test_strings_of_cut_marks_longer_than_a_piece_load(monkeypatch) -> None:
-    """Three events of 600 KB strings full of `},`, with a 1 MB event limit: valid JSON, so it loads."""
+    """Three events of 600 KB strings full of `},`, with a 1 MB event limit: valid JSON, so it loads (with the
+    full names, as asked for by FUSION_MAX_NAME_CHARS)."""
+    monkeypatch.setenv("FUSION_MAX_NAME_CHARS", str(1 << 20))
     monkeypatch.setattr(events_module, "MAX_EVENT_BYTES", 1 << 20)
     monkeypatch.setattr(events_module, "PIECE_SIZE", SCALE_PIECE)
     monkeypatch.setattr(reader, "READ_SIZE", SCALE_PIECE)
