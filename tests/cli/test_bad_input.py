@@ -10,8 +10,10 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import resource
 import subprocess
 import sys
+import threading
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -405,6 +407,18 @@ ACCEPTED = [
         "2 duplicate kernel events (same name, ts, dur and ids) were dropped",
         id="duplicate-events",
     ),
+    pytest.param(
+        content(
+            trace_json(
+                [kernel_event("k1", 1.0, 2.0, 1), kernel_event("k2", 5.0, 1e15, 2), kernel_event("k3", 9.0, 1.0, 3)]
+            )
+        ),
+        3,
+        "{path}: 1 kernel events last longer than the trace's whole span (8.0 µs from the first kernel start to the "
+        "last; the longest lasts 1,000,000,000,000,000.0 µs): their durations are suspect and every time total that "
+        "holds them is off",
+        id="dur-longer-than-the-trace",
+    ),
 ]
 
 
@@ -696,3 +710,110 @@ def test_pair_warnings_for_an_unknown_platform_and_none_for_a_sound_pair() -> No
         "trace 2 (mystery.json): platform unknown (no roctracer_version, warpSize or runtime events to tell); "
         "the kernel-name rules of both vendors are tried on it"
     ]
+
+
+# -- issue 38: pipes, loops, devices, a huge name, impossible durations
+
+
+def peak_rss_mb(command: list[str], shell: bool = False) -> tuple[subprocess.CompletedProcess, float]:
+    """Run a command; its result and the peak resident memory (MB) of the process it started."""
+    process = subprocess.Popen(
+        command if not shell else ["bash", "-c", command[0]],
+        cwd=PROJECT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "FUSION_CACHE_DIR": os.environ["FUSION_CACHE_DIR"]},
+    )
+    out, err = process.communicate(timeout=300)
+    _, _, usage = os.wait4(process.pid, 0) if process.returncode is None else (0, 0, None)
+    peak = (usage.ru_maxrss if usage else resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
+    return subprocess.CompletedProcess(command, process.returncode, out, err), peak
+
+
+def test_a_named_pipe_nothing_writes_to_is_refused_not_waited_for(tmp_path, capsys, monkeypatch) -> None:
+    """`mkfifo f; fusion summary f` hung for ever (issue 38 #7)."""
+    monkeypatch.setattr(reader, "PIPE_WAIT_SECONDS", 1)
+    fifo = tmp_path / "trace.json"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    assert main(["summary", str(fifo)]) == 2
+    assert time.monotonic() - started < 10
+    assert capsys.readouterr() == (
+        "",
+        f"error: {fifo}: is a named pipe that nothing wrote to within 1 s; give a trace file, or write one into it\n",
+    )
+
+
+def test_a_named_pipe_with_a_writer_is_read_once(tmp_path, capsys) -> None:
+    fifo = tmp_path / "trace.json"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(BASE))
+    writer.start()
+    assert main(["summary", str(fifo), "--format", "json"]) == 0
+    writer.join()
+    assert json.loads(capsys.readouterr().out)["kernels"] == 2
+
+
+def test_a_device_is_refused_without_reading_it(capsys) -> None:
+    assert main(["summary", "/dev/zero"]) == 2
+    assert capsys.readouterr().err == "error: /dev/zero: is a device or socket, not a trace file\n"
+
+
+def test_a_symlink_loop_given_to_compare_is_one_line_and_exit_2(tmp_path, capsys) -> None:
+    """compare said 'internal error: RuntimeError: Symlink loop' with exit 1 (issue 38 #8)."""
+    loop, other = tmp_path / "a.json", tmp_path / "b.json"
+    loop.symlink_to(other)
+    other.symlink_to(loop)
+    good = content(kineto_trace("NVIDIA"))(tmp_path)
+    for argv in (["compare", str(loop), str(good)], ["compare", str(good), str(loop), "--format", "json"]):
+        assert main(argv) == 2
+        assert capsys.readouterr() == ("", f"error: {loop}: cannot be read (Too many levels of symbolic links)\n")
+
+
+def test_process_substitution_is_read_once_in_bounded_memory(tmp_path) -> None:
+    """`compare <(zcat a) <(zcat b)` said 'the file is empty' (issue 38 #9): now the files' own result, within
+    3x the memory of comparing the files."""
+    pair = [PROJECT / "sample_traces" / "vllm_moe_full_graph" / f"{side}.json.gz" for side in ("amd", "nvidia")]
+    files, files_mb = peak_rss_mb([sys.executable, "-m", "fusion", "compare", *map(str, pair), "--format", "json"])
+    piped, piped_mb = peak_rss_mb(
+        [f"{sys.executable} -m fusion compare <(zcat {pair[0]}) <(zcat {pair[1]}) --format json"], shell=True
+    )
+    assert (piped.returncode, piped.stderr) == (0, "") and files.returncode == 0
+    assert json.loads(piped.stdout)["metadata"] == json.loads(files.stdout)["metadata"]
+    assert piped_mb < 3 * files_mb
+
+
+HUGE_NAME_MB = 10
+"""The corpus's huge name, scaled from issue 38's 200 MB (docs/bad_inputs.md has the full-size figures)."""
+
+
+def test_a_huge_kernel_name_costs_bounded_memory_and_is_cut_in_every_report(tmp_path, capsys) -> None:
+    """One 10 MB kernel name: within 3x the memory of a plain trace of the file's size, and every report names it
+    by its first FUSION_MAX_NAME_CHARS characters, its length and a digest (issue 38 #10)."""
+    events = [kernel_event("k" * (HUGE_NAME_MB << 20), 1.0, 2.0, 1)]
+    huge = content(trace_json(events + [kernel_event("gemm", 5.0 + i, 1.0, 2 + i) for i in range(1000)]))(tmp_path)
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(events_of(crafted_kernel, huge.stat().st_size))
+    huge_run, huge_mb = peak_rss_mb([sys.executable, "-m", "fusion", "summary", str(huge)])
+    plain_run, plain_mb = peak_rss_mb([sys.executable, "-m", "fusion", "summary", str(plain)])
+    assert huge_run.returncode == plain_run.returncode == 0 and huge_mb < 3 * plain_mb, (huge_mb, plain_mb)
+    (cut,) = [n for n in load(huge).names.index if n.startswith("k")]
+    assert cut.startswith("k" * 16384 + f"…[{HUGE_NAME_MB << 20:,} characters; xxh3 ") and len(cut) < 16384 + 64
+    assert cut[:160] in huge_run.stdout and len(huge_run.stdout) < 1 << 16
+    assert main(["compare", str(huge), str(plain), "--format", "json", "--no-cache"]) == 0
+    assert len(capsys.readouterr().out) < 1 << 20
+
+
+def test_the_full_name_is_kept_where_asked_for(tmp_path, monkeypatch) -> None:
+    name = "k" * 40_000
+    path = content(trace_json([kernel_event(name, 1.0, 2.0, 1), kernel_event("gemm", 5.0, 1.0, 2)]))(tmp_path)
+    assert name not in load(path).names.index
+    monkeypatch.setenv("FUSION_MAX_NAME_CHARS", "50000")
+    assert name in load(path).names.index
+
+
+def test_two_long_names_with_one_beginning_stay_two_names(tmp_path) -> None:
+    names = ["k" * 20_000 + "a", "k" * 20_000 + "b"]
+    path = content(trace_json([kernel_event(n, float(i), 1.0, i) for i, n in enumerate(names)]))(tmp_path)
+    assert len(load(path).names) == 2

@@ -443,3 +443,48 @@ def test_preparing_the_analysis_imports_it_and_loads_the_compiled_alignment() ->
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_compare_help_describes_every_argument_with_an_example(capsys) -> None:
+    """compare --help described none of its arguments (issue 38 #13)."""
+    with pytest.raises(SystemExit):
+        main(["compare", "--help"])
+    text = capsys.readouterr().out
+    for said in (
+        "trace1                the first trace",
+        "trace2                the second trace",
+        "--min-group-size N    a correlation group",
+        "text: a report for a person",
+        "compare only the kernels of one phase",
+        "write here",
+        "change a detection threshold",
+    ):
+        assert said in text, said
+    assert "fusion compare " in text.split("example:")[1]
+
+
+def test_one_sided_notes_name_their_kernels_and_time(capsys) -> None:
+    """Notes gave type, count and reason, no kernel (issue 38 #14): each now lists its kernels by raw name, with
+    how many and how long, adding up to the note's count."""
+    pair = [str(ROOT / "sample_traces" / "eager_prefill" / f"{side}.json.gz") for side in ("amd", "nvidia")]
+    assert main(["compare", *pair, "--format", "json", "--no-cache"]) == 0
+    notes = json.loads(capsys.readouterr().out)["one_sided_kernels"]
+    trace1 = load(pair[0])
+    assert notes and all(sum(k["count"] for k in n["kernels"]) == n["count"] for n in notes)
+    for note in notes:
+        for kernel in note["kernels"]:
+            assert kernel["name"] in trace1.names.index or kernel["name"] in load(pair[1]).names.index
+            assert kernel["time_us"] > 0
+    assert main(["compare", *pair]) == 0
+    text = capsys.readouterr().out
+    assert f"kernels: {notes[0]['kernels'][0]['name']} ×{notes[0]['kernels'][0]['count']}" in text
+
+
+def test_text_warnings_go_to_stderr_not_into_the_report(tmp_path, capsys) -> None:
+    """In text format the warnings were printed inside the report on stdout (issue 38 #12)."""
+    first = write_trace(tmp_path / "a.json", [kernel_event("k", 1.0, 2.0, 1), kernel_event("k", 5.0, 2.0, 2)])
+    second = write_trace(tmp_path / "b.json", [kernel_event("k", 1.0, 2.0, 1), kernel_event("k", 5.0, 2.0, 2)])
+    assert main(["compare", str(first), str(second), "--no-cache"]) == 0
+    out, err = capsys.readouterr()
+    assert err and all(line.startswith("warning: ") for line in err.splitlines())
+    assert not any(line.removeprefix("warning: ") in out for line in err.splitlines())
