@@ -35,10 +35,8 @@ from fusion.model.phases import ALL as ALL_PHASES
 from fusion.model.phases import pair_steps, step_spans
 from fusion.model.trace import Trace
 from ui import batch
-from ui.state import View
+from ui.state import NOT_ALLOWED, SAMPLES_DIR, View, server_path
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLES_DIR = ROOT / "sample_traces"
 DEFAULT_SAMPLE = "vllm_moe_full_graph"
 DERIVED_PER_COMPARISON = 16
 """Derived tables and figures kept per cached comparison: enough for a few pairs' charts."""
@@ -150,7 +148,9 @@ def _side_source(digest: str | None, path: str | None) -> tuple[Source | None, s
                 "(it was evicted or uploaded elsewhere). Upload it again."
             )
     if path and not settings.hosted():
-        resolved = Path(path).expanduser()
+        resolved = server_path(path)
+        if resolved is None:
+            return None, f"{path}: {NOT_ALLOWED}"
         return _file_source(resolved, str(resolved)), None
     return None, None
 

@@ -7,9 +7,11 @@ that cannot be used is dropped and named in `Link.problems`, so the page can say
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from fusion import settings
@@ -51,6 +53,19 @@ PAGE_TITLES = {
     "ops": "Ops",
     "batch": "Batch",
 }
+
+
+SAMPLES_DIR = Path(__file__).resolve().parents[1] / "sample_traces"
+NOT_ALLOWED = "not under an allowed folder (this server's working directory, sample_traces/ or FUSION_TRACE_ROOTS)"
+
+
+def server_path(value: str) -> Path | None:
+    """A server path a local user or a link names, resolved (symlinks followed), when it lies under an allowed folder:
+    the working directory, the bundled samples, FUSION_TRACE_ROOTS; else None. Decided from the path's text and the
+    folders alone, before anything is opened, so the answer never tells whether the file exists."""
+    resolved = Path(os.path.realpath(Path(value).expanduser()))
+    roots = [Path.cwd(), SAMPLES_DIR, *settings.trace_roots()]
+    return resolved if any(resolved.is_relative_to(os.path.realpath(root)) for root in roots) else None
 
 
 @dataclass(frozen=True)

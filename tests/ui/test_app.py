@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import os
 import re
 import sys
 import time
@@ -28,6 +29,7 @@ from builders import shared_absent  # noqa: E402
 from fusion.classify.trace import load  # noqa: E402
 from fusion.comparison.pair import compare  # noqa: E402
 from ui import tables  # noqa: E402
+from ui.state import NOT_ALLOWED  # noqa: E402
 from ui.text import md as md_text  # noqa: E402
 
 SAMPLE = "vllm_moe_full_graph"
@@ -41,11 +43,15 @@ pytestmark = pytest.mark.skipif(not (SAMPLE_DIR / "amd.json.gz").exists(), reaso
 
 
 @pytest.fixture(autouse=True)
-def fresh_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Each test is a freshly started server: its own empty store and no cached traces."""
+def fresh_server(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
+    """Each test is a freshly started server: its own empty store and no cached traces; it may open the shared
+    traces and the tests' temporary files by path (FUSION_TRACE_ROOTS)."""
     store = tmp_path / "store"
     monkeypatch.setenv("FUSION_STORE_DIR", str(store))
     monkeypatch.setenv("FUSION_CACHE_DIR", str(tmp_path / "tables"))
+    monkeypatch.setenv("FUSION_TRACE_ROOTS", os.pathsep.join([str(SHARED), str(tmp_path_factory.getbasetemp())]))
     for name in ("FUSION_HOSTED", "FUSION_MAX_UPLOAD_MB"):
         monkeypatch.delenv(name, raising=False)
     st.cache_resource.clear()
@@ -256,6 +262,25 @@ def test_server_paths_work_locally() -> None:
     assert metrics(at)["Kernels compared"] == [f"{compared.trace1.kernel_count:,}", f"{compared.trace2.kernel_count:,}"]
     missing = run("app.py", p1="/nonexistent/trace.json", p2=str(nvidia))
     assert any("/nonexistent/trace.json" in unescaped(e.value) for e in missing.error)
+
+
+def test_local_mode_opens_no_server_path_outside_the_allowed_folders(tmp_path: Path, monkeypatch) -> None:
+    """?p1=/etc/passwd&p2=/etc/shadow answered 'not valid JSON': both files were read (issue 40 #6). Now the answer
+    is the same for a file that exists and one that does not, and nothing is opened."""
+    opened = []
+    monkeypatch.setattr("fusion.loader.reader._open_path", lambda path, label: opened.append(path))
+    at = run("app.py", p1="/etc/passwd", p2="/etc/no-such-file")
+    messages = sorted(unescaped(e.value) for e in at.error)
+    assert messages == sorted(f"{p}: {NOT_ALLOWED}" for p in ("/etc/passwd", "/etc/no-such-file"))
+    outside = tmp_path / "inside"
+    outside.symlink_to("/etc/passwd")
+    monkeypatch.setenv("FUSION_TRACE_ROOTS", str(tmp_path / "elsewhere"))
+    monkeypatch.chdir(tmp_path)
+    at = run("pages/4_Kernels.py", p1=str(outside), p2="inside")
+    assert sorted(unescaped(e.value) for e in at.error) == sorted(
+        f"Trace {s}: {p}: {NOT_ALLOWED}" for s, p in ((1, outside), (2, "inside"))
+    )
+    assert opened == []
 
 
 def test_hosted_mode_hides_paths_and_ignores_path_links(monkeypatch: pytest.MonkeyPatch) -> None:

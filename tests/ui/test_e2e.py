@@ -81,6 +81,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, batches: Path) -> Iterator[
         "FUSION_STORE_DIR": str(tmp_path_factory.mktemp("store")),
         "FUSION_CACHE_DIR": str(tmp_path_factory.mktemp("tables")),
         "FUSION_BATCH_DIR": str(batches),
+        "FUSION_TRACE_ROOTS": str(tmp_path_factory.getbasetemp()),
     }
     env.pop("FUSION_HOSTED", None)
     command = [
