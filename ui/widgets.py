@@ -194,8 +194,13 @@ def link(key: str, label: str, view: View) -> None:
     try:
         st.page_link(PAGES[key], label=label, query_params=params)
     except st.errors.StreamlitAPIException:  # a page run on its own (tests) does not know its siblings
-        path = "" if key == "home" else Path(PAGES[key]).stem.split("_", 1)[-1]
-        st.markdown(f"[{label}](/{path}?{urlencode(params)})")
+        st.markdown(f"[{label}](/{page_url(key, urlencode(params))})")
+
+
+def page_url(key: str, query: str = "") -> str:
+    """Page `key`'s path on the server (no leading slash), with `query`: how Streamlit names a page file's URL."""
+    path = "" if key == "home" else Path(PAGES[key]).stem.split("_", 1)[-1]
+    return f"{path}?{query}" if query else path
 
 
 def navigation(view: View) -> None:
