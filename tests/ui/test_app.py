@@ -430,6 +430,18 @@ def test_pair_table_and_pair_box_show_the_same_pair(expected) -> None:
     assert metrics(at)["Kernels, trace 1"] == [f"{int(expected.pairs.set_index('pair_id').loc[other, 'size1']):,}"]
 
 
+def test_the_drill_down_from_a_type_lands_on_that_types_rows(expected) -> None:
+    """Overview -> 'Memset -> pairs' opened the aligned kernels at row 0 with an empty evidence column (issue 38
+    #2): the rows of the type are marked and shown first."""
+    kernel_type = next(t for t in tables.differing_types(expected.type_stats) if t != "GEMM")
+    at = run("pages/3_Groups.py", sample=SAMPLE, type=kernel_type)
+    aligned = next(d.value for d in at.dataframe if "evidence" in d.value.columns)
+    marked = aligned["evidence"] == "◆"
+    assert marked.iloc[:6].any(), "the first marked row is shown after at most 5 rows of context"
+    assert ((aligned["type 1"] == kernel_type) | (aligned["type 2"] == kernel_type))[marked].all()
+    assert any("kernel on either side" in i.value for i in at.info)
+
+
 def test_kernels_tab_and_filter_round_trip_through_the_link(expected) -> None:
     at = run("pages/4_Kernels.py", sample=SAMPLE, tab="2", q="gemm")
     assert [group.value for group in at.get("button_group")] == ["2"]
