@@ -8,6 +8,7 @@ short message, so the pages themselves only draw.
 from __future__ import annotations
 
 import base64
+import html
 import logging
 import math
 from collections.abc import Iterator
@@ -45,8 +46,36 @@ STYLE = """
   border: 1px solid #c9d3e3; border-radius: 0.4rem; padding: 0.15rem 0.6rem; background: #f3f6fb;
 }
 [data-testid="stMain"] [data-testid="stPageLink-NavLink"] p { color: #1f5fbf; text-decoration: underline; }
+.fx-copy { border: 1px solid #c9d3e3; border-radius: 0.4rem; padding: 0.2rem 0.7rem; background: #f3f6fb; cursor: pointer; }
 </style>
 """
+
+
+COPY_BUTTON = """<button type="button" class="fx-copy" data-url="{url}">Copy link</button>
+<script>
+if (!window.fxCopyLinks) {{
+  window.fxCopyLinks = true;
+  document.addEventListener("click", (event) => {{
+    const button = event.target.closest("button.fx-copy");
+    if (!button) return;
+    const done = () => {{ button.textContent = "Copied"; }};
+    if (navigator.clipboard && window.isSecureContext) {{
+      navigator.clipboard.writeText(button.dataset.url).then(done);
+    }} else {{
+      const box = document.createElement("textarea");
+      box.value = button.dataset.url;
+      document.body.appendChild(box);
+      box.select();
+      document.execCommand("copy");
+      box.remove();
+      done();
+    }}
+  }});
+}}
+</script>"""
+"""The share link's copy button: the link travels in an escaped attribute, never in the script, which one listener on
+the document serves for every button (outside a secure context, where the clipboard API is missing, it copies
+through a selected text area)."""
 
 
 @dataclass(frozen=True)
@@ -169,10 +198,12 @@ def bind(key: str, value: Any) -> None:
 
 
 def share_box(view: View, key: str) -> None:
-    """The link to this view in a box to select and copy. A text box rather than st.code: the code block's
-    highlighter is 1.5 MB of script a fresh browser fetches and compiles before the page is usable."""
-    bind(key, share_url(view))
-    st.text_input("Link to this view", key=key, help="Select the whole link and copy it; editing it changes nothing.")
+    """The link to this view in a box, with a button that copies it. A text box rather than st.code: the code
+    block's highlighter is 1.5 MB of script a fresh browser fetches and compiles before the page is usable."""
+    url = share_url(view)
+    bind(key, url)
+    st.text_input("Link to this view", key=key, help="The link that reopens this view; editing it changes nothing.")
+    st.html(COPY_BUTTON.format(url=html.escape(url, quote=True)), unsafe_allow_javascript=True)
 
 
 def share_url(view: View) -> str:

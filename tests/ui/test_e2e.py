@@ -458,3 +458,16 @@ def test_every_page_view_and_pair_draws_without_an_error_or_a_foreign_request(se
     print(f"\nbrowser sweep: {combinations} page x view x pair combinations ({len(pairs)} pairs)")
     context.close()
     assert problems == [] and foreign == [] and failed == [], (problems, foreign, failed)
+
+
+def test_the_share_link_has_a_copy_button(server: str, browser: object) -> None:
+    """The share link was a text box to select by hand (issue 38 #3)."""
+    context = browser.new_context(permissions=["clipboard-read", "clipboard-write"])
+    page = context.new_page()
+    page.goto(f"{server}/?sample=eager_prefill&l1=%3Cb%3Ex%22%27")
+    _drawn(page)
+    shown = page.locator("[data-testid='stMain'] input[aria-label='Link to this view']").input_value()
+    page.locator("[data-testid='stMain'] button.fx-copy").click()
+    expect(page.locator("[data-testid='stMain'] button.fx-copy")).to_have_text("Copied")
+    assert page.evaluate("navigator.clipboard.readText()") == shown and "l1=%3Cb%3Ex" in shown
+    context.close()
