@@ -164,7 +164,9 @@ def show_pair(view: View, comparison: Comparison, pair_id: int) -> None:
     elif view.type:  # the drill-down from a type: land on that type's rows
         marked = tables.of_type(alignment, view.type)
         if marked.any():
-            st.info(f"◆ marks the {int(marked.sum())} aligned rows with a {text.code(view.type)} kernel on either side.")
+            st.info(
+                f"◆ marks the {int(marked.sum())} aligned rows with a {text.code(view.type)} kernel on either side."
+            )
     window = visible_rows(alignment, marked)
     rows = alignment.iloc[window]
     st.subheader("Aligned kernels")

@@ -170,7 +170,8 @@ def _file_source(path: Path, name: str) -> Source:
 
 
 def accept_upload(side: int, upload: Any) -> dict[str, str]:
-    """Parse and store an upload once per file_id: {'digest': ...} or {'error': ...}, remembered per session."""
+    """Parse and store an upload once per file_id: {'digest', 'name', 'label'} or {'error': ...}, remembered per
+    session."""
     seen = st.session_state.setdefault("uploads", {})
     if upload.file_id not in seen:
         seen[upload.file_id] = _ingest(side, upload)
@@ -198,7 +199,7 @@ def _ingest(side: int, upload: Any) -> dict[str, str]:
     table_cache().store(trace_store().path(digest), trace)
     _traces().put(digest, trace)
     progress.done(f"Trace {side}: {upload.name} read ({trace.kernel_count:,} kernels)")
-    return {"digest": digest}
+    return {"digest": digest, "name": upload.name, "label": trace.label}
 
 
 # --- in-memory caches and progress -------------------------------------------------------------------

@@ -226,6 +226,19 @@ def test_a_bad_upload_shows_its_message_in_place(content: bytes, problem: str) -
     assert any("broken.json" in unescaped(e.value) for e in at.error)
 
 
+def test_two_uploads_of_one_file_name_are_told_apart_by_gpu_and_digest() -> None:
+    """Both vendors' traces are often <model>__<id>.json.gz: their chips look alike (issue 38 #5)."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    at.radio(key="mode").set_value("Upload files").run()
+    for side, name in enumerate(("amd.json.gz", "nvidia.json.gz")):
+        at.file_uploader[side].set_value(("Qwen__1016005.json.gz", sample_bytes(name), "application/gzip")).run()
+    captions = [unescaped(c.value) for c in at.caption if "· stored " in c.value]
+    assert len(captions) == 2 and captions[0] != captions[1]
+    assert captions[0].startswith("Trace 1 · AMD Instinct MI300X · Qwen__1016005.json.gz · stored ")
+    assert captions[1].startswith("Trace 2 · NVIDIA H100 80GB HBM3 · Qwen__1016005.json.gz · stored ")
+
+
 def test_truncated_upload_is_reported() -> None:
     at = upload_both(sample_bytes("amd.json.gz")[:5000], sample_bytes("nvidia.json.gz"))
     assert any("amd.json.gz" in unescaped(e.value) and "truncated" in e.value for e in at.error), [

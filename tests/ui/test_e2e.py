@@ -197,7 +197,7 @@ def test_upload_drill_down_and_share(server: str, browser: object, shots: Path) 
     _settled(page)
     page.locator("[data-testid='stFileUploaderDropzoneInput']").nth(1).set_input_files(str(SAMPLE / "nvidia.json.gz"))
     _settled(page)
-    expect(page.get_by_text("Stored trace", exact=False)).to_have_count(2)
+    expect(page.get_by_text("· stored ", exact=False)).to_have_count(2)
     metrics = _metric_values(page)
     assert metrics[0].replace(",", "").isdigit()
 
