@@ -425,6 +425,12 @@ def sweep_pair(page: object, server: str, pair: str, query: str, problems: list[
             assert "type=" in page.url
             _check(page, f"{pair} Groups filtered by type", problems)
             views += 1
+        elif key == "groups":  # the sidebar's link keeps the filter: choose all types
+            page.get_by_test_id("stMain").get_by_test_id("stSelectbox").first.click()
+            page.get_by_role("option", name="All kernel types").click()
+            _rerun(page)
+            _check(page, f"{pair} Groups, all types", problems)
+            views += 1
         elif key == "kernels":
             for side in (1, 2):
                 page.locator("[data-testid='stButtonGroup'] button").nth(side).click()  # 0: side by side
@@ -466,7 +472,9 @@ def test_the_share_link_has_a_copy_button(server: str, browser: object) -> None:
     page = context.new_page()
     page.goto(f"{server}/?sample=eager_prefill&l1=%3Cb%3Ex%22%27")
     _drawn(page)
-    shown = page.locator("[data-testid='stMain'] input[aria-label='Link to this view']").input_value()
+    box = page.locator("[data-testid='stMain'] input[aria-label='Link to this view']")
+    expect(box).to_have_value(re.compile(r"\?sample=eager_prefill"))
+    shown = box.input_value()
     page.locator("[data-testid='stMain'] button.fx-copy").click()
     expect(page.locator("[data-testid='stMain'] button.fx-copy")).to_have_text("Copied")
     assert page.evaluate("navigator.clipboard.readText()") == shown and "l1=%3Cb%3Ex" in shown
