@@ -17,12 +17,22 @@ from builders import SHARED_ABSENT, SHARED_TRACES  # noqa: E402
 
 from fusion.batch import run as batch  # noqa: E402
 
+SUMMARY_LINES = pytest.StashKey[list[str]]()
+
+
+@pytest.fixture
+def summary_line(request: pytest.FixtureRequest):
+    """Say something at the end of the run, even when output is captured (the browser sweep's count)."""
+    return request.config.stash.setdefault(SUMMARY_LINES, []).append
+
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_terminal_summary(terminalreporter) -> Iterator[None]:
-    """One line at the end of the run (after the short summary, before the counts): how many tests skipped for want
-    of ../shared, and how to get them."""
+    """Lines at the end of the run (after the short summary, before the counts): what tests asked to say
+    (summary_line), and how many tests skipped for want of ../shared, and how to get them."""
     yield
+    for line in terminalreporter.config.stash.get(SUMMARY_LINES, []):
+        terminalreporter.write_line(line)
     skipped = [report for report in terminalreporter.stats.get("skipped", []) if SHARED_ABSENT in str(report.longrepr)]
     if skipped:
         terminalreporter.write_line(

@@ -26,8 +26,11 @@ SECONDS = 1
 """Each session starts cycles for this long (the bench: 60 s): one cycle each, six at once."""
 
 
-def test_six_sessions_at_once_lose_no_upload_and_see_only_their_own_traces() -> None:
+def test_six_sessions_at_once_lose_no_upload_and_see_only_their_own_traces(summary_line) -> None:
     tally, start, end = concurrency.run(SESSIONS, SECONDS, timeout=120)
-    print(f"\nconcurrency: {tally.cycles} cycles, server memory {start:.0f} -> {end:.0f} MB")
+    summary_line(
+        f"concurrency: {SESSIONS} browser sessions at once, {tally.cycles} cycles, lost {tally.lost}, leaks "
+        f"{tally.leaks}, errors {len(tally.errors)}; server memory {start:.0f} MB at the start, {end:.0f} MB at the end"
+    )
     assert (tally.lost, tally.leaks, tally.dropped, tally.errors) == (0, 0, 0, [])
     assert tally.cycles >= SESSIONS

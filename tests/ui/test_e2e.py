@@ -440,7 +440,9 @@ def sweep_pair(page: object, server: str, pair: str, query: str, problems: list[
     return views
 
 
-def test_every_page_view_and_pair_draws_without_an_error_or_a_foreign_request(server: str, browser: object) -> None:
+def test_every_page_view_and_pair_draws_without_an_error_or_a_foreign_request(
+    server: str, browser: object, summary_line
+) -> None:
     """Every page x view x pair: no error box, no exception, a chart or a table, no request to another host and
     no failed request (but Streamlit's own probe of its base path). Prints how many combinations it opened."""
     context = browser.new_context(viewport={"width": 1500, "height": 1100})
@@ -461,7 +463,7 @@ def test_every_page_view_and_pair_draws_without_an_error_or_a_foreign_request(se
     page.on("response", answered)
     pairs = sweep_pairs()
     combinations = sum(sweep_pair(page, server, pair, query, problems) for pair, query in pairs.items())
-    print(f"\nbrowser sweep: {combinations} page x view x pair combinations ({len(pairs)} pairs)")
+    summary_line(f"browser sweep: {combinations} page x view x pair combinations ({len(pairs)} pairs)")
     context.close()
     assert problems == [] and foreign == [] and failed == [], (problems, foreign, failed)
 
