@@ -13,6 +13,7 @@ import io
 import os
 import random
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -135,6 +136,8 @@ def _replace_with(path: Path, kind: str) -> None:
         os.mkfifo(path)
     elif kind == "device":
         path.symlink_to("/dev/zero")
+    elif kind == "socket":  # a Unix socket's inode (what bind() leaves): opening it fails with ENXIO
+        os.mknod(path, stat.S_IFSOCK | 0o600)
     elif kind == "empty":
         path.write_bytes(b"")
     elif kind == "no metadata":
@@ -143,7 +146,7 @@ def _replace_with(path: Path, kind: str) -> None:
         path.write_bytes(b"PAR1" + b"\0" * 100 + b"PAR1")
 
 
-@pytest.mark.parametrize("kind", ["directory", "fifo", "device", "empty", "no metadata", "old parquet"])
+@pytest.mark.parametrize("kind", ["directory", "fifo", "device", "socket", "empty", "no metadata", "old parquet"])
 @pytest.mark.parametrize("suffix", [".fxt", ".fxr"])
 def test_something_else_in_place_of_an_entry_is_a_miss(baseline, cache_dir, kind, suffix) -> None:
     compare_json()
@@ -211,7 +214,7 @@ def deadline(seconds: int) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-@pytest.mark.parametrize("kind", ["directory", "fifo", "device"])
+@pytest.mark.parametrize("kind", ["directory", "fifo", "device", "socket"])
 def test_something_else_in_place_of_the_digests_file_is_never_opened(baseline, cache_dir, kind) -> None:
     """A FIFO digests.json hung compare for ever (issue 40 #2): it is skipped on its type, never read."""
     compare_json()
