@@ -147,7 +147,7 @@ class OneSidedNote:
     reason: str
     evidence_refs: list[EvidenceRef] = field(default_factory=list)
     kernels: list[NoteKernel] = field(default_factory=list)
-    """The one-sided kernels by raw name, most time first (empty for the extra kernels of a rejected pattern)."""
+    """The one-sided kernels by raw name, most time first."""
 
 
 @dataclass

@@ -49,8 +49,11 @@ def fusion_mappings(
         if reason is None:
             mappings.append(_mapping(pattern, (shown, total), sides, limits))
             continue
+        names = sides[pattern.unfused_trace - 1].name_list
         for extra_type, count in _extra_counts(pattern).items():
-            notes.append(OneSidedNote(pattern.unfused_trace, extra_type, count, reason, pattern.refs))
+            tallies = {code: tally for (t, code), tally in pattern.extra_kernels.items() if t == extra_type}
+            kernels = _note_kernels(tallies, names)
+            notes.append(OneSidedNote(pattern.unfused_trace, extra_type, count, reason, pattern.refs, kernels))
     for (side, kernel_type, reason), count in evidence.unattributed.items():
         key = (side, kernel_type, reason)
         kernels = _note_kernels(evidence.note_kernels[key], sides[side - 1].name_list)
