@@ -107,7 +107,8 @@ def _log_to_stderr() -> logging.Handler:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fusion", description="Compare kernel fusion across GPU traces.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    version = f"fusion {__version__}"
+    parser.add_argument("--version", action="version", version=version)
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     summary = commands.add_parser("summary", help="platform, GPU and per-type kernel counts of one trace")
@@ -181,6 +182,8 @@ def _parser() -> argparse.ArgumentParser:
     batch.add_argument("--workers", type=_positive_int, metavar="N", help="local processes (default: one per core)")
     batch.add_argument("--min-group-size", type=_positive_int, default=50, metavar="N")
     batch.set_defaults(run=_batch)
+    for command in commands.choices.values():  # `fusion compare --version` too (issue 38 #13)
+        command.add_argument("--version", action="version", version=version)
     return parser
 
 

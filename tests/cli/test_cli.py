@@ -27,6 +27,7 @@ from builders import (
     write_trace,
 )
 
+import fusion
 from fusion import settings
 from fusion.__main__ import main, terminal_text
 from fusion.classify.names import classify
@@ -443,6 +444,15 @@ def test_preparing_the_analysis_imports_it_and_loads_the_compiled_alignment() ->
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("argv", [[], ["compare"], ["summary"], ["classify"], ["batch"]])
+def test_version_is_printed_by_every_command(argv: list[str], capsys) -> None:
+    """`fusion compare --version` said 'the following arguments are required' (issue 38 #13)."""
+    with pytest.raises(SystemExit) as done:
+        main([*argv, "--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"fusion {fusion.__version__}\n"
 
 
 def test_compare_help_describes_every_argument_with_an_example(capsys) -> None:
