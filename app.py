@@ -103,8 +103,17 @@ def upload_side(view: View, side: int) -> View:
             st.rerun()
     digest = getattr(view, f"t{side}")
     if digest:
-        st.caption(f"Stored trace `{digest[:16]}…`")
+        st.caption(text.md(stored_caption(side, digest)))
     return view
+
+
+def stored_caption(side: int, digest: str) -> str:
+    """What a side's stored upload is: its GPU, its file name and the start of its digest. Two uploads of one name
+    (both vendors' traces are often <model>__<id>.json.gz) look alike in the uploader's chips; these do not."""
+    known = next((o for o in st.session_state.get("uploads", {}).values() if o.get("digest") == digest), {})
+    return " · ".join(
+        part for part in (f"Trace {side}", known.get("label"), known.get("name"), f"stored {digest[:12]}…") if part
+    )
 
 
 def path_side(view: View, side: int) -> None:

@@ -34,6 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = _log_to_stderr()
     try:
+        settings.check()
         return args.run(args)
     except (TraceError, ConfigError) as exc:
         _err(f"error: {exc}")
@@ -110,7 +111,8 @@ def _log_to_stderr() -> logging.Handler:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fusion", description="Compare kernel fusion across GPU traces.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    version = f"fusion {__version__}"
+    parser.add_argument("--version", action="version", version=version)
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     summary = commands.add_parser("summary", help="platform, GPU and per-type kernel counts of one trace")
@@ -126,11 +128,31 @@ def _parser() -> argparse.ArgumentParser:
     classify.add_argument("--platform", choices=("AMD", "NVIDIA", "unknown"), default="unknown")
     classify.set_defaults(run=_classify)
 
-    compare = commands.add_parser("compare", help="fusion differences between two traces")
-    compare.add_argument("trace1")
-    compare.add_argument("trace2")
-    compare.add_argument("--min-group-size", type=_positive_int, default=50, metavar="N")
-    compare.add_argument("--format", choices=("text", "json", "csv"), default="text")
+    compare = commands.add_parser(
+        "compare",
+        help="fusion differences between two traces",
+        description="Put two traces of the same workload side by side (usually one AMD, one NVIDIA) and report\n"
+        "where their kernels differ: fusions, splits, op-level differences, kernels on one side only.\n"
+        "Warnings go to stderr; bad input is one line and exit status 2.",
+        epilog="example:\n  fusion compare mi300x/trace.json.gz h100/trace.json.gz --format json -o result.json\n"
+        "  fusion compare a.json b.json --format csv -o out   (writes out_opportunities.csv, ..., out_ops.csv)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    compare.add_argument("trace1", help="the first trace: a PyTorch-profiler .json or .json.gz (a pipe works too)")
+    compare.add_argument("trace2", help="the second trace, the same kind of file")
+    compare.add_argument(
+        "--min-group-size",
+        type=_positive_int,
+        default=50,
+        metavar="N",
+        help="a correlation group (the kernels of one graph launch) counts as significant from N kernels (default 50)",
+    )
+    compare.add_argument(
+        "--format",
+        choices=("text", "json", "csv"),
+        default="text",
+        help="text: a report for a person (default); json: every number with its evidence; csv: the tables",
+    )
     compare.add_argument(
         "--device",
         type=_device,
@@ -218,6 +240,8 @@ def _parser() -> argparse.ArgumentParser:
     batch.add_argument("--workers", type=_positive_int, metavar="N", help="local processes (default: one per core)")
     batch.add_argument("--min-group-size", type=_positive_int, default=50, metavar="N")
     batch.set_defaults(run=_batch)
+    for command in commands.choices.values():  # `fusion compare --version` too (issue 38 #13)
+        command.add_argument("--version", action="version", version=version)
     return parser
 
 
@@ -271,10 +295,10 @@ def _summary(args: argparse.Namespace) -> int:
     trace = load(args.trace, device=args.device)
     summary = summarize(trace)
     if args.format == "json":
-        _warn(trace.warnings)
         _out(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
     else:
         _out(summary_text(trace, summary))
+    _warn(trace.warnings)
     return 0
 
 
@@ -309,10 +333,9 @@ def _compare(args: argparse.Namespace) -> int:
     if args.format == "csv":
         _write_csv(report.to_csv(comparison), args.output)
     else:
-        text = report.to_json(comparison) if args.format == "json" else report.to_text(comparison)
+        text = report.to_json(comparison) if args.format == "json" else report.to_text(comparison, warnings=False)
         _write(text, args.output)
-    if args.format != "text":
-        _warn(comparison.warnings)
+    _warn(comparison.warnings)
     return 0
 
 

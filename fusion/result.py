@@ -178,6 +178,17 @@ class OneSidedNote:
     inner_op: str = ""
     ops: list[str] = field(default_factory=list)
     """Launching ops of the cited kernels, 'op_top > op', most kernels first, at most 5."""
+    kernels: list[NoteKernel] = field(default_factory=list)
+    """The one-sided kernels by raw name, most time first."""
+
+
+@dataclass
+class NoteKernel:
+    """One kernel name of a one-sided note: how many of its kernels the note counts, and their time."""
+
+    name: str
+    count: int
+    time_us: float
 
 
 OK, WARN, MISMATCH, NOT_SAME_WORKLOAD = "ok", "warn", "mismatch", "not_same_workload"

@@ -21,7 +21,13 @@ DEFAULT_MAX_TRACE_BYTES = 8 << 30
 HOSTED_UPLOAD_MB = 2048
 DEFAULT_CACHED_TRACES = 6
 DEFAULT_CACHED_COMPARISONS = 4
-_TRUE = frozenset({"1", "true", "yes", "on"})
+DEFAULT_MAX_NAME_CHARS = 16384
+"""Three times the longest kernel name of the shared real traces (5,166 characters, a templated C++ name)."""
+MIN_NAME_CHARS = 256
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+"""The words a boolean setting accepts (any case, blanks around them ignored); unset or empty is false. Any
+other value is an error, never a silent false: FUSION_HOSTED=enabled must not leave server paths open."""
 
 
 class SettingError(ConfigError):
@@ -39,7 +45,13 @@ def _raw(name: str) -> str | None:
 
 def _flag(name: str) -> bool:
     value = _raw(name)
-    return value is not None and value.lower() in _TRUE
+    if value is None:
+        return False
+    if value.lower() in TRUE_WORDS:
+        return True
+    if value.lower() in FALSE_WORDS:
+        return False
+    raise SettingError(name, value, f"one of {', '.join(TRUE_WORDS)} (on) or {', '.join(FALSE_WORDS)} (off)")
 
 
 def _number(name: str, default: float, *, minimum: float = 0.0) -> float:
@@ -104,11 +116,23 @@ def hosted() -> bool:
     return _flag("FUSION_HOSTED")
 
 
+def trace_roots() -> list[Path]:
+    """FUSION_TRACE_ROOTS: folders (separated by os.pathsep) whose files a local dashboard may open by path, besides
+    its working directory and the bundled samples."""
+    value = _raw("FUSION_TRACE_ROOTS")
+    return [Path(part).expanduser() for part in value.split(os.pathsep) if part.strip()] if value else []
+
+
 def max_upload_mb() -> float | None:
     """FUSION_MAX_UPLOAD_MB, else HOSTED_UPLOAD_MB when hosted; None means only the server's own limit."""
     if _raw("FUSION_MAX_UPLOAD_MB") is not None:
         return _number("FUSION_MAX_UPLOAD_MB", HOSTED_UPLOAD_MB, minimum=1)
     return float(HOSTED_UPLOAD_MB) if hosted() else None
+
+
+def max_name_chars() -> int:
+    """FUSION_MAX_NAME_CHARS: longer kernel and op names are kept as their beginning, length and digest."""
+    return _count("FUSION_MAX_NAME_CHARS", DEFAULT_MAX_NAME_CHARS, minimum=MIN_NAME_CHARS)
 
 
 def cached_traces() -> int:
@@ -129,3 +153,25 @@ def rules_path() -> str:
 def debug() -> bool:
     """FUSION_DEBUG=1: the CLI shows tracebacks of internal errors."""
     return _flag("FUSION_DEBUG")
+
+
+def check() -> None:
+    """Read every setting once, so a bad value stops a command or the app at its start with one line (a
+    SettingError), not halfway through, and never reads as a default."""
+    for read in (
+        cache_dir,
+        cache_max_bytes,
+        store_dir,
+        batch_dir,
+        store_max_bytes,
+        max_trace_bytes,
+        hosted,
+        trace_roots,
+        max_upload_mb,
+        max_name_chars,
+        cached_traces,
+        cached_comparisons,
+        rules_path,
+        debug,
+    ):
+        read()

@@ -101,7 +101,7 @@ def choose_pair(view: View, comparison: Comparison, rows: pd.DataFrame) -> int |
 
 def visible_rows(alignment: pd.DataFrame, marked: np.ndarray) -> slice:
     """The slice of the alignment to draw: the evidence window with some context, or one page."""
-    if marked.any() and st.toggle("Only the evidence window", value=True, key="evidence_only"):
+    if marked.any() and st.toggle("Only the marked rows (and a few around them)", value=True, key="evidence_only"):
         where = np.flatnonzero(marked)
         start = max(0, int(where[0]) - EVIDENCE_CONTEXT)
         return slice(start, min(len(alignment), int(where[-1]) + 1 + EVIDENCE_CONTEXT, start + PAGE_SIZE))
@@ -162,6 +162,12 @@ def show_pair(view: View, comparison: Comparison, pair_id: int) -> None:
     marked = tables.in_window(alignment, view)
     if marked.any():
         st.info(f"◆ marks the {int(marked.sum())} aligned rows of the evidence window from the link.")
+    elif view.type:  # the drill-down from a type: land on that type's rows
+        marked = tables.of_type(alignment, view.type)
+        if marked.any():
+            st.info(
+                f"◆ marks the {int(marked.sum())} aligned rows with a {text.code(view.type)} kernel on either side."
+            )
     window = visible_rows(alignment, marked)
     rows = alignment.iloc[window]
     st.subheader("Aligned kernels")

@@ -43,7 +43,7 @@ def choose(view: View, comparison: Comparison) -> tuple[str, str]:
 
 
 def type_share(trace: Trace, side: int) -> go.Figure:
-    per_type = trace.names.groupby("kernel_type", observed=True)["time_us"].sum().sort_values()
+    per_type = trace.names.groupby("type", observed=True)["time_us"].sum().sort_values()
     fig = go.Figure(
         go.Bar(
             x=per_type.to_numpy() / 1000,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import gzip
+import io
 import struct
 import zlib
 from dataclasses import dataclass, field
@@ -16,19 +18,27 @@ PROJECT = Path(__file__).resolve().parents[1]
 SHARED_TRACES = PROJECT.parent / "shared" / "traces"
 SHARED_REPRO = PROJECT.parent / "shared" / "repro"
 SAMPLES = PROJECT / "sample_traces"
+SHARED_ABSENT = "needs ../shared"
+"""Every test skipped for want of the shared traces says this; conftest.py counts them at the end of the run."""
+
+
+def shared_absent(what: Path | str) -> str:
+    """The skip reason of a test that needs `what` from ../shared."""
+    return f"{SHARED_ABSENT}: {what} is absent"
 
 
 def shared_trace(name: str) -> Path:
     """The trace file of one shared folder; skips the test when ../shared is absent."""
     folder = SHARED_TRACES / name
     if not folder.is_dir():
-        pytest.skip(f"shared trace {name} not available ({SHARED_TRACES} is absent)")
+        pytest.skip(shared_absent(folder))
     return next(p for p in sorted(folder.iterdir()) if p.name.endswith((".json", ".json.gz")))
 
 
-def shared_trace_names() -> list[str]:
+def shared_trace_names() -> list[Any]:
+    """The shared traces' folder names, or one skipped parameter when ../shared is absent."""
     if not SHARED_TRACES.is_dir():
-        return []
+        return [pytest.param("absent", marks=pytest.mark.skip(reason=shared_absent(SHARED_TRACES)))]
     return sorted(p.name for p in SHARED_TRACES.iterdir() if (p / "kernel_names.txt").exists())
 
 
@@ -247,3 +257,36 @@ FUSED_SAMPLE = SAMPLES / "vllm_moe_full_graph"
 BATCH_RANKS = 4
 BATCH_SAME_RANK = 3
 """The rank whose second trace is the first one again: no finding there, so the others' findings hold on some ranks."""
+
+
+FORMULAS = ('=HYPERLINK("http://evil.example","x")', "+1+1", "-2+3", "@SUM(A1)", "\tcmd", "\rcmd")
+"""Cells a spreadsheet would run as formulas (CSV injection), as op and kernel names."""
+
+
+def write_formula_pair(folder: Path) -> tuple[Path, Path]:
+    """Eager AMD and NVIDIA traces whose ops and kernels are named like formulas: each op launches 2 kernels on
+    the AMD trace and 1 on the NVIDIA one, so the names reach the ops, mappings and matched-pair tables."""
+    paths = []
+    for platform in ("AMD", "NVIDIA"):
+        builder = EagerTrace(platform)
+        calls = []
+        for formula in FORMULAS:
+            kernels = [Launch(f"{formula}_stats", 1.0), Launch(f"{formula}_fwd", 4.0)]
+            calls.append(Op(formula, kernels if platform == "AMD" else kernels[1:]))
+        builder.run(*calls * 6)
+        paths.append(folder / f"{platform.lower()}.json")
+        paths[-1].write_bytes(builder.data())
+    return paths[0], paths[1]
+
+
+def formula_cells(text: str) -> list[str]:
+    """Cells of a CSV text that a spreadsheet would evaluate: text starting with = + - @ tab or CR (a number is a
+    number)."""
+    found = []
+    for cell in (cell for row in csv.reader(io.StringIO(text, newline="")) for cell in row):
+        try:
+            float(cell)
+        except ValueError:
+            if cell.startswith(("=", "+", "-", "@", "\t", "\r")):
+                found.append(cell)
+    return found

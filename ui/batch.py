@@ -20,7 +20,7 @@ from fusion.batch.results import BatchError, BatchRecord, BatchResult, PairRecor
 from fusion.report.render import headline
 from fusion.result import COUNT, KERNEL_TYPE, TIME_US
 from ui import text
-from ui.state import View, is_sample_name
+from ui.state import NOT_ALLOWED, View, is_sample_name, server_path
 
 HEADLINE_FINDINGS = 2
 """Findings named in a pair's headline, most unfused extra time first."""
@@ -43,7 +43,10 @@ def folder_of(view: View) -> Path | None:
     if view.batch:
         return named_folder(view.batch)
     if view.bp and not settings.hosted():
-        return Path(view.bp).expanduser()
+        folder = server_path(view.bp)
+        if folder is None:
+            raise BatchError(view.bp, NOT_ALLOWED)
+        return folder
     return None
 
 

@@ -35,10 +35,8 @@ from fusion.model.phases import ALL as ALL_PHASES
 from fusion.model.phases import pair_steps, step_spans
 from fusion.model.trace import Trace
 from ui import batch
-from ui.state import View
+from ui.state import NOT_ALLOWED, SAMPLES_DIR, View, server_path
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLES_DIR = ROOT / "sample_traces"
 DEFAULT_SAMPLE = "vllm_moe_full_graph"
 DERIVED_PER_COMPARISON = 16
 """Derived tables and figures kept per cached comparison: enough for a few pairs' charts."""
@@ -150,16 +148,19 @@ def _side_source(digest: str | None, path: str | None) -> tuple[Source | None, s
                 "(it was evicted or uploaded elsewhere). Upload it again."
             )
     if path and not settings.hosted():
-        resolved = Path(path).expanduser()
+        resolved = server_path(path)
+        if resolved is None:
+            return None, f"{path}: {NOT_ALLOWED}"
         return _file_source(resolved, str(resolved)), None
     return None, None
 
 
 def _file_source(path: Path, name: str) -> Source:
-    """Key a file by path, size and mtime so an edited file is read again."""
+    """Key a file by path, size, mtime, inode and ctime so an edited file is read again (the system sets ctime on
+    every write, so an in-place rewrite that keeps size and mtime changes it; the table cache hashes the bytes)."""
     try:
         stat = path.stat()
-        key: Hashable = ("file", str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+        key: Hashable = ("file", str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns)
     except OSError:
         key = ("missing", str(path), time.monotonic())
     return Source(key, path, name)
@@ -169,7 +170,8 @@ def _file_source(path: Path, name: str) -> Source:
 
 
 def accept_upload(side: int, upload: Any) -> dict[str, str]:
-    """Parse and store an upload once per file_id: {'digest': ...} or {'error': ...}, remembered per session."""
+    """Parse and store an upload once per file_id: {'digest', 'name', 'label'} or {'error': ...}, remembered per
+    session."""
     seen = st.session_state.setdefault("uploads", {})
     if upload.file_id not in seen:
         seen[upload.file_id] = _ingest(side, upload)
@@ -197,7 +199,7 @@ def _ingest(side: int, upload: Any) -> dict[str, str]:
     table_cache().store(trace_store().path(digest), trace)
     _traces().put(digest, trace)
     progress.done(f"Trace {side}: {upload.name} read ({trace.kernel_count:,} kernels)")
-    return {"digest": digest}
+    return {"digest": digest, "name": upload.name, "label": trace.label}
 
 
 # --- in-memory caches and progress -------------------------------------------------------------------

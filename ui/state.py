@@ -7,9 +7,11 @@ that cannot be used is dropped and named in `Link.problems`, so the page can say
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from fusion import settings
@@ -33,7 +35,7 @@ MAX_LABEL = 80
 MAX_OP = 300
 """An op name in a link (aten::_scaled_dot_product_flash_attention_for_cpu is 48); longer is no op name."""
 _SAMPLE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_LABEL_MARKUP = re.compile(r"[\[\]*_`<>|~$\\]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 PAGES = {
     "home": "app.py",
@@ -55,6 +57,19 @@ PAGE_TITLES = {
     "batch": "Batch",
     "timeline": "Timeline",
 }
+
+
+SAMPLES_DIR = Path(__file__).resolve().parents[1] / "sample_traces"
+NOT_ALLOWED = "not under an allowed folder (this server's working directory, sample_traces/ or FUSION_TRACE_ROOTS)"
+
+
+def server_path(value: str) -> Path | None:
+    """A server path a local user or a link names, resolved (symlinks followed), when it lies under an allowed folder:
+    the working directory, the bundled samples, FUSION_TRACE_ROOTS; else None. Decided from the path's text and the
+    folders alone, before anything is opened, so the answer never tells whether the file exists."""
+    resolved = Path(os.path.realpath(Path(value).expanduser()))
+    roots = [Path.cwd(), SAMPLES_DIR, *settings.trace_roots()]
+    return resolved if any(resolved.is_relative_to(os.path.realpath(root)) for root in roots) else None
 
 
 @dataclass(frozen=True)
@@ -228,10 +243,11 @@ def is_op_name(value: str) -> bool:
 
 
 def clean_label(value: str | None) -> str | None:
-    """A label as plain text: characters that markdown would turn into links or markup are dropped."""
+    """A label as the user typed it, markup characters included (every place that shows it escapes it for its
+    syntax: ui.text); only control characters are dropped, and it is cut to MAX_LABEL characters."""
     if not value:
         return None
-    return _LABEL_MARKUP.sub("", value).strip()[:MAX_LABEL] or None
+    return _CONTROL.sub("", value).strip()[:MAX_LABEL] or None
 
 
 def _int(value: str | None, low: int, high: int) -> int | None:

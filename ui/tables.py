@@ -303,6 +303,13 @@ def in_window(alignment: pd.DataFrame, view: View) -> np.ndarray:
     return marked
 
 
+def of_type(alignment: pd.DataFrame, kernel_type: str | None) -> np.ndarray:
+    """Rows of the alignment with a kernel of `kernel_type` on either side (none without a type)."""
+    if kernel_type is None:
+        return np.zeros(len(alignment), dtype=bool)
+    return ((alignment["type1"] == kernel_type) | (alignment["type2"] == kernel_type)).to_numpy(bool)
+
+
 def kernel_starts(rows: pd.DataFrame, side: int, kernels_only: bool) -> pd.Series:
     """Where each kernel's bar starts: its time since the first kernel, or the busy time before it (gaps removed)."""
     if not kernels_only:

@@ -8,6 +8,7 @@ short message, so the pages themselves only draw.
 from __future__ import annotations
 
 import base64
+import html
 import logging
 import math
 from collections.abc import Iterator
@@ -40,6 +41,10 @@ UPLOAD_TYPES = ["json", "gz", "csv", "sqlite"]
 """File suffixes the uploaders offer: Kineto and rocprofv3 JSON (plain or .gz), rocprofv3's kernel_trace.csv,
 an Nsight Systems SQLite export. The loader tells the format from the content (docs/formats.md)."""
 
+PAGE_ICON = "🔀"
+"""An emoji: the browser draws it from an inline SVG. A `:material/...:` icon is fetched from a font CDN on every
+page load (a request to a third party that fails offline)."""
+
 STYLE = """
 <style>
 /* Links to other views look like links (Streamlit draws page links as plain text). */
@@ -47,8 +52,36 @@ STYLE = """
   border: 1px solid #c9d3e3; border-radius: 0.4rem; padding: 0.15rem 0.6rem; background: #f3f6fb;
 }
 [data-testid="stMain"] [data-testid="stPageLink-NavLink"] p { color: #1f5fbf; text-decoration: underline; }
+.fx-copy { border: 1px solid #c9d3e3; border-radius: 0.4rem; padding: 0.2rem 0.7rem; background: #f3f6fb; cursor: pointer; }
 </style>
 """
+
+
+COPY_BUTTON = """<button type="button" class="fx-copy" data-url="{url}">Copy link</button>
+<script>
+if (!window.fxCopyLinks) {{
+  window.fxCopyLinks = true;
+  document.addEventListener("click", (event) => {{
+    const button = event.target.closest("button.fx-copy");
+    if (!button) return;
+    const done = () => {{ button.textContent = "Copied"; }};
+    if (navigator.clipboard && window.isSecureContext) {{
+      navigator.clipboard.writeText(button.dataset.url).then(done);
+    }} else {{
+      const box = document.createElement("textarea");
+      box.value = button.dataset.url;
+      document.body.appendChild(box);
+      box.select();
+      document.execCommand("copy");
+      box.remove();
+      done();
+    }}
+  }});
+}}
+</script>"""
+"""The share link's copy button: the link travels in an escaped attribute, never in the script, which one listener on
+the document serves for every button (outside a secure context, where the clipboard API is missing, it copies
+through a selected text area)."""
 
 
 @dataclass(frozen=True)
@@ -66,10 +99,12 @@ def page(title: str, *, analysed: bool = True) -> Iterator[Shown]:
     With `analysed` the comparison is loaded (or the page says why not and stops); the home page
     passes False, picks its inputs first and calls `data.analyse` itself.
     """
-    st.set_page_config(layout="wide", page_title="Fusion Explorer", page_icon=":material/compare_arrows:")
+    st.set_page_config(layout="wide", page_title="Fusion Explorer", page_icon=PAGE_ICON)
     st.html(STYLE)
     st.title(title)
+    shown = None
     with guard():
+        settings.check()
         enforce_upload_limit()
         view = current_view()
         navigation(view)
@@ -78,7 +113,11 @@ def page(title: str, *, analysed: bool = True) -> Iterator[Shown]:
             analysis = require_analysis(view)
             view, comparison = phase_fallback(view, analysis), analysis.comparison
             sidebar(view, analysis)
-        yield Shown(view, comparison)
+        shown = Shown(view, comparison)
+    if shown is None:  # a bad setting or a failure before the page could start: its one message is shown
+        st.stop()
+    with guard():
+        yield shown
 
 
 @contextmanager
@@ -165,10 +204,12 @@ def bind(key: str, value: Any) -> None:
 
 
 def share_box(view: View, key: str) -> None:
-    """The link to this view in a box to select and copy. A text box rather than st.code: the code block's
-    highlighter is 1.5 MB of script a fresh browser fetches and compiles before the page is usable."""
-    bind(key, share_url(view))
-    st.text_input("Link to this view", key=key, help="Select the whole link and copy it; editing it changes nothing.")
+    """The link to this view in a box, with a button that copies it. A text box rather than st.code: the code
+    block's highlighter is 1.5 MB of script a fresh browser fetches and compiles before the page is usable."""
+    url = share_url(view)
+    bind(key, url)
+    st.text_input("Link to this view", key=key, help="The link that reopens this view; editing it changes nothing.")
+    st.html(COPY_BUTTON.format(url=html.escape(url, quote=True)), unsafe_allow_javascript=True)
 
 
 def share_url(view: View) -> str:
@@ -190,8 +231,13 @@ def link(key: str, label: str, view: View) -> None:
     try:
         st.page_link(PAGES[key], label=label, query_params=params)
     except st.errors.StreamlitAPIException:  # a page run on its own (tests) does not know its siblings
-        path = "" if key == "home" else Path(PAGES[key]).stem.split("_", 1)[-1]
-        st.markdown(f"[{label}](/{path}?{urlencode(params)})")
+        st.markdown(f"[{label}](/{page_url(key, urlencode(params))})")
+
+
+def page_url(key: str, query: str = "") -> str:
+    """Page `key`'s path on the server (no leading slash), with `query`: how Streamlit names a page file's URL."""
+    path = "" if key == "home" else Path(PAGES[key]).stem.split("_", 1)[-1]
+    return f"{path}?{query}" if query else path
 
 
 def navigation(view: View) -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fusion import settings
-from fusion.cache.tables import TableCache, stamp
+from fusion.cache.tables import TableCache
 from fusion.errors import TraceError
 from fusion.loader.reader import GZIP_MAGIC, TraceSource
 
@@ -111,7 +111,6 @@ def load_traces(
     max_bytes = settings.max_trace_bytes() if max_bytes is None else max_bytes
     results: list[Trace | TraceError | None] = [_lookup(cache, request) for request in requests]
     todo = [i for i, result in enumerate(results) if result is None]
-    seen = {i: stamp(Path(requests[i].source)) for i in todo if _is_path(requests[i].source)}  # type: ignore[arg-type]
     if parallel is None:
         parallel = _worth_parallel([requests[i].source for i in todo])
     if parallel and len(todo) > 1:
@@ -122,7 +121,7 @@ def load_traces(
     for i, result in zip(todo, loaded):
         results[i] = result
         if cache is not None and not isinstance(result, TraceError) and _cacheable(requests[i]):
-            cache.store(requests[i].source, result, seen=seen[i])  # type: ignore[arg-type]
+            cache.store(requests[i].source, result)  # type: ignore[arg-type]
     return results  # type: ignore[return-value]
 
 
@@ -216,9 +215,13 @@ def _lookup(cache: TableCache | None, request: Request) -> Trace | None:
 
 
 def _worth_parallel(sources: list[TraceSource]) -> bool:
+    """Two or more large regular files. A pipe (process substitution) is read once, by its loader here: never
+    peeked at, never handed to a child (its /dev/fd path would name another process's descriptor)."""
     if len(sources) < 2 or not all(_is_path(src) for src in sources):
         return False
     try:
+        if not all(Path(src).is_file() for src in sources):  # type: ignore[arg-type]
+            return False
         return sum(json_size(Path(src)) for src in sources) >= PARALLEL_MIN_BYTES  # type: ignore[arg-type]
     except OSError:
         return False

@@ -17,6 +17,7 @@ import hashlib
 import logging
 import os
 import re
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -152,6 +153,16 @@ def file_sha256(path: Path) -> str:
         while block := handle.read(_HASH_BLOCK):
             digest.update(block)
     return digest.hexdigest()
+
+
+def regular_file_bytes(path: Path) -> bytes:
+    """The bytes of a regular file; OSError for anything else (a FIFO, device or directory is never read: opened
+    without blocking, it is refused on its type)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with open(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return handle.read()
 
 
 def _store_problem(root: Path, exc: OSError) -> str:

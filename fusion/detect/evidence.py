@@ -154,6 +154,8 @@ class Pattern:
     kinds: Counter = field(default_factory=Counter)
     group_extra: Counter = field(default_factory=Counter)
     """One-sided kernels per type explained by this pattern inside group pairs."""
+    extra_kernels: dict[tuple[str, int], list[float]] = field(default_factory=dict)
+    """(type, name code) of its one-sided kernels -> [count, time]: what a note of the rejected pattern lists."""
 
     @property
     def unfused_trace(self) -> int:
@@ -177,6 +179,8 @@ class Evidence:
     unattributed: Counter = field(default_factory=Counter)
     """(side, type, reason) -> one-sided kernels that are no fusion."""
     note_refs: dict[tuple, list[EvidenceRef]] = field(default_factory=lambda: defaultdict(list))
+    note_kernels: dict[tuple, dict[int, list[float]]] = field(default_factory=lambda: defaultdict(dict))
+    """(side, type, reason) -> name code -> [kernels, their time in µs] of the one-sided kernels of a note."""
 
 
 @dataclass(frozen=True)
@@ -609,9 +613,13 @@ def _main_positions(codes: np.ndarray) -> np.ndarray:
 
 
 def _note(walk: _Walk, evidence: Evidence, side: int, positions: list[int], reason: str) -> None:
+    rows, dur = walk.segment.rows(side), walk.sides[side - 1].dur
     for p in positions:
         key = (side, walk.kernel_type(side, p), reason)
         evidence.unattributed[key] += walk.segment.weight
+        tally = evidence.note_kernels[key].setdefault(walk.name(side, p), [0, 0.0])
+        tally[0] += walk.segment.weight
+        tally[1] += float(dur[rows[:, p]].sum())
         refs = evidence.note_refs[key]
         if len(refs) < walk.limits.max_evidence_refs:
             refs.append(walk.segment.ref(0, [p] if side == 1 else [], [p] if side == 2 else []))
@@ -640,11 +648,13 @@ def _pattern(
 
 class _Occurrence(NamedTuple):
     """One fusion or split occurrence of a segment: `facts` (all its counters read, the same for every
-    occurrence of the same kernels), its extra time over the segment's pairs, and the positions it cites."""
+    occurrence of the same kernels), its extra time over the segment's pairs, the positions it cites and its
+    one-sided kernels as (type of the note counting it, name code, time over the segment's pairs)."""
 
     facts: tuple
     time_us: float
     positions: dict[int, list[int]]
+    extras: list[tuple[str, int, float]]
 
 
 def _add(
@@ -661,6 +671,10 @@ def _add(
         pattern = patterns[occurrence.facts]
         pattern.extra_time_us += occurrence.time_us
         _add_refs(walk, pattern, occurrence.positions)
+        for kernel_type, name, time_us in occurrence.extras:
+            tally = pattern.extra_kernels.setdefault((kernel_type, name), [0, 0.0])
+            tally[0] += walk.segment.weight
+            tally[1] += time_us
 
 
 def _fusion(walk: _Walk, row: int, unfused: int, positions: list[int]) -> _Occurrence:
@@ -677,7 +691,8 @@ def _fusion(walk: _Walk, row: int, unfused: int, positions: list[int]) -> _Occur
         tuple([(types[p], names[p]) for p in unfused_positions]),
         tuple([(types[p], names[p]) for p in positions]),
     )
-    return _Occurrence(facts, walk.time(unfused, positions), {fused: [fused_pos], unfused: unfused_positions})
+    extras = [(types[p], names[p], walk.time(unfused, [p])) for p in positions]
+    return _Occurrence(facts, walk.time(unfused, positions), {fused: [fused_pos], unfused: unfused_positions}, extras)
 
 
 def _add_fusion(walk: _Walk, evidence: Evidence, facts: tuple, weight: int) -> Pattern:
@@ -720,7 +735,9 @@ def _split(walk: _Walk, row: int, side: int, helpers: list[int]) -> _Occurrence:
         tuple([helper[p] for p in unit]),
         len(helpers),
     )
-    return _Occurrence(facts, walk.time(side, helpers), {other: [counterpart], side: [main] + helpers})
+    op_type = facts[1]  # a split's note counts its helpers as kernels of the operation's type
+    extras = [(op_type, names[p], walk.time(side, [p])) for p in helpers]
+    return _Occurrence(facts, walk.time(side, helpers), {other: [counterpart], side: [main] + helpers}, extras)
 
 
 def _add_split(walk: _Walk, evidence: Evidence, facts: tuple, weight: int) -> Pattern:

@@ -13,7 +13,7 @@ from collections import Counter
 
 from fusion.detect.evidence import NON_COMPUTE_REASON, Evidence, Pattern, Side
 from fusion.detect.thresholds import Thresholds
-from fusion.result import EXTRA_WORK, FUSION, ONE_SIDED, SPLIT, TIME_DECIMALS, FusionMapping, OneSidedNote
+from fusion.result import EXTRA_WORK, FUSION, ONE_SIDED, SPLIT, TIME_DECIMALS, FusionMapping, NoteKernel, OneSidedNote
 
 PLATFORM_NAMES = {1: "Trace 1", 2: "Trace 2"}
 SPLIT_DETECTOR = "split_kernel"
@@ -49,12 +49,18 @@ def fusion_mappings(
         if reason is None:
             mappings.append(_mapping(pattern, (shown, total), sides, limits))
             continue
+        names = sides[pattern.unfused_trace - 1].name_list
         for extra_type, count in _extra_counts(pattern).items():
-            notes.append(OneSidedNote(pattern.unfused_trace, extra_type, count, reason, pattern.refs))
+            tallies = {code: tally for (t, code), tally in pattern.extra_kernels.items() if t == extra_type}
+            kernels = _note_kernels(tallies, names)
+            notes.append(OneSidedNote(pattern.unfused_trace, extra_type, count, reason, pattern.refs, kernels=kernels))
     for (side, kernel_type, reason), count in evidence.unattributed.items():
-        refs = evidence.note_refs[(side, kernel_type, reason)]
+        key = (side, kernel_type, reason)
+        kernels = _note_kernels(evidence.note_kernels[key], sides[side - 1].name_list)
         kind = EXTRA_WORK if reason == NON_COMPUTE_REASON else ONE_SIDED
-        notes.append(OneSidedNote(side, kernel_type, count, reason, refs, kind=kind))
+        notes.append(
+            OneSidedNote(side, kernel_type, count, reason, evidence.note_refs[key], kind=kind, kernels=kernels)
+        )
     return sorted(mappings, key=lambda m: -m.time_saved_us), _merge_notes(notes)
 
 
@@ -191,14 +197,36 @@ def short_name(name: str, limit: int = 60) -> str:
     return base if len(base) <= limit else base[: limit - 1] + "…"
 
 
+def _note_kernels(tallies: dict[int, list[float]], name_list: list[str]) -> list[NoteKernel]:
+    kernels = [NoteKernel(name_list[code], int(n), round(t, TIME_DECIMALS)) for code, (n, t) in tallies.items()]
+    return sorted(kernels, key=lambda k: (-k.time_us, k.name))
+
+
 def _merge_notes(notes: list[OneSidedNote]) -> list[OneSidedNote]:
     merged: dict[tuple, OneSidedNote] = {}
     for note in notes:
         key = (note.side, note.kernel_type, note.reason)
         if key in merged:
             merged[key].count += note.count
+            merged[key].kernels = _merged_kernels(merged[key].kernels + note.kernels)
         else:
             merged[key] = OneSidedNote(
-                note.side, note.kernel_type, note.count, note.reason, list(note.evidence_refs), kind=note.kind
+                note.side,
+                note.kernel_type,
+                note.count,
+                note.reason,
+                list(note.evidence_refs),
+                kind=note.kind,
+                kernels=list(note.kernels),
             )
     return sorted(merged.values(), key=lambda n: -n.count)
+
+
+def _merged_kernels(kernels: list[NoteKernel]) -> list[NoteKernel]:
+    totals: dict[str, list[float]] = {}
+    for kernel in kernels:
+        tally = totals.setdefault(kernel.name, [0, 0.0])
+        tally[0] += kernel.count
+        tally[1] += kernel.time_us
+    merged = [NoteKernel(name, int(n), round(t, TIME_DECIMALS)) for name, (n, t) in totals.items()]
+    return sorted(merged, key=lambda k: (-k.time_us, k.name))

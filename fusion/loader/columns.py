@@ -12,6 +12,9 @@ from typing import Any
 import msgspec
 import numpy as np
 import pandas as pd
+import xxhash
+
+from fusion import settings
 
 MISSING_ID = -1
 """Stored in an id column when the event does not carry that field."""
@@ -73,10 +76,22 @@ def intern_coded(codes: np.ndarray, values: list[Any], table: dict[Any, int]) ->
     """The code in `table` of each values[code], new values numbered in order of first appearance.
 
     `values` are a piece's distinct values (a name, a thread) and `codes` index them, so each distinct
-    value is looked up once; two codes may hold equal values (a name spelled with and without escapes)."""
+    value is looked up once; two codes may hold equal values (a name spelled with and without escapes).
+    A name longer than the FUSION_MAX_NAME_CHARS setting is kept as bounded_name of it."""
     order, distinct = pd.factorize(codes)
-    table_codes = [table.setdefault(values[code], len(table)) for code in distinct.tolist()]
+    limit = settings.max_name_chars()
+    table_codes = [table.setdefault(bounded_name(values[code], limit), len(table)) for code in distinct.tolist()]
     return np.array(table_codes, dtype=np.int32)[order]
+
+
+def bounded_name(value: Any, limit: int) -> Any:
+    """A name of at most `limit` characters as it is; a longer one as its first `limit` characters, how long it was
+    and a digest of all of it (so two long names with one beginning stay two names). The loader keeps no longer
+    name, so a crafted 200 MB name costs its parse, not a copy in every table and report."""
+    if not isinstance(value, str) or len(value) <= limit:
+        return value
+    digest = xxhash.xxh3_64_hexdigest(value.encode("utf-8", "surrogatepass"))
+    return f"{value[:limit]}…[{len(value):,} characters; xxh3 {digest}]"
 
 
 def id_fields(args: list[IdArgs | None]) -> tuple[list[Any], list[Any], list[Any]]:

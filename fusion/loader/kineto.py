@@ -57,6 +57,9 @@ class TraceRecords:
 
     source: str
     digest: str
+    file_hash: str
+    """RawInput.file_hash: every reader sets it (digest=raw.sha256, file_hash=raw.file_hash), or its traces
+    are never served from the table cache."""
     platform: str
     platform_evidence: str
     gpu: str
@@ -103,6 +106,7 @@ def read_kineto_input(raw: RawInput, *, frame_suffixes: tuple[str, ...] = ()) ->
     return TraceRecords(
         source=raw.source,
         digest=raw.sha256,
+        file_hash=raw.file_hash,
         platform=platform,
         platform_evidence=evidence,
         gpu=gpu,
@@ -276,7 +280,24 @@ def _kernel_table(collector: _Collector, source: str) -> tuple[pd.DataFrame, lis
     order = np.argsort(table["ts"].to_numpy(), kind="stable")
     table = table.iloc[order].reset_index(drop=True)
     table["name"] = used_categories(table["name"])
-    return table, warnings
+    return table, warnings + _duration_warnings(table, source)
+
+
+def _duration_warnings(table: pd.DataFrame, source: str) -> list[str]:
+    """Kernels that last longer than the trace's own span (first to last kernel start): their durations cannot be
+    true, and every time total that holds them is off. Kept, with this warning."""
+    if len(table) < 2:
+        return []
+    ts, dur = table["ts"].to_numpy(), table["dur"].to_numpy()
+    span = float(ts[-1] - ts[0])
+    longer = dur > span
+    if span <= 0 or not longer.any():
+        return []
+    return [
+        f"{source}: {int(longer.sum())} kernel events last longer than the trace's whole span ({span:,.1f} µs "
+        f"from the first kernel start to the last; the longest lasts {float(dur.max()):,.1f} µs): their "
+        "durations are suspect and every time total that holds them is off"
+    ]
 
 
 def _duplicated(table: pd.DataFrame) -> np.ndarray:

@@ -78,7 +78,7 @@ def read_sqlite(source: TraceSource, raw: RawInput) -> TraceRecords:
     """The records of an SQLite trace file opened as `raw`; raises TraceError for anything that cannot be read."""
     connection = _connect(source, raw)
     try:
-        return _Export(raw.source, connection).records(raw.sha256)
+        return _Export(raw.source, connection).records(raw.sha256, raw.file_hash)
     except sqlite3.Error as exc:
         raise _damaged(raw.source, exc) from None
     finally:
@@ -149,7 +149,7 @@ class _Export:
         query = f'SELECT id, value FROM {STRINGS} WHERE id IN (SELECT DISTINCT "{column}" FROM "{table}")'
         return dict(self.db.execute(query).fetchall())
 
-    def records(self, digest: str) -> TraceRecords:
+    def records(self, digest: str, file_hash: str) -> TraceRecords:
         raw_names = self._kernels() if KERNELS in self.tables else {}
         if MEMCPY in self.tables:
             self._copies()
@@ -168,6 +168,7 @@ class _Export:
         return TraceRecords(
             source=self.source,
             digest=digest,
+            file_hash=file_hash,
             platform="NVIDIA",
             platform_evidence="Nsight Systems export (CUPTI tables)",
             gpu=gpu,

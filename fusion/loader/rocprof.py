@@ -152,7 +152,7 @@ def read_rocprof_json(raw: RawInput) -> TraceRecords:
     """The records of a rocprofv3 JSON file opened as `raw`; raises TraceError naming what cannot be read."""
     collector = _Collector(raw.source)
     walk(raw.source, raw.chunks, plan, collector.take)
-    return collector.records(raw.sha256)
+    return collector.records(raw.sha256, raw.file_hash)
 
 
 @dataclass
@@ -202,8 +202,8 @@ class _Collector:
             self.count[part] = self.count.get(part, 0) + len(value)
         return value
 
-    def records(self, digest: str) -> TraceRecords:
-        return _Assembly(self.source, list(self.entries.values())).records(digest)
+    def records(self, digest: str, file_hash: str) -> TraceRecords:
+        return _Assembly(self.source, list(self.entries.values())).records(digest, file_hash)
 
 
 def _entry_of(message: str, before: int) -> str:
@@ -348,7 +348,7 @@ class _Assembly:
     warnings: list[str] = field(default_factory=list)
     work: dict[str, str] = field(default_factory=dict)
 
-    def records(self, digest: str) -> TraceRecords:
+    def records(self, digest: str, file_hash: str) -> TraceRecords:
         for entry in self.entries:
             for agent in entry.agents:
                 if agent.type == GPU_AGENT_TYPE:
@@ -372,6 +372,7 @@ class _Assembly:
         return TraceRecords(
             source=self.source,
             digest=digest,
+            file_hash=file_hash,
             platform="AMD",
             platform_evidence=PLATFORM_EVIDENCE,
             gpu=gpu,

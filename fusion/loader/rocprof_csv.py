@@ -91,6 +91,7 @@ def read_rocprof_csv(source: TraceSource, raw: RawInput) -> TraceRecords:
     return TraceRecords(
         source=raw.source,
         digest=digest.hexdigest() if siblings else raw.sha256,
+        file_hash="" if siblings else raw.file_hash,  # the hash proves one file: with siblings, not cached
         platform="AMD",
         platform_evidence=PLATFORM_EVIDENCE,
         gpu=name,

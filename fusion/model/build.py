@@ -37,6 +37,7 @@ def build(records: TraceRecords, label: str | None = None) -> Trace:
         digest=records.digest,
         warnings=records.warnings + ([link] if link else []),
         format=records.format,
+        file_hash=records.file_hash,
     )
 
 

@@ -74,6 +74,9 @@ class Trace:
     warnings: list[str] = field(default_factory=list)
     format: str = "Kineto JSON"
     """The file format it was read from (fusion.loader.formats)."""
+    file_hash: str = ""
+    """xxh3-128 of the file's bytes as read ('' when not known): the table cache serves this trace for a file only
+    when the file's bytes hash to it."""
 
     @property
     def kernel_count(self) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterable
 from dataclasses import asdict
 from typing import Any
 
@@ -57,12 +58,17 @@ def name_labels(mapping: FusionMapping) -> tuple[str, str]:
 
 
 TOP_OPS = 10
+TOP_NOTE_KERNELS = 5
+"""Kernel names the text report lists per one-sided note (the JSON and CSV list all)."""
 NAME_COLUMNS = ("fused_kernel_names", "unfused_kernel_names", "fused_components", "fused_ops", "unfused_ops")
 """List fields of a mapping written as one CSV cell each."""
 NAME_SEPARATOR = " | "
 """Between raw kernel names in a CSV cell (names contain commas and semicolons, never ' | ')."""
 CSV_DECIMALS = 3
 """Decimals of the floats in CSV tables (µs and ms to the nanosecond, ratios to 0.1 %): no float noise."""
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""A text cell starting with one of these is read as a formula by spreadsheets (CSV injection): it gets a leading
+' (OWASP's advice), which spreadsheets show as text. Numbers are written as numbers (a negative one is no formula)."""
 
 
 def to_json(comparison: Comparison) -> str:
@@ -78,15 +84,16 @@ def different_workloads(comparison: Comparison) -> bool:
     return comparison.comparability.level == NOT_SAME_WORKLOAD
 
 
-def to_text(comparison: Comparison) -> str:
+def to_text(comparison: Comparison, *, warnings: bool = True) -> str:
     """A report for a person: traces, comparability, type table, top opportunities, op-level findings,
     mappings, the ops with the largest time gap, one-sided notes. For traces that run different workloads the
-    finding sections say so and the tables are labelled as two workloads side by side."""
+    finding sections say so and the tables are labelled as two workloads side by side. `warnings=False` leaves
+    the warnings out (the CLI prints them on stderr, as in every format)."""
     apart = different_workloads(comparison)
     ops = op_table_text(comparison.op_table, (comparison.trace1.label, comparison.trace2.label))
     sections = [
         _header(comparison),
-        _comparability(comparison),
+        _comparability(comparison, warnings),
         _phases(comparison),
         _type_table(comparison),
         _opportunities(comparison),
@@ -106,10 +113,37 @@ def to_csv(comparison: Comparison) -> dict[str, str]:
         "opportunities": _rows_csv(field_names(Opportunity), [asdict(o) for o in comparison.opportunities]),
         "mappings": _rows_csv(field_names(FusionMapping), [_flat_mapping(m) for m in comparison.mappings]),
         "one_sided_kernels": _rows_csv(field_names(OneSidedNote), [_flat_note(n) for n in comparison.one_sided]),
-        "type_stats": comparison.type_stats.round(CSV_DECIMALS).reset_index().to_csv(index=False),
-        "matched_pairs": comparison.pairs.round(CSV_DECIMALS).to_csv(index=False),
+        "type_stats": frame_csv(comparison.type_stats.round(CSV_DECIMALS).reset_index()),
+        "matched_pairs": frame_csv(comparison.pairs.round(CSV_DECIMALS)),
         "ops": op_table_csv(comparison.op_table),
     }
+
+
+def spreadsheet_safe(value: Any) -> Any:
+    """A text cell as a spreadsheet must read it: with a leading ' when it starts like a formula (FORMULA_STARTS)."""
+    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
+
+
+def frame_csv(frame: pd.DataFrame) -> str:
+    """A table as CSV (no index); see write_csv."""
+    return write_csv(list(frame.columns), frame.itertuples(index=False, name=None))
+
+
+def write_csv(columns: list[str], rows: Iterable[Iterable[Any]]) -> str:
+    """The one way this package writes CSV: a header and rows, one per line; text cells spreadsheet-safe, missing
+    values empty. A cell holding a line break (CR or LF) is quoted (RFC 4180), so it never splits its row."""
+    out, line = io.StringIO(), io.StringIO()
+    writer = csv.writer(line, lineterminator="\r\n")  # CR and LF both count as special, so both get quoted
+    for row in (columns, *rows):
+        line.seek(0)
+        line.truncate()
+        writer.writerow(["" if _missing(v) else spreadsheet_safe(v) for v in row])
+        out.write(line.getvalue()[:-2] + "\n")
+    return out.getvalue()
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
 
 
 def _flat_mapping(mapping: FusionMapping) -> dict:
@@ -123,7 +157,20 @@ def _flat_mapping(mapping: FusionMapping) -> dict:
 
 
 def _flat_note(note: OneSidedNote) -> dict:
-    return {**asdict(note), "evidence_refs": _refs_text(note.evidence_refs), "ops": NAME_SEPARATOR.join(note.ops)}
+    return {
+        **asdict(note),
+        "evidence_refs": _refs_text(note.evidence_refs),
+        "kernels": note_kernels_text(note),
+        "ops": NAME_SEPARATOR.join(note.ops),
+    }
+
+
+def note_kernels_text(note: OneSidedNote, limit: int | None = None) -> str:
+    """A one-sided note's kernels as 'name ×count (ms)', most time first; the first `limit` and how many more."""
+    shown = note.kernels if limit is None else note.kernels[:limit]
+    text = "; ".join(f"{k.name} ×{k.count} ({k.time_us / 1000:.3f} ms)" for k in shown)
+    more = len(note.kernels) - len(shown)
+    return text + (f"; and {more} more names" if more else "")
 
 
 def _refs_text(refs: list[EvidenceRef]) -> str:
@@ -133,17 +180,9 @@ def _refs_text(refs: list[EvidenceRef]) -> str:
 
 
 def _rows_csv(columns: list[str], rows: list[dict]) -> str:
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow(
-            {
-                k: "" if v is None else round(v, CSV_DECIMALS) if isinstance(v, float) else v
-                for k, v in plain(row).items()
-            }
-        )
-    return out.getvalue()
+    flat = (plain(row) for row in rows)
+    rounded = ([round(v, CSV_DECIMALS) if isinstance(v, float) else v for v in (r[c] for c in columns)] for r in flat)
+    return write_csv(columns, rounded)
 
 
 def _header(c: Comparison) -> str:
@@ -162,13 +201,13 @@ def _header(c: Comparison) -> str:
     return "\n".join(lines)
 
 
-def _comparability(c: Comparison) -> str:
+def _comparability(c: Comparison, warnings: bool = True) -> str:
     head = f"Comparability: {c.comparability.level}"
     similarity = c.comparability.checks.get("workload_similarity")
     if similarity is not None:
         head += f" (workload similarity {similarity:.0%}, {c.comparability.checks.get('workload_signal', '')})"
     evidence = [f"  = {line}" for line in c.comparability.evidence]
-    return "\n".join([head, *evidence] + [f"  ! {w}" for w in c.warnings])
+    return "\n".join([head, *evidence] + ([f"  ! {w}" for w in c.warnings] if warnings else []))
 
 
 def _type_table(c: Comparison) -> str:
@@ -243,6 +282,7 @@ def _notes(c: Comparison) -> str:
         + [
             f"  trace {n.side}: {n.count} x {n.kernel_type} [{n.kind}] - {n.reason}"
             + (f" (ops: {', '.join(n.ops)})" if n.ops else "")
+            + (f"\n      kernels: {note_kernels_text(n, TOP_NOTE_KERNELS)}" if n.kernels else "")
             for n in c.one_sided
         ]
     )
@@ -310,7 +350,7 @@ def _per_call(value: float) -> str:
 def op_table_csv(table: pd.DataFrame) -> str:
     """The op table as CSV; lists (op names, each side's kernel names) joined by ' | '."""
     names = [OP_NAMES, *(side_column(KERNEL_NAMES, s) for s in (1, 2))]
-    return table.assign(**{c: table[c].map(NAME_SEPARATOR.join) for c in names}).to_csv(index=False)
+    return frame_csv(table.assign(**{c: table[c].map(NAME_SEPARATOR.join) for c in names}))
 
 
 def headline(detector: str, fused_trace: int, unfused_sequence: list[str], fused_type: str, kind: str = "") -> str:

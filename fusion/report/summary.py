@@ -77,7 +77,7 @@ def _breakdown(kernels: pd.DataFrame, column: str) -> dict[str, dict[str, float]
 
 
 def summary_text(trace: Trace, summary: dict[str, Any]) -> str:
-    """The summary as a table a person reads."""
+    """The summary as a table a person reads (the trace's warnings are not in it: the CLI prints them on stderr)."""
     total = summary["kernel_time_us"] or 1.0
     lines = [
         f"trace     {trace.source}",
@@ -109,7 +109,6 @@ def summary_text(trace: Trace, summary: dict[str, Any]) -> str:
         lines += ["", "unclassified kernel names by total time (add a rule for them, see FUSION_RULES):"]
         for entry in summary["unclassified"]:
             lines.append(f"  {entry['time_us'] / 1e3:>10,.3f} ms  {entry['count']:>7,}x  {entry['name'][:160]}")
-    lines += [f"warning: {warning}" for warning in trace.warnings]
     return "\n".join(lines)
 
 

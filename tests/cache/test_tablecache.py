@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import xxhash
 from builders import SAMPLES, kernel_event, write_trace
 
 from fusion.cache import tables as tablecache
@@ -209,14 +211,23 @@ def test_a_field_that_would_not_come_back_is_not_cached(tmp_path, caplog) -> Non
     assert "not cached" in caplog.text
 
 
-def test_a_file_changed_while_it_loaded_is_not_remembered(tmp_path) -> None:
+def test_a_file_changed_while_it_loaded_is_not_served_the_old_trace(tmp_path) -> None:
+    """The entry holds the hash of the bytes parsed; the file's new bytes do not have it."""
     path = write_trace(tmp_path / "t.json", [kernel_event("k", 1.0, 2.0, 1)])
-    before = tablecache.stamp(path)
     trace = load(path)
     write_trace(path, [kernel_event("k", 1.0, 2.0, 1), kernel_event("other", 3.0, 2.0, 2)])
     cache = TableCache(tmp_path / "cache")
-    cache.store(path, trace, seen=before)
-    assert cache.lookup(path) is None
+    cache.store(path, trace)
+    assert cache.lookup(path) is None and cache.header(path) is None
+
+
+def test_the_file_hash_is_the_readers_and_a_trace_without_one_is_not_cached(tmp_path) -> None:
+    path = _sample_pair()[0]
+    trace = load(path)
+    assert trace.file_hash == tablecache.file_hash(path) == xxhash.xxh3_128(path.read_bytes()).hexdigest()
+    cache = TableCache(tmp_path / "cache")
+    cache.store(path, dataclasses.replace(trace, file_hash=""))
+    assert cache.lookup(path) is None and not list((tmp_path / "cache").glob("*.fxt"))
 
 
 def test_a_file_named_by_its_digest_hits_without_a_remembered_stamp(tmp_path) -> None:

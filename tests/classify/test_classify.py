@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from builders import shared_absent
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -29,7 +30,7 @@ from fusion.classify.names import (
 from fusion.errors import ConfigError
 
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
-needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason=f"shared traces not found at {TRACES}")
+needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason=shared_absent(TRACES))
 MIN_COVERAGE = 0.98
 LINEAR_SLACK = 3.0
 

@@ -14,8 +14,20 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from builders import SHARED_REPRO, SHARED_TRACES, kernel_event, kineto_trace, shared_trace, write_trace
+from builders import (
+    FORMULAS,
+    SHARED_REPRO,
+    SHARED_TRACES,
+    formula_cells,
+    kernel_event,
+    kineto_trace,
+    shared_absent,
+    shared_trace,
+    write_formula_pair,
+    write_trace,
+)
 
+import fusion
 from fusion import settings
 from fusion.__main__ import main, terminal_text
 from fusion.classify.names import classify
@@ -173,6 +185,32 @@ def test_compare_csv_prints_each_table_as_csv(pair, capsys) -> None:
         assert rows and all(len(row) == len(rows[0]) for row in rows)
 
 
+def test_no_csv_table_holds_a_cell_a_spreadsheet_would_evaluate(tmp_path) -> None:
+    """Op and kernel names spelled like formulas are written with a leading ' (issue 40 #3), in every table."""
+    pair = write_formula_pair(tmp_path)
+    assert (
+        main(
+            [
+                "compare",
+                str(pair[0]),
+                str(pair[1]),
+                "--format",
+                "csv",
+                "--min-group-size",
+                "5",
+                "-o",
+                str(tmp_path / "t.csv"),
+            ]
+        )
+        == 0
+    )
+    tables = {path.name: path.read_bytes().decode() for path in tmp_path.glob("t_*.csv")}
+    assert len(tables) == 6 and all(formula_cells(text) == [] for text in tables.values())
+    ops = list(csv.DictReader(io.StringIO(tables["t_ops.csv"], newline="")))
+    assert sorted(row["op"] for row in ops) == sorted("'" + formula for formula in FORMULAS)
+    assert "'=HYPERLINK(" in tables["t_mappings.csv"]
+
+
 def test_compare_output_file_for_json_and_csv(pair, tmp_path, capsys) -> None:
     report = tmp_path / "report.json"
     assert main(["compare", str(pair[0]), str(pair[1]), "--format", "json", "-o", str(report)]) == 0
@@ -307,6 +345,8 @@ def test_compare_never_writes_control_characters_to_the_terminal(hostile_pair, a
 
 def test_summary_and_errors_never_write_control_characters(hostile_pair, tmp_path, capsys) -> None:
     assert main(["summary", str(hostile_pair[0])]) == 0
+    out, err = capsys.readouterr()
+    assert not _CONTROL.search(out) and not _CONTROL.search(err)
     bad = tmp_path / "bad\x1b]52;c;aGk=\x07.json"
     bad.write_text("{not json")
     assert main(["compare", str(hostile_pair[0]), str(bad)]) == 2
@@ -323,10 +363,29 @@ def test_a_bad_setting_is_one_line_and_exit_2(pair, value, monkeypatch, capsys) 
     assert out == "" and err == f"error: FUSION_CACHE_MAX_MB={value!r}: must be a number of at least 0\n"
 
 
+@pytest.mark.parametrize("name", ["FUSION_HOSTED", "FUSION_DEBUG"])
+@pytest.mark.parametrize("value", ["2", "enabled", "ja", "tru"])
+def test_a_boolean_setting_fails_closed_on_an_unknown_word(pair, name, value, monkeypatch, capsys) -> None:
+    """Only the documented words turn a switch on or off; anything else stops the command (issue 40 #5)."""
+    monkeypatch.setenv(name, value)
+    assert main(["summary", str(pair[0])]) == 2
+    out, err = capsys.readouterr()
+    assert (
+        out == ""
+        and err == f"error: {name}={value!r}: must be one of 1, true, yes, on (on) or 0, false, no, off (off)\n"
+    )
+
+
+@pytest.mark.parametrize(("value", "on"), [("1", True), (" TRUE ", True), ("Yes", True), ("off", False), ("", False)])
+def test_boolean_settings_read_the_documented_words(value, on, monkeypatch) -> None:
+    monkeypatch.setenv("FUSION_HOSTED", value)
+    assert settings.hosted() is on
+
+
 def test_thresholds_set_on_the_command_line_reach_the_detectors_and_the_output(capsys) -> None:
     pair = [str(SHARED_REPRO / "splitk_partial" / f"{side}.json") for side in ("amd", "nvidia")]
     if not Path(pair[0]).is_file():
-        pytest.skip("../shared/repro is absent")
+        pytest.skip(shared_absent(SHARED_REPRO))
     assert main(["compare", *pair, "--format", "json", "--no-cache"]) == 0
     assert len(json.loads(capsys.readouterr().out)["fusion_mappings"]) == 1
     assert main(["compare", *pair, "--format", "json", "--threshold", "min_pattern_count=16"]) == 0
@@ -390,3 +449,57 @@ def test_preparing_the_analysis_imports_it_and_loads_the_compiled_alignment() ->
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("argv", [[], ["compare"], ["summary"], ["classify"], ["batch"]])
+def test_version_is_printed_by_every_command(argv: list[str], capsys) -> None:
+    """`fusion compare --version` said 'the following arguments are required' (issue 38 #13)."""
+    with pytest.raises(SystemExit) as done:
+        main([*argv, "--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"fusion {fusion.__version__}\n"
+
+
+def test_compare_help_describes_every_argument_with_an_example(capsys) -> None:
+    """compare --help described none of its arguments (issue 38 #13)."""
+    with pytest.raises(SystemExit):
+        main(["compare", "--help"])
+    text = capsys.readouterr().out
+    for said in (
+        "trace1                the first trace",
+        "trace2                the second trace",
+        "--min-group-size N    a correlation group",
+        "text: a report for a person",
+        "compare only the kernels of one phase",
+        "write here",
+        "change a detection threshold",
+    ):
+        assert said in text, said
+    assert "fusion compare " in text.split("example:")[1]
+
+
+def test_one_sided_notes_name_their_kernels_and_time(capsys) -> None:
+    """Notes gave type, count and reason, no kernel (issue 38 #14): each now lists its kernels by raw name, with
+    how many and how long, adding up to the note's count."""
+    pair = [str(ROOT / "sample_traces" / "eager_prefill" / f"{side}.json.gz") for side in ("amd", "nvidia")]
+    assert main(["compare", *pair, "--format", "json", "--no-cache"]) == 0
+    notes = json.loads(capsys.readouterr().out)["one_sided_kernels"]
+    trace1 = load(pair[0])
+    assert notes and all(sum(k["count"] for k in n["kernels"]) == n["count"] for n in notes)
+    for note in notes:
+        for kernel in note["kernels"]:
+            assert kernel["name"] in trace1.names.index or kernel["name"] in load(pair[1]).names.index
+            assert kernel["time_us"] > 0
+    assert main(["compare", *pair]) == 0
+    text = capsys.readouterr().out
+    assert f"kernels: {notes[0]['kernels'][0]['name']} ×{notes[0]['kernels'][0]['count']}" in text
+
+
+def test_text_warnings_go_to_stderr_not_into_the_report(tmp_path, capsys) -> None:
+    """In text format the warnings were printed inside the report on stdout (issue 38 #12)."""
+    first = write_trace(tmp_path / "a.json", [kernel_event("k", 1.0, 2.0, 1), kernel_event("k", 5.0, 2.0, 2)])
+    second = write_trace(tmp_path / "b.json", [kernel_event("k", 1.0, 2.0, 1), kernel_event("k", 5.0, 2.0, 2)])
+    assert main(["compare", str(first), str(second), "--no-cache"]) == 0
+    out, err = capsys.readouterr()
+    assert err and all(line.startswith("warning: ") for line in err.splitlines())
+    assert not any(line.removeprefix("warning: ") in out for line in err.splitlines())

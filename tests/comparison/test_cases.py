@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from builders import SHARED_REPRO
+from builders import SHARED_REPRO, shared_absent
 
 from fusion.classify.trace import load
 from fusion.comparison.pair import compare
@@ -105,7 +105,7 @@ def test_no_fusion_pair_has_no_mapping(tmp_path):
 def _repro(name: str):
     folder = SHARED_REPRO / name
     if not folder.is_dir():
-        pytest.skip(f"repro pair {name} not available ({SHARED_REPRO} is absent)")
+        pytest.skip(shared_absent(folder))
     return compare(load(folder / "amd.json"), load(folder / "nvidia.json"))
 
 

@@ -7,6 +7,7 @@ tests/golden/full/*.json.gz (the samples and the cross-vendor pairs) in the same
 from __future__ import annotations
 
 import pytest
+from builders import shared_absent
 from golden import pairs
 
 
@@ -17,7 +18,7 @@ def test_the_sample_pairs_give_the_recorded_json() -> None:
 def test_every_pairing_of_the_shared_traces_gives_the_recorded_json() -> None:
     shared = pairs.shared_pairs()
     if not shared:
-        pytest.skip("../shared/traces is absent")
+        pytest.skip(shared_absent("../shared/traces"))
     differ = pairs.check(shared)
     assert differ == [], f"{len(differ)} of {len(shared)} pairs differ from tests/golden (first: {differ[:5]})"
 

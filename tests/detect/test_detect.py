@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+import pytest
 from kernels import layer, make_trace, steps
 
 from fusion.comparison.pair import compare
@@ -64,6 +65,18 @@ def test_a_same_type_chain_must_repeat_on_the_same_kernels():
     assert shapes.mappings == []
     assert [(n.side, n.kernel_type, n.count) for n in shapes.one_sided] == [(1, "GEMM", 10)]
     assert "no pair of aligned kernel names shows them repeatedly" in shapes.one_sided[0].reason
+    assert_note_kernels(shapes, shapes.one_sided[0], {f"gemm_tile{i}_a" for i in range(10)})
+
+
+def assert_note_kernels(comparison, note, names: set[str]) -> None:
+    """A rejected pattern's note named no kernel (issue 38 #14): it lists its one-sided kernels by raw name,
+    with counts adding up to the note's and each name's kernel time on its side."""
+    assert {k.name for k in note.kernels} == names
+    assert sum(k.count for k in note.kernels) == note.count
+    kernels = comparison.trace(note.side).kernels
+    for k in note.kernels:
+        of_name = kernels[kernels["name"] == k.name]
+        assert k.time_us == pytest.approx(float(of_name["dur"].sum()) * k.count / len(of_name), abs=1e-3)
 
 
 def test_a_same_type_chain_between_different_workloads_is_a_note():
@@ -78,6 +91,7 @@ def test_a_same_type_chain_between_different_workloads_is_a_note():
         " workload (see comparability): different work, not reported as a fusion"
     )
     assert [(n.side, n.kernel_type, n.count) for n in c.one_sided if n.reason == other_work] == [(1, "GEMM", 9)]
+    assert_note_kernels(c, next(n for n in c.one_sided if n.reason == other_work), {"gemm_a"})
 
 
 def test_a_kernel_whose_name_says_it_does_one_operation_fuses_nothing():
@@ -336,6 +350,7 @@ def test_a_rare_split_is_a_note_with_its_reason():
     assert c.mappings == []
     assert [(n.side, n.kernel_type, n.count) for n in c.one_sided] == [(2, "GEMM", 2)]
     assert "too rarely" in c.one_sided[0].reason
+    assert_note_kernels(c, c.one_sided[0], {"splitKreduce_kernel"})
 
 
 def epilogue_pair(fused_names):

@@ -20,7 +20,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 import pytest
-from builders import SHARED_TRACES, kernel_event, trace_json
+from builders import SHARED_TRACES, kernel_event, shared_absent, trace_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -416,7 +416,7 @@ def test_real_traces_load_the_same_with_the_scan(monkeypatch, name: str) -> None
     """Every piece scanned (the last one too), against every piece decoded by msgspec."""
     paths = sorted((SHARED_TRACES / name).glob("*.json*")) if SHARED_TRACES.is_dir() else []
     if not paths:
-        pytest.skip("../shared is not here")
+        pytest.skip(shared_absent(SHARED_TRACES / name))
     data = paths[0].read_bytes()
     data = gzip.decompress(data) if paths[0].suffix == ".gz" else data
     monkeypatch.setattr(events_module, "PIECE_SIZE", 1 << 18)

@@ -1,11 +1,17 @@
 """The parts of the compiled scan that read 8 bytes at a time (keys by lookup, digit runs, names) give what
-msgspec gives at every alignment, at the end of the piece, and on near misses."""
+msgspec gives at every alignment, at the end of the piece, and on near misses.
+
+Table tests: each test walks its whole table of cases and fails naming every case that differs (thousands of
+cases as one test each cost more in pytest's bookkeeping than in the scan).
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
+from itertools import product
+from typing import Any
 
-import pytest
 from test_piece_scan import TABLE, assert_same_or_declined
 
 from fusion.loader.piece_scan import _ARGS_KEYS, _KEYS, _SKIPPED_KEYS, scan_piece
@@ -14,31 +20,50 @@ KNOWN = [k.decode() for k in _KEYS + _ARGS_KEYS + _SKIPPED_KEYS]
 NEAR_MISSES = sorted({m for k in KNOWN for m in (k[:-1], k + "x", k[:-1] + "X", " " + k, k + " ")} - set(KNOWN))
 
 
+def assert_every_case(cases: Iterable[Any], check: Callable[..., None]) -> None:
+    """Run `check` on every case (a tuple is its arguments); fail listing each case whose check failed, and why."""
+    failed = []
+    for case in cases:
+        arguments = case if isinstance(case, tuple) else (case,)
+        try:
+            check(*arguments)
+        except AssertionError as exc:
+            failed.append(f"{arguments!r}: {str(exc).splitlines()[0] if str(exc) else 'assertion failed'}")
+    if failed:
+        raise AssertionError(f"{len(failed)} cases differ:\n" + "\n".join(failed[:50]))
+
+
 def event_text(key: str, value: str) -> str:
     return '{"cat": "kernel", "name": "k", "ts": 1.5, "args": {"x": 3, "%s": %s}, "%s": %s}' % (key, value, key, value)
 
 
-@pytest.mark.parametrize("shift", range(9))
-@pytest.mark.parametrize("key", KNOWN + NEAR_MISSES)
-def test_keys_at_every_alignment_and_at_the_end(key: str, shift: int) -> None:
+def key_at(key: str, shift: int) -> None:
     text = "[" + " " * shift + event_text(key, "7") + "]"
     scanned = assert_same_or_declined(text.encode())
     if key not in ("cat", "name", "ts", "args"):  # these repeat a field: declined
-        assert scanned is not None
+        assert scanned is not None, "declined"
     tail = '[{"%s": 7}]' % key  # the key within the last 16 bytes of the piece
     assert_same_or_declined(tail.encode())
 
 
-@pytest.mark.parametrize("key", ["ph", "grid", "Input Dims", "External id"])
-def test_skipped_keys_may_repeat(key: str) -> None:
-    text = '[{"cat": "kernel", "%s": 1, "%s": 2, "args": {"%s": 1, "%s": [2]}}]' % (key, key, key, key)
-    assert assert_same_or_declined(text.encode()) is not None
+def test_keys_at_every_alignment_and_at_the_end() -> None:
+    assert_every_case(product(KNOWN + NEAR_MISSES, range(9)), key_at)
 
 
-@pytest.mark.parametrize("key", ["cat", "stream"])
-def test_kept_keys_that_repeat_are_still_declined(key: str) -> None:
-    text = '[{"cat": "kernel", "args": {"stream": 1, "%s": 2}, "%s": "kernel"}]' % (key, key)
-    assert scan_piece(text.encode(), TABLE) is None
+def test_skipped_keys_may_repeat() -> None:
+    def repeated(key: str) -> None:
+        text = '[{"cat": "kernel", "%s": 1, "%s": 2, "args": {"%s": 1, "%s": [2]}}]' % (key, key, key, key)
+        assert assert_same_or_declined(text.encode()) is not None, "declined"
+
+    assert_every_case(["ph", "grid", "Input Dims", "External id"], repeated)
+
+
+def test_kept_keys_that_repeat_are_still_declined() -> None:
+    def declined(key: str) -> None:
+        text = '[{"cat": "kernel", "args": {"stream": 1, "%s": 2}, "%s": "kernel"}]' % (key, key)
+        assert scan_piece(text.encode(), TABLE) is None, "accepted"
+
+    assert_every_case(["cat", "stream"], declined)
 
 
 NUMBERS = (
@@ -57,9 +82,7 @@ NUMBERS = (
 )
 
 
-@pytest.mark.parametrize("shift", range(8))
-@pytest.mark.parametrize("literal", NUMBERS)
-def test_digit_runs_at_every_alignment(literal: str, shift: int) -> None:
+def digits_at(literal: str, shift: int) -> None:
     text = (
         "["
         + " " * shift
@@ -75,17 +98,38 @@ def test_digit_runs_at_every_alignment(literal: str, shift: int) -> None:
         assert_same_or_declined(('[{"cat": "kernel", "ts": ' + literal + end).encode())
 
 
-@pytest.mark.parametrize("after", ["\u00e9", "\x7f", "\xff", ":", "/", "a", " ", "\n"])
-def test_a_digit_run_ends_at_any_other_byte(after: str) -> None:
-    for size in range(1, 12):
+def test_digit_runs_at_every_alignment() -> None:
+    assert_every_case(product(NUMBERS, range(8)), digits_at)
+
+
+def test_a_digit_run_ends_at_any_other_byte() -> None:
+    def ends(after: str, size: int) -> None:
         text = '[{"cat": "kernel", "ts": ' + "7" * size + after + "0000000000}]"
-        data = text.encode("latin-1") if after == "\xff" else text.encode()
-        assert_same_or_declined(data)
+        assert_same_or_declined(text.encode("latin-1") if after == "\xff" else text.encode())
+
+    assert_every_case(product(["\u00e9", "\x7f", "\xff", ":", "/", "a", " ", "\n"], range(1, 12)), ends)
 
 
-@pytest.mark.parametrize("offset", range(17))
-@pytest.mark.parametrize("special", ['\\"', "\\\\", "\\n", "\\u0041", "\x01", "\t", "\u00e9", '"'])
-def test_a_special_byte_anywhere_in_a_name(special: str, offset: int) -> None:
-    name = "a" * offset + special + "b" * (20 - offset)
-    text = '[{"cat": "kernel", "name": "' + name + '", "ts": 1}]'
-    assert_same_or_declined(text.encode())
+def test_a_special_byte_anywhere_in_a_name() -> None:
+    def special_at(special: str, offset: int) -> None:
+        name = "a" * offset + special + "b" * (20 - offset)
+        assert_same_or_declined(('[{"cat": "kernel", "name": "' + name + '", "ts": 1}]').encode())
+
+    assert_every_case(product(['\\"', "\\\\", "\\n", "\\u0041", "\x01", "\t", "\u00e9", '"'], range(17)), special_at)
+
+
+def test_a_failing_case_is_named() -> None:
+    """The table runner itself: a case whose check fails is reported by its arguments, and the others still run."""
+    seen = []
+
+    def odd_fails(number: int) -> None:
+        seen.append(number)
+        assert number % 2 == 0, "odd"
+
+    try:
+        assert_every_case([1, 2, 3], odd_fails)
+    except AssertionError as exc:
+        assert str(exc).startswith("2 cases differ:\n(1,): odd\n(3,): odd")
+    else:
+        raise AssertionError("a failing case passed")
+    assert seen == [1, 2, 3]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import os
 import re
 import sys
 import time
@@ -23,9 +24,12 @@ from streamlit.testing.v1 import AppTest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from builders import shared_absent  # noqa: E402
+
 from fusion.classify.trace import load  # noqa: E402
 from fusion.comparison.pair import compare  # noqa: E402
 from ui import tables  # noqa: E402
+from ui.state import NOT_ALLOWED  # noqa: E402
 from ui.text import md as md_text  # noqa: E402
 
 SAMPLE = "vllm_moe_full_graph"
@@ -39,11 +43,15 @@ pytestmark = pytest.mark.skipif(not (SAMPLE_DIR / "amd.json.gz").exists(), reaso
 
 
 @pytest.fixture(autouse=True)
-def fresh_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Each test is a freshly started server: its own empty store and no cached traces."""
+def fresh_server(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
+    """Each test is a freshly started server: its own empty store and no cached traces; it may open the shared
+    traces and the tests' temporary files by path (FUSION_TRACE_ROOTS)."""
     store = tmp_path / "store"
     monkeypatch.setenv("FUSION_STORE_DIR", str(store))
     monkeypatch.setenv("FUSION_CACHE_DIR", str(tmp_path / "tables"))
+    monkeypatch.setenv("FUSION_TRACE_ROOTS", os.pathsep.join([str(SHARED), str(tmp_path_factory.getbasetemp())]))
     for name in ("FUSION_HOSTED", "FUSION_MAX_UPLOAD_MB"):
         monkeypatch.delenv(name, raising=False)
     st.cache_resource.clear()
@@ -170,13 +178,19 @@ def test_groups_type_filter_lists_only_pairs_that_differ(expected) -> None:
     assert (listed["type count 1 − 2"] != 0).all()
 
 
-def test_kernels_page_lists_every_name(expected) -> None:
-    at = run("pages/4_Kernels.py", sample=SAMPLE, tab="1")
-    first = at.dataframe[0].value
-    assert len(first) == len(expected.trace1.names)
-    other = first["type"] == "Other"
+@pytest.mark.parametrize("side", [1, 2])
+def test_kernels_page_lists_every_name_and_draws_time_per_type(expected, side: int) -> None:
+    at = run("pages/4_Kernels.py", sample=SAMPLE, tab=str(side))
+    assert not at.error, [e.value for e in at.error]
+    names = at.dataframe[0].value
+    assert len(names) == len(expected.trace(side).names)
+    other = names["type"] == "Other"
     assert not other.any() or other.iloc[: other.sum()].all()
     assert any("FUSION_RULES" in c.value for c in at.caption)
+    (chart,) = at.get("plotly_chart")
+    bars = orjson.loads(chart.proto.spec)["data"][0]
+    per_type = expected.trace(side).names.groupby("type", observed=True)["time_us"].sum()
+    assert bars["y"] == list(per_type.sort_values().index.astype(str))
 
 
 def test_upload_stores_by_digest_and_the_link_reopens_on_a_fresh_server(expected, fresh_server: Path) -> None:
@@ -212,6 +226,19 @@ def test_a_bad_upload_shows_its_message_in_place(content: bytes, problem: str) -
     assert any("broken.json" in unescaped(e.value) for e in at.error)
 
 
+def test_two_uploads_of_one_file_name_are_told_apart_by_gpu_and_digest() -> None:
+    """Both vendors' traces are often <model>__<id>.json.gz: their chips look alike (issue 38 #5)."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    at.radio(key="mode").set_value("Upload files").run()
+    for side, name in enumerate(("amd.json.gz", "nvidia.json.gz")):
+        at.file_uploader[side].set_value(("Qwen__1016005.json.gz", sample_bytes(name), "application/gzip")).run()
+    captions = [unescaped(c.value) for c in at.caption if "· stored " in c.value]
+    assert len(captions) == 2 and captions[0] != captions[1]
+    assert captions[0].startswith("Trace 1 · AMD Instinct MI300X · Qwen__1016005.json.gz · stored ")
+    assert captions[1].startswith("Trace 2 · NVIDIA H100 80GB HBM3 · Qwen__1016005.json.gz · stored ")
+
+
 def test_truncated_upload_is_reported() -> None:
     at = upload_both(sample_bytes("amd.json.gz")[:5000], sample_bytes("nvidia.json.gz"))
     assert any("amd.json.gz" in unescaped(e.value) and "truncated" in e.value for e in at.error), [
@@ -238,7 +265,7 @@ def test_labels_are_editable_and_shared() -> None:
     assert any("MI300X run" in m.value for m in at.markdown)
 
 
-@pytest.mark.skipif(not (SHARED / "tl_mi300_qwen1.5-0.5b").is_dir(), reason="shared real traces absent")
+@pytest.mark.skipif(not (SHARED / "tl_mi300_qwen1.5-0.5b").is_dir(), reason=shared_absent(SHARED))
 def test_server_paths_work_locally() -> None:
     amd = next((SHARED / "tl_mi300_qwen1.5-0.5b").glob("*.json.gz"))
     nvidia = next((SHARED / "tl_h100_qwen1.5-0.5b").glob("*.json.gz"))
@@ -250,6 +277,25 @@ def test_server_paths_work_locally() -> None:
     assert any("/nonexistent/trace.json" in unescaped(e.value) for e in missing.error)
 
 
+def test_local_mode_opens_no_server_path_outside_the_allowed_folders(tmp_path: Path, monkeypatch) -> None:
+    """?p1=/etc/passwd&p2=/etc/shadow answered 'not valid JSON': both files were read (issue 40 #6). Now the answer
+    is the same for a file that exists and one that does not, and nothing is opened."""
+    opened = []
+    monkeypatch.setattr("fusion.loader.reader._open_path", lambda path, label: opened.append(path))
+    at = run("app.py", p1="/etc/passwd", p2="/etc/no-such-file")
+    messages = sorted(unescaped(e.value) for e in at.error)
+    assert messages == sorted(f"{p}: {NOT_ALLOWED}" for p in ("/etc/passwd", "/etc/no-such-file"))
+    outside = tmp_path / "inside"
+    outside.symlink_to("/etc/passwd")
+    monkeypatch.setenv("FUSION_TRACE_ROOTS", str(tmp_path / "elsewhere"))
+    monkeypatch.chdir(tmp_path)
+    at = run("pages/4_Kernels.py", p1=str(outside), p2="inside")
+    assert sorted(unescaped(e.value) for e in at.error) == sorted(
+        f"Trace {s}: {p}: {NOT_ALLOWED}" for s, p in ((1, outside), (2, "inside"))
+    )
+    assert opened == []
+
+
 def test_hosted_mode_hides_paths_and_ignores_path_links(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FUSION_HOSTED", "1")
     at = run("app.py", p1="/etc/passwd", p2="/etc/hostname")
@@ -258,6 +304,17 @@ def test_hosted_mode_hides_paths_and_ignores_path_links(monkeypatch: pytest.Monk
     assert not any("passwd" in e.value for e in at.error)
     page = run("pages/4_Kernels.py", p1="/etc/passwd", p2="/etc/hostname")
     assert not any("passwd" in str(e.value) for e in page.error)
+
+
+@pytest.mark.parametrize("page", ["app.py", *PAGES])
+def test_an_unknown_hosted_word_stops_the_app_with_one_line(monkeypatch: pytest.MonkeyPatch, page: str) -> None:
+    """FUSION_HOSTED=enabled is neither on nor off: nothing is drawn, least of all a server-path input (issue 40 #5)."""
+    monkeypatch.setenv("FUSION_HOSTED", "enabled")
+    at = run(page, p1="/etc/passwd", p2="/etc/hostname")
+    assert [unescaped(e.value) for e in at.error] == [
+        "FUSION_HOSTED='enabled': must be one of 1, true, yes, on (on) or 0, false, no, off (off)"
+    ]
+    assert not at.radio and not at.text_input and not at.dataframe and not at.metric
 
 
 def test_hosted_upload_cap_is_checked_before_parsing(monkeypatch: pytest.MonkeyPatch, fresh_server: Path) -> None:
@@ -278,11 +335,16 @@ def test_unknown_digest_and_sample_explain_themselves() -> None:
     assert any(md_text("no_such_sample") in e.value for e in at.error)
 
 
-def test_labels_from_a_link_cannot_inject_markup() -> None:
-    at = run("app.py", sample=SAMPLE, l1="[click](https://evil.example) **bold** <b>")
-    shown = [m.value for m in at.markdown if "click" in m.value]
-    assert shown and all(md_text("click(https://evil.example) bold b") in m for m in shown)
-    assert not any("[click]" in m or "<b>" in m for m in shown)
+@pytest.mark.parametrize("label", ["**bold**lab", "[click](https://evil.example) <b>x</b> `tick` $x$ :red[r]"])
+def test_labels_from_a_link_show_literally_and_inject_no_markup(label: str) -> None:
+    """Every character the user typed is shown as typed (issue 40 #4), escaped for markdown."""
+    at = run("app.py", sample=SAMPLE, l1=label)
+    assert at.text_input(key="label1").value == label
+    shown = [m.value for m in at.markdown if md_text(label) in m.value]
+    assert len(shown) >= 2  # the headline and the sidebar
+    assert not any(label in m for m in shown)
+    kernels = run("pages/4_Kernels.py", sample=SAMPLE, l1=label)
+    assert f"Trace 1: {md_text(label)}" in [option.content for option in kernels.get("button_group")[0].proto.options]
 
 
 def test_names_from_an_uploaded_trace_are_shown_as_text() -> None:
@@ -304,7 +366,7 @@ def eager_pair() -> tuple[str, str]:
     """A real eager H100 vs MI300X pair (every kernel its own correlation id: only stream windows)."""
     paths = [next((SHARED / name).glob("*.json.gz"), None) if (SHARED / name).is_dir() else None for name in QWEN]
     if None in paths:
-        pytest.skip("shared real traces absent")
+        pytest.skip(shared_absent(SHARED))
     return str(paths[0]), str(paths[1])
 
 
@@ -393,6 +455,18 @@ def test_pair_table_and_pair_box_show_the_same_pair(expected) -> None:
     assert metrics(at)["Kernels, trace 1"] == [f"{int(expected.pairs.set_index('pair_id').loc[other, 'size1']):,}"]
 
 
+def test_the_drill_down_from_a_type_lands_on_that_types_rows(expected) -> None:
+    """Overview -> 'Memset -> pairs' opened the aligned kernels at row 0 with an empty evidence column (issue 38
+    #2): the rows of the type are marked and shown first."""
+    kernel_type = next(t for t in tables.differing_types(expected.type_stats) if t != "GEMM")
+    at = run("pages/3_Groups.py", sample=SAMPLE, type=kernel_type)
+    aligned = next(d.value for d in at.dataframe if "evidence" in d.value.columns)
+    marked = aligned["evidence"] == "◆"
+    assert marked.iloc[:6].any(), "the first marked row is shown after at most 5 rows of context"
+    assert ((aligned["type 1"] == kernel_type) | (aligned["type 2"] == kernel_type))[marked].all()
+    assert any("kernel on either side" in i.value for i in at.info)
+
+
 def test_kernels_tab_and_filter_round_trip_through_the_link(expected) -> None:
     at = run("pages/4_Kernels.py", sample=SAMPLE, tab="2", q="gemm")
     assert [group.value for group in at.get("button_group")] == ["2"]
@@ -429,6 +503,21 @@ def test_csv_zip_holds_one_sided_kernels_and_pairs_without_float_noise(expected)
     assert len(archive.read("matched_pairs.csv").decode().strip().splitlines()) == len(expected.pairs) + 1
     for name in names:
         assert not re.search(r"\d\.\d{4,}", archive.read(name).decode()), name
+
+
+def test_the_dashboards_csv_zip_holds_no_cell_a_spreadsheet_would_evaluate(tmp_path: Path) -> None:
+    import csv
+    import io
+    import zipfile
+
+    from builders import FORMULAS, formula_cells, write_formula_pair
+
+    comparison = compare(*(load(path) for path in write_formula_pair(tmp_path)), min_group_size=5)
+    archive = zipfile.ZipFile(io.BytesIO(tables.csv_zip(comparison)))
+    texts = {name: archive.read(name).decode() for name in archive.namelist()}
+    assert len(texts) == 6 and all(formula_cells(text) == [] for text in texts.values())
+    ops = csv.DictReader(io.StringIO(texts["ops.csv"], newline=""))
+    assert sorted(row["op"] for row in ops) == sorted("'" + formula for formula in FORMULAS)
 
 
 def test_a_damaged_link_says_so_and_echoes_nothing() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from builders import SHARED_TRACES
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -81,6 +83,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, batches: Path) -> Iterator[
         "FUSION_STORE_DIR": str(tmp_path_factory.mktemp("store")),
         "FUSION_CACHE_DIR": str(tmp_path_factory.mktemp("tables")),
         "FUSION_BATCH_DIR": str(batches),
+        "FUSION_TRACE_ROOTS": os.pathsep.join([str(tmp_path_factory.getbasetemp()), str(SHARED_TRACES)]),
     }
     env.pop("FUSION_HOSTED", None)
     command = [
@@ -126,6 +129,14 @@ def _new_page(browser: object) -> object:
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)
     return page
+
+
+def _drawn(page: object) -> None:
+    """Wait until a freshly opened page's script has run to its end and its output is drawn (no fixed pause: the
+    title is the script's first output, and the run state turns 'notRunning' only after the last)."""
+    page.wait_for_selector("[data-testid='stMain'] h1")
+    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']")
+    page.wait_for_timeout(150)
 
 
 def _settled(page: object) -> None:
@@ -186,7 +197,7 @@ def test_upload_drill_down_and_share(server: str, browser: object, shots: Path) 
     _settled(page)
     page.locator("[data-testid='stFileUploaderDropzoneInput']").nth(1).set_input_files(str(SAMPLE / "nvidia.json.gz"))
     _settled(page)
-    expect(page.get_by_text("Stored trace", exact=False)).to_have_count(2)
+    expect(page.get_by_text("· stored ", exact=False)).to_have_count(2)
     metrics = _metric_values(page)
     assert metrics[0].replace(",", "").isdigit()
 
@@ -398,3 +409,138 @@ def test_the_timeline_draws_an_eager_pair_and_an_op_call(server: str, browser: o
     drawn = _timeline(page)
     assert "GEMM" in drawn["legend"] and drawn["bars"] >= 2
     expect(page.get_by_text("aligned call 3 of", exact=False)).to_be_visible()
+
+
+# --- the sweep: every page x every view x every bundled sample pair and one shared real pair (issue 38) -------------
+
+SHARED_PAIR = ("tl_mi300_qwen1.5-0.5b", "tl_h100_qwen1.5-0.5b")
+HAS_CONTENT = (
+    "[data-testid='stDataFrame'], [data-testid='stTable'], .js-plotly-plot, "
+    "[data-testid='stHtml'] img[src^='data:image/svg+xml']"
+)
+FIND_PROBLEMS = """() => [
+  ...Array.from(document.querySelectorAll("[data-testid='stException']"), e => 'exception: ' + e.innerText.slice(0, 200)),
+  ...Array.from(document.querySelectorAll("[data-testid='stAlertContentError']"), e => 'error: ' + e.innerText.slice(0, 200)),
+]"""
+STREAMLIT_BASE_PROBE = re.compile(r"/[^/]+/_stcore/(health|host-config)$")
+"""Streamlit's frontend, opened at /Page, first looks for its server at /Page/_stcore/ (a 404), then at /_stcore/:
+its own probe of where it is served (frontend PD(): the page path, then its parent), not a request of this app."""
+
+
+def sweep_pairs() -> dict[str, str]:
+    """Each pair the sweep opens, as the query that names it: the bundled samples, and one shared real pair."""
+    from ui.data import samples
+
+    pairs = {name: f"sample={name}" for name in samples()}
+    folders = [SHARED_TRACES / name for name in SHARED_PAIR]
+    if all(folder.is_dir() for folder in folders):
+        p1, p2 = (next(folder.glob("*.json.gz")) for folder in folders)
+        pairs["shared qwen1.5-0.5b"] = f"p1={p1}&p2={p2}"
+    return pairs
+
+
+def _titled(page: object, title: str) -> None:
+    """Wait until the page shows `title` (a page link's client-side navigation has reached its page)."""
+    page.wait_for_function(
+        "title => (document.querySelector(\"[data-testid='stMain'] h1\")?.innerText || '').trim() === title", arg=title
+    )
+
+
+def _rerun(page: object) -> None:
+    """Wait until the script run a widget started has finished and drawn."""
+    page.wait_for_timeout(300)
+    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']")
+    page.wait_for_timeout(150)
+
+
+def _check(page: object, where: str, problems: list[str]) -> None:
+    """The page holds a chart or a table (or says why it has none) and no error box or exception."""
+    content = page.locator(HAS_CONTENT).or_(page.get_by_text("No op-level view", exact=False))
+    try:
+        content.first.wait_for(timeout=20_000)
+    except playwright_sync.TimeoutError:
+        problems.append(f"{where}: no chart or table")
+    problems += [f"{where}: {found}" for found in page.evaluate(FIND_PROBLEMS)]
+
+
+def sweep_pair(page: object, server: str, pair: str, query: str, problems: list[str]) -> int:
+    """Open the pair's home page, then every other page through the sidebar's links (as a user moves), each tab
+    of the Kernels page, and Groups both filtered (by the Overview's first 'TYPE → pairs' link: the drill-down)
+    and for all types. Returns how many views it checked."""
+    from ui.state import PAGE_TITLES
+
+    page.goto(f"{server}/?{query}")
+    _drawn(page)
+    _check(page, f"{pair} Home", problems)
+    views = 1
+    for key, title in PAGE_TITLES.items():
+        if key in ("home", "batch"):
+            continue
+        page.get_by_test_id("stSidebar").get_by_role("link", name=title, exact=True).click()
+        _titled(page, title)
+        _rerun(page)
+        _check(page, f"{pair} {title}", problems)
+        views += 1
+        if key == "overview":
+            page.get_by_role("link", name=re.compile(r" → pairs$")).first.click()
+            _titled(page, "Groups")
+            _rerun(page)
+            assert "type=" in page.url
+            _check(page, f"{pair} Groups filtered by type", problems)
+            views += 1
+        elif key == "groups":  # the sidebar's link keeps the filter: choose all types
+            page.get_by_test_id("stMain").get_by_test_id("stSelectbox").first.click()
+            page.get_by_role("option", name="All kernel types").click()
+            _rerun(page)
+            _check(page, f"{pair} Groups, all types", problems)
+            views += 1
+        elif key == "kernels":
+            for side in (1, 2):
+                page.locator("[data-testid='stButtonGroup'] button").nth(side).click()  # 0: side by side
+                _rerun(page)
+                _check(page, f"{pair} Kernels, trace {side}", problems)
+                views += 1
+    return views
+
+
+def test_every_page_view_and_pair_draws_without_an_error_or_a_foreign_request(
+    server: str, browser: object, summary_line
+) -> None:
+    """Every page x view x pair: no error box, no exception, a chart or a table, no request to another host and
+    no failed request (but Streamlit's own probe of its base path). Prints how many combinations it opened."""
+    context = browser.new_context(viewport={"width": 1500, "height": 1100})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    own = server.split("//", 1)[1]
+    foreign, failed, problems = [], [], []
+
+    def requested(request: object) -> None:
+        if not request.url.startswith(("data:", "blob:")) and request.url.split("//", 1)[-1].split("/", 1)[0] != own:
+            foreign.append(request.url)
+
+    def answered(response: object) -> None:
+        if response.status >= 400 and not STREAMLIT_BASE_PROBE.search(response.url.split("?", 1)[0]):
+            failed.append(f"{response.status} {response.url}")
+
+    page.on("request", requested)
+    page.on("response", answered)
+    pairs = sweep_pairs()
+    combinations = sum(sweep_pair(page, server, pair, query, problems) for pair, query in pairs.items())
+    summary_line(f"browser sweep: {combinations} page x view x pair combinations ({len(pairs)} pairs)")
+    context.close()
+    assert problems == [] and foreign == [] and failed == [], (problems, foreign, failed)
+
+
+def test_the_share_link_has_a_copy_button(server: str, browser: object) -> None:
+    """The share link was a text box to select by hand (issue 38 #3)."""
+    context = browser.new_context(permissions=["clipboard-read", "clipboard-write"])
+    page = context.new_page()
+    page.goto(f"{server}/?sample=eager_prefill&l1=%3Cb%3Ex%22%27")
+    _drawn(page)
+    box = page.locator("[data-testid='stMain'] input[aria-label='Link to this view']")
+    expect(box).to_have_value(re.compile(r"\?sample=eager_prefill"))
+    shown = box.input_value()
+    page.locator("[data-testid='stMain'] button.fx-copy").click()
+    expect(page.locator("[data-testid='stMain'] button.fx-copy")).to_have_text("Copied")
+    assert page.evaluate("navigator.clipboard.readText()") == shown and "l1=%3Cb%3Ex" in shown
+    context.close()
