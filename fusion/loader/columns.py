@@ -32,8 +32,6 @@ class IdArgs(msgspec.Struct, gc=False):
 
 
 _NO_ARGS = IdArgs()
-_args_decoder = msgspec.json.Decoder(IdArgs)
-_args_list_decoder = msgspec.json.Decoder(list[IdArgs | None])
 
 
 def _is_plain_number(value: Any) -> bool:
@@ -86,21 +84,6 @@ def id_fields(args: list[IdArgs | None]) -> tuple[list[Any], list[Any], list[Any
     if None in args:
         args = [_NO_ARGS if a is None else a for a in args]
     return [a.correlation for a in args], [a.stream for a in args], [a.device for a in args]
-
-
-def decode_args(raws: list[msgspec.Raw]) -> list[IdArgs | None]:
-    """All args of a piece's events in one decode; one by one only when some are not objects."""
-    try:
-        return _args_list_decoder.decode(b"[" + b",".join(r if len(r) else b"null" for r in raws) + b"]")
-    except (msgspec.DecodeError, RecursionError):
-        return [_decode_one_args(r) for r in raws]
-
-
-def _decode_one_args(raw: msgspec.Raw) -> IdArgs | None:
-    try:
-        return _args_decoder.decode(raw) if len(raw) else None
-    except (msgspec.DecodeError, RecursionError):
-        return None
 
 
 def used_categories(column: pd.Series) -> pd.Categorical:

@@ -62,13 +62,15 @@ def read_kineto(
     progress: Progress | None = None,
     max_bytes: int | None = None,
     frame_suffixes: tuple[str, ...] = (),
+    launch_kernels: bool = False,
 ) -> TraceRecords:
     """Read a Kineto trace from a path, bytes or a binary file; raises TraceError naming the input and the problem.
 
     `name` names an in-memory input in messages (an upload's file name); `progress` is called with (bytes read,
-    total bytes); python_function frames whose names end with one of `frame_suffixes` are kept as ranges."""
+    total bytes); python_function frames whose names end with one of `frame_suffixes` are kept as ranges;
+    `launch_kernels` keeps the kernel name each runtime launch records (a graph capture's, fusion.model.capture)."""
     raw = open_input(source, name=name, progress=progress, max_bytes=max_bytes)
-    stream = read_events(raw, _BUCKET)
+    stream = read_events(raw, _BUCKET, launch_kernels)
     collector = _collect(stream.pieces, raw.source, frame_suffixes)
     top = stream.top_level
     props = _device_properties(top)

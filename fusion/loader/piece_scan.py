@@ -30,6 +30,7 @@ from numba.extending import intrinsic
 
 from fusion.compiled import UNCACHED, compiled
 from fusion.loader.event_columns import EventColumns, distinct_pairs
+from fusion.loader.op_args import KERNEL_KEY, SHAPE_KEYS, arg_values
 
 # columns of the integer output, one row per kept event
 (
@@ -47,9 +48,11 @@ from fusion.loader.event_columns import EventColumns, distinct_pairs
     _SLOW_TS_END,
     _SLOW_DUR,
     _SLOW_DUR_END,
-) = range(14)
-"""_SLOW_*: where a ts or dur that the scan could not convert exactly is (0 when converted)."""
-_INT_COLUMNS = 14
+    _ARGS,
+) = range(15)
+"""_SLOW_*: where a ts or dur that the scan could not convert exactly is (0 when converted); _ARGS: the code of
+the event's arg values (op_args), _MISSING for none."""
+_INT_COLUMNS = 15
 _TS, _DUR = range(2)
 _NO_INT, _INT, _OTHER = range(3)
 """What a pid or tid holds: nothing (absent or null), an int64, or anything else (declined)."""
@@ -77,6 +80,10 @@ _SIMPLE_ESCAPES = np.zeros(256, dtype=np.bool_)
 _SIMPLE_ESCAPES[list(b'"\\/bfnrt')] = True
 _KEYS = (b"cat", b"name", b"ts", b"dur", b"pid", b"tid", b"args")
 _ARGS_KEYS = (b"correlation", b"stream", b"device")
+_VALUE_KEYS = tuple(key.encode() for key in (*SHAPE_KEYS, KERNEL_KEY))
+"""The args whose values are kept as byte spans (op_args), in ArgValues' order; the kernel's only when asked."""
+_VALUES = len(_VALUE_KEYS)
+_KERNEL_VALUE = _VALUES - 1
 _CAT, _NAME_KEY, _TS_KEY, _DUR_KEY, _PID_KEY, _TID_KEY, _ARGS_KEY = range(len(_KEYS))
 
 
@@ -99,10 +106,6 @@ _SKIPPED_KEYS = (
     b"External id",
     b"Ev Idx",
     b"Python id",
-    b"Input Dims",
-    b"Input type",
-    b"Input Strides",
-    b"Concrete Inputs",
     b"shared memory",
     b"blocks per SM",
     b"warps per SM",
@@ -142,11 +145,12 @@ def _key_slot(first: int) -> int:
     return (first * int(_KEY_HASH)) % (1 << 64) >> (64 - _KEY_HASH_BITS)
 
 
-_KEY_SLOTS, _KEY_PATTERNS, _KEY_MASKS, _KEY_SIZES = _key_lookup(_KEYS + _ARGS_KEYS + _SKIPPED_KEYS)
+_KEY_SLOTS, _KEY_PATTERNS, _KEY_MASKS, _KEY_SIZES = _key_lookup(_KEYS + _ARGS_KEYS + _VALUE_KEYS + _SKIPPED_KEYS)
 _FIRST_ARGS_KEY = len(_KEYS)
-_FIRST_SKIPPED_KEY = len(_KEYS) + len(_ARGS_KEYS)
+_FIRST_VALUE_ARG = len(_ARGS_KEYS)
+_FIRST_SKIPPED_KEY = len(_KEYS) + len(_ARGS_KEYS) + _VALUES
 """One table for the keys of both levels and the skipped ones: an args key's index there is _FIRST_ARGS_KEY
-plus its index in _ARGS_KEYS."""
+plus its index in _ARGS_KEYS + _VALUE_KEYS."""
 
 
 @compiled(allocates=False)
@@ -405,7 +409,7 @@ def _colon(data, i, n):
 
 @compiled(allocates=False, inline=True)
 def _key(data, i, n):
-    """From the opening quote of a key: (position of its value, index of the key in _KEYS + _ARGS_KEYS or -1
+    """From the opening quote of a key: (position of its value, index of the key in _KEYS + _ARGS_KEYS + _VALUE_KEYS or -1
     for any other key); the position is -1 where invalid or escaped. A key in the lookup costs two loads and
     a compare, where reading it costs a branch per byte."""
     if i >= n or data[i] != _QUOTE:
@@ -555,19 +559,23 @@ def _grow(array):
 
 
 @compiled
-def _scan(data, cat_bytes, cat_starts, cat_buckets):
-    """The piece `[...]`: (accepted, events, ints, floats, name spans), one row per kept event.
+def _scan(data, cat_bytes, cat_starts, cat_buckets, launch_kernels):
+    """The piece `[...]`: (accepted, events, ints, floats, name spans, arg value spans), one row per kept event.
 
     A row's name is a code into the spans of distinct names: open addressing on a hash, with the bytes
-    compared on a hit, so equal codes mean equal bytes."""
+    compared on a hit, so equal codes mean equal bytes. Its arg values (_VALUE_KEYS) are a code into the
+    distinct sets of value spans, interned the same way."""
     n = len(data)
     stack = np.empty(_MAX_DEPTH, dtype=np.uint8)
     ints = np.empty((_FIRST_ROWS, _INT_COLUMNS), dtype=np.int64)
     floats = np.empty((_FIRST_ROWS, 2), dtype=np.float64)
     spans = np.empty((_FIRST_ROWS, 2), dtype=np.int64)
     slots = np.full(_FIRST_SLOTS, -1, dtype=np.int64)
-    rows = names = events = 0
-    declined = (False, 0, ints[:0], floats[:0], spans[:0])
+    values = np.empty((_VALUES, 2), dtype=np.int64)
+    value_sets = np.empty((_FIRST_ROWS, 2 * _VALUES), dtype=np.int64)
+    value_slots = np.full(_FIRST_SLOTS, -1, dtype=np.int64)
+    rows = names = sets = events = 0
+    declined = (False, 0, ints[:0], floats[:0], spans[:0], value_sets[:0])
     i = _blank(data, 0, n)
     if i >= n or data[i] != _OPEN_ARRAY:
         return declined
@@ -579,7 +587,7 @@ def _scan(data, cat_bytes, cat_starts, cat_buckets):
         if rows == ints.shape[0]:
             ints, floats = _grow(ints), _grow(floats)
         i, bucket, name_start, name_end = _event(
-            data, i, n, stack, cat_bytes, cat_starts, cat_buckets, ints[rows], floats[rows]
+            data, i, n, stack, cat_bytes, cat_starts, cat_buckets, ints[rows], floats[rows], values, launch_kernels
         )
         if i < 0:
             return declined
@@ -596,6 +604,17 @@ def _scan(data, cat_bytes, cat_starts, cat_buckets):
                     spans[names, 0], spans[names, 1] = name_start, name_end
                     names += 1
                 ints[rows, _NAME] = code
+            if ints[rows, _HAS_ARGS] and _any_value(values):
+                if sets * 2 >= value_slots.shape[0]:
+                    value_slots = _rehash_values(data, value_sets, sets, value_slots.shape[0] * 2)
+                if sets == value_sets.shape[0]:
+                    value_sets = _grow(value_sets)
+                code = _intern_values(data, values, value_sets, sets, value_slots)
+                if code == sets:
+                    for k in range(_VALUES):
+                        value_sets[sets, 2 * k], value_sets[sets, 2 * k + 1] = values[k, 0], values[k, 1]
+                    sets += 1
+                ints[rows, _ARGS] = code
             rows += 1
         i = _blank(data, i, n)
         if i >= n or (data[i] != _COMMA and data[i] != _CLOSE_ARRAY):
@@ -605,11 +624,11 @@ def _scan(data, cat_bytes, cat_starts, cat_buckets):
             i = _blank(data, i + 1, n)
     if _blank(data, i + 1, n) != n:
         return declined
-    return True, events, ints[:rows], floats[:rows], spans[:names]
+    return True, events, ints[:rows], floats[:rows], spans[:names], value_sets[:sets]
 
 
 @compiled(allocates=False)
-def _event(data, i, n, stack, cat_bytes, cat_starts, cat_buckets, row, times):
+def _event(data, i, n, stack, cat_bytes, cat_starts, cat_buckets, row, times, values, launch_kernels):
     """The event object at i: its fields into `row` and `times`; (position after it, bucket, name span).
 
     The position is -1 where the scan declines; the bucket is -1 for a category nobody asked for."""
@@ -617,7 +636,7 @@ def _event(data, i, n, stack, cat_bytes, cat_starts, cat_buckets, row, times):
         return -1, -1, -1, -1
     bucket, name_start, name_end = -1, -1, -1
     row[:] = 0
-    row[_NAME] = row[_CORRELATION] = row[_STREAM] = row[_DEVICE] = _MISSING
+    row[_NAME] = row[_CORRELATION] = row[_STREAM] = row[_DEVICE] = row[_ARGS] = _MISSING
     times[:] = np.nan
     seen = 0
     i = _blank(data, i + 1, n)
@@ -657,7 +676,7 @@ def _event(data, i, n, stack, cat_bytes, cat_starts, cat_buckets, row, times):
                 column = _PID if key == _PID_KEY else _TID
                 row[column], row[column + 1] = _thread(negative, mantissa, digits, literal_int)
         elif key == _ARGS_KEY and c == _OPEN_OBJECT:
-            end = _args(data, i, n, stack, row)
+            end = _args(data, i, n, stack, row, values, launch_kernels)
         else:
             if key == _PID_KEY or key == _TID_KEY:
                 row[(_PID if key == _PID_KEY else _TID) + 1] = _NO_INT if c == 110 else _OTHER  # null, or other
@@ -677,9 +696,11 @@ def _event(data, i, n, stack, cat_bytes, cat_starts, cat_buckets, row, times):
 
 
 @compiled(allocates=False)
-def _args(data, i, n, stack, row):
-    """The args object at i: its id fields into `row`; the position after it, -1 where declined."""
+def _args(data, i, n, stack, row, values, launch_kernels):
+    """The args object at i: its id fields into `row`, the spans of its _VALUE_KEYS values into `values` (-1
+    where absent; the kernel's only with `launch_kernels`); the position after it, -1 where declined."""
     row[_HAS_ARGS] = 1
+    values[:] = -1
     i = _blank(data, i + 1, n)
     if i < n and data[i] == _CLOSE_OBJECT:
         return i + 1
@@ -694,11 +715,12 @@ def _args(data, i, n, stack, row):
             if seen & (1 << key):
                 return -1
             seen |= 1 << key
+        start = i
         if c == _MINUS or _ZERO <= c <= _NINE:
             end, negative, mantissa, _, digits, literal_int = _number(data, i, n)
             if end < 0 or not _delimited(data, end, n):
                 return -1
-            if key >= 0:
+            if 0 <= key < _FIRST_VALUE_ARG:
                 row[_CORRELATION + key] = _id(negative, mantissa, digits, literal_int)
             i = end
         elif c == _OPEN_ARRAY:
@@ -709,6 +731,8 @@ def _args(data, i, n, stack, row):
             i = _skip(data, i, n, stack)
             if i < 0:
                 return -1
+        if key >= _FIRST_VALUE_ARG and (launch_kernels or key - _FIRST_VALUE_ARG != _KERNEL_VALUE):
+            values[key - _FIRST_VALUE_ARG, 0], values[key - _FIRST_VALUE_ARG, 1] = start, i
         i = _blank(data, i, n)
         if i >= n:
             return -1
@@ -718,6 +742,72 @@ def _args(data, i, n, stack, row):
         if data[i] != _CLOSE_OBJECT:
             return -1
         return i + 1
+
+
+@compiled(allocates=False, inline=True)
+def _any_value(values):
+    for k in range(_VALUES):
+        if values[k, 0] >= 0:
+            return True
+    return False
+
+
+@compiled(allocates=False, inline=True)
+def _values_hash(data, values, n):
+    """A hash of the value spans of one event (an absent one hashed as absent): _name_hash of each, chained."""
+    value = _FNV_OFFSET
+    for k in range(_VALUES):
+        if values[k, 0] >= 0:
+            value = (value ^ _name_hash(data, values[k, 0], values[k, 1], n)) * _FNV_PRIME
+        else:
+            value = (value ^ np.uint64(k + 1)) * _FNV_PRIME
+    return value ^ (value >> np.uint64(33))
+
+
+@compiled(allocates=False, inline=True)
+def _same_values(data, values, sets, code, n):
+    """Whether the value spans of an event hold the same bytes as distinct set `code` (absent where absent)."""
+    for k in range(_VALUES):
+        start, end = sets[code, 2 * k], sets[code, 2 * k + 1]
+        if (start < 0) != (values[k, 0] < 0):
+            return False
+        if start >= 0 and (
+            end - start != values[k, 1] - values[k, 0] or not _same_bytes(data, start, values[k, 0], end - start, n)
+        ):
+            return False
+    return True
+
+
+@compiled(allocates=False, inline=True)
+def _intern_values(data, values, sets, count, slots):
+    """The code of an event's value spans: an existing set with the same bytes, or `count` (new; its slot is taken)."""
+    mask = slots.shape[0] - 1
+    n = len(data)
+    slot = np.int64(_values_hash(data, values, n) & np.uint64(mask))
+    while True:
+        code = slots[slot]
+        if code < 0:
+            slots[slot] = count
+            return count
+        if _same_values(data, values, sets, code, n):
+            return code
+        slot = (slot + 1) & mask
+
+
+@compiled
+def _rehash_values(data, sets, count, size):
+    slots = np.full(size, -1, dtype=np.int64)
+    mask = size - 1
+    n = len(data)
+    values = np.empty((_VALUES, 2), dtype=np.int64)
+    for code in range(count):
+        for k in range(_VALUES):
+            values[k, 0], values[k, 1] = sets[code, 2 * k], sets[code, 2 * k + 1]
+        slot = np.int64(_values_hash(data, values, n) & np.uint64(mask))
+        while slots[slot] >= 0:
+            slot = (slot + 1) & mask
+        slots[slot] = code
+    return slots
 
 
 @compiled(allocates=False, inline=True)
@@ -772,9 +862,12 @@ def category_table(bucket_of: dict[str, int]) -> tuple[np.ndarray, np.ndarray, n
     return joined, starts, np.array([bucket_of[c] for c in categories], dtype=np.int8)
 
 
-def scan_piece(data: bytes, table: tuple[np.ndarray, np.ndarray, np.ndarray]) -> EventColumns | None:
-    """The kept events of a piece (`[` events `]`) as columns; None where the scan declines the piece."""
-    ok, events, ints, floats, spans = _scan(np.frombuffer(data, dtype=np.uint8), *table)
+def scan_piece(
+    data: bytes, table: tuple[np.ndarray, np.ndarray, np.ndarray], launch_kernels: bool = False
+) -> EventColumns | None:
+    """The kept events of a piece (`[` events `]`) as columns; None where the scan declines the piece.
+    `launch_kernels`: the `kernel` arg is kept too (op_args)."""
+    ok, events, ints, floats, spans, value_sets = _scan(np.frombuffer(data, dtype=np.uint8), *table, launch_kernels)
     if not ok:
         return None
     _convert_slow_numbers(data, ints, floats)
@@ -794,6 +887,11 @@ def scan_piece(data: bytes, table: tuple[np.ndarray, np.ndarray, np.ndarray]) ->
         stream=ints[:, _STREAM].copy(),
         device=ints[:, _DEVICE].copy(),
         has_args=ints[:, _HAS_ARGS].astype(bool),
+        args=ints[:, _ARGS].astype(np.int32),
+        arg_values=[
+            arg_values(tuple(data[start:end] if start >= 0 else None for start, end in zip(row[::2], row[1::2])))
+            for row in value_sets.tolist()
+        ],
         events=int(events),
     )
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from fusion.loader.cpu_events import CpuEvents, RangeKind, Ranges
-from fusion.model.columns import LAUNCH_KINDS, OP_COLUMNS
+from fusion.model.columns import LAUNCH_KINDS, OP_COLUMNS, SHAPE_COLUMNS
 from fusion.model.trace import Trace
 
 GRAPH_LAUNCH = re.compile("GraphLaunch")
@@ -26,7 +26,7 @@ NO_ROW = -1
 
 
 def launch_columns(kernels: pd.DataFrame, cpu: CpuEvents) -> dict[str, pd.Categorical | np.ndarray]:
-    """The OP_COLUMNS of `kernels`, resolved through `cpu`'s launches and ranges."""
+    """The OP_COLUMNS and SHAPE_COLUMNS of `kernels`, resolved through `cpu`'s launches and ranges."""
     if not len(cpu.launches.correlation):
         return unrecorded_columns(len(kernels))
     launch = launch_rows(kernels["correlation"].to_numpy(), cpu.launches.correlation)
@@ -54,6 +54,8 @@ def launch_columns(kernels: pd.DataFrame, cpu: CpuEvents) -> dict[str, pd.Catego
         "op_call": spread(_take(ops.call_ids(), top)),
         "thread": spread(cpu.tids()[thread]),
         "launch": pd.Categorical.from_codes(kind, categories=list(LAUNCH_KINDS)),
+        "op_shapes": _categorical(spread(_take(ops.shapes, op)), cpu.shapes),
+        "op_top_shapes": _categorical(spread(_take(ops.shapes, top)), cpu.shapes),
     }
 
 
@@ -66,6 +68,7 @@ def unrecorded_columns(count: int) -> dict[str, pd.Categorical | np.ndarray]:
         "launch": pd.Categorical.from_codes(
             np.full(count, LAUNCH_KINDS.index("unrecorded")), categories=list(LAUNCH_KINDS)
         ),
+        **{column: pd.Categorical.from_codes(np.zeros(count, np.int8), categories=[""]) for column in SHAPE_COLUMNS},
     }
 
 
@@ -112,12 +115,15 @@ class Nesting:
     end: np.ndarray
     name: np.ndarray
     parent: np.ndarray
+    shapes: np.ndarray
+    """The range's shapes code (loader.cpu_events.Ranges.shapes)."""
 
     @classmethod
     def of(cls, ranges: Ranges) -> Nesting:
         order = np.lexsort((-ranges.end, ranges.start, ranges.thread))
-        thread, start, end, name = (column[order] for column in (ranges.thread, ranges.start, ranges.end, ranges.name))
-        return cls(thread, start, end, name, _parents(thread, start, end))
+        columns = (ranges.thread, ranges.start, ranges.end, ranges.name, ranges.shapes)
+        thread, start, end, name, shapes = (column[order] for column in columns)
+        return cls(thread, start, end, name, _parents(thread, start, end), shapes)
 
     def innermost(self, thread: np.ndarray, point: np.ndarray) -> np.ndarray:
         """Row of the innermost range on `thread` with start <= point < end; NO_ROW where none."""

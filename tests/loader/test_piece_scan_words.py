@@ -29,7 +29,7 @@ def test_keys_at_every_alignment_and_at_the_end(key: str, shift: int) -> None:
     assert_same_or_declined(tail.encode())
 
 
-@pytest.mark.parametrize("key", ["ph", "grid", "Input Dims", "External id"])
+@pytest.mark.parametrize("key", ["ph", "grid", "Sequence number", "External id"])
 def test_skipped_keys_may_repeat(key: str) -> None:
     text = '[{"cat": "kernel", "%s": 1, "%s": 2, "args": {"%s": 1, "%s": [2]}}]' % (key, key, key, key)
     assert assert_same_or_declined(text.encode()) is not None
