@@ -95,10 +95,11 @@ class Graph:
 
 @dataclass
 class Op:
-    """A cpu_op range around its body."""
+    """A cpu_op range around its body; `args` are its recorded args (Input Dims, Input type, ...)."""
 
     name: str
     body: list[Item] = field(default_factory=list)
+    args: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -128,11 +129,12 @@ class EagerTrace:
     launch's runtime call takes 1 µs. Kernels run on one GPU stream in launch order, each after its launch.
     """
 
-    def __init__(self, platform: str = "NVIDIA", first_correlation: int = 100) -> None:
+    def __init__(self, platform: str = "NVIDIA", first_correlation: int = 100, gpu: str | None = None) -> None:
         amd = platform == "AMD"
         self.launch_name = "hipLaunchKernel" if amd else "cudaLaunchKernel"
         self.graph_name = "hipGraphLaunch" if amd else "cudaGraphLaunch"
-        self.props = [{"id": 0, "name": "AMD Instinct MI300X" if amd else "NVIDIA H100", "warpSize": 64 if amd else 32}]
+        name = gpu or ("AMD Instinct MI300X" if amd else "NVIDIA H100")
+        self.props = [{"id": 0, "name": name, "warpSize": 64 if amd else 32}]
         self.events: list[dict] = []
         self.correlation = first_correlation
         self.gpu_clock = 0.0
@@ -165,7 +167,7 @@ class EagerTrace:
                 "tid": tid,
                 "ts": now,
                 "dur": end - now,
-                "args": {},
+                "args": dict(item.args) if isinstance(item, Op) else {},
             }
         )
         return end

@@ -34,6 +34,7 @@ from fusion.detect import (
     group_imbalance,
     type_stats,
 )
+from fusion.efficiency.pair import op_efficiency
 from fusion.match.align import UNKNOWN_TYPE, stream_windows, unit_codes
 from fusion.match.cut_pairs import CutPairs, cut_differently
 from fusion.match.groups import Groups, correlation_groups, type_codes, unique_rows
@@ -169,7 +170,12 @@ def _compare_kernels(
     trace1: Trace, trace2: Trace, min_group_size: int, progress: Progress | None, limits: Thresholds
 ) -> Comparison:
     walked = _walk(trace1, trace2, min_group_size, progress, limits)
-    result = _assemble(walked, _findings(walked, with_op_table=True), min_group_size)
+    found = _findings(walked, with_op_table=True)
+    result = _assemble(walked, found, min_group_size)
+    op_level = found.op_level
+    if op_level.op_calls is not None:
+        labels = (result.trace1.label, result.trace2.label)
+        result.efficiency = op_efficiency(op_level.op_calls, op_level.aligned, result.mappings, labels)
     if progress:
         progress("detect", 1.0)
     return result

@@ -61,8 +61,9 @@ CSV_DECIMALS = 3
 
 
 def to_json(comparison: Comparison) -> str:
-    """The reference-compatible dict as strict JSON: to_dict already turned NaN/inf into null."""
-    return orjson.dumps(comparison.to_dict(), option=orjson.OPT_INDENT_2).decode()
+    """The reference-compatible dict and `op_efficiency` as strict JSON: to_dict already turned NaN/inf into null."""
+    document = {**comparison.to_dict(), "op_efficiency": comparison.efficiency.to_dict()}
+    return orjson.dumps(document, option=orjson.OPT_INDENT_2).decode()
 
 
 def to_text(comparison: Comparison) -> str:

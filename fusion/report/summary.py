@@ -7,9 +7,12 @@ from typing import Any
 import pandas as pd
 
 from fusion.comparison.ops import op_times
+from fusion.efficiency.rates import trace_rates
+from fusion.match.op_calls import op_calls
 from fusion.model.ops import unlaunched_note
 from fusion.model.phases import describe
 from fusion.model.trace import Trace
+from fusion.report.efficiency import trace_efficiency, trace_efficiency_text
 from fusion.result import CALLS, KERNELS_PER_CALL, MODULE, OP, OP_NAMES, TIME_US
 
 UNCLASSIFIED_TYPE = "Other"
@@ -21,6 +24,7 @@ def summarize(trace: Trace, top_unclassified: int = 20) -> dict[str, Any]:
     kernels = trace.kernels
     other = trace.names[trace.names["type"] == UNCLASSIFIED_TYPE].head(top_unclassified)
     with_op = kernels[(kernels["op"] != "").to_numpy()]
+    calls = op_calls(trace, 1)
     return {
         "platform": trace.platform,
         "gpu": trace.gpu,
@@ -33,6 +37,7 @@ def summarize(trace: Trace, top_unclassified: int = 20) -> dict[str, Any]:
         "unlaunched": unlaunched_note(kernels),
         "phases": describe(kernels),
         "ops": _top_ops(trace, TOP_OPS),
+        "op_efficiency": trace_efficiency(trace_rates(trace, calls), calls),
         "unclassified": [
             {"name": str(name), "count": int(row["count"]), "time_us": round(float(row["time_us"]), 3)}
             for name, row in other.iterrows()
@@ -92,6 +97,8 @@ def summary_text(trace: Trace, summary: dict[str, Any]) -> str:
                 f"  {entry['time_us'] / 1e3:>10,.3f} ms  {entry['calls']:>7,} calls  {entry['kernels_per_call']:>5.2f}"
                 f" kernels/call  {entry['op']}  {entry['module']}"
             )
+    if summary["op_efficiency"]["coverage"]["op_calls"]:
+        lines += ["", *trace_efficiency_text(summary["op_efficiency"])]
     if summary["unclassified"]:
         lines += ["", "unclassified kernel names by total time (add a rule for them, see FUSION_RULES):"]
         for entry in summary["unclassified"]:
