@@ -15,6 +15,7 @@ import sys
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -110,8 +111,11 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     summary = commands.add_parser("summary", help="platform, GPU and per-type kernel counts of one trace")
-    summary.add_argument("trace", help="a .json or .json.gz PyTorch-profiler trace")
+    summary.add_argument(
+        "trace", help="a .json or .json.gz PyTorch-profiler trace (or a folder: a trace plus capture/)"
+    )
     summary.add_argument("--format", choices=("text", "json"), default="text")
+    _capture_options(summary, sides=(1,))
     summary.set_defaults(run=_summary)
 
     classify = commands.add_parser("classify", help="the operation type of a kernel name, and the rule")
@@ -148,7 +152,22 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also compare kernels without a launch event in the trace (by default left out, with a warning)",
     )
+    _capture_options(compare)
     compare.set_defaults(run=_compare)
+
+    efficiency = commands.add_parser(
+        "efficiency", help="FLOPs, bytes, TFLOP/s, TB/s and %% of peak of the aligned op calls, side by side"
+    )
+    efficiency.add_argument("trace1")
+    efficiency.add_argument("trace2")
+    efficiency.add_argument("--format", choices=("text", "json"), default="text")
+    efficiency.add_argument("--top", type=_positive_int, default=20, metavar="N", help="aligned op signatures shown")
+    efficiency.add_argument("--phase", choices=PHASE_CHOICES, default="all", help="only the kernels of one phase")
+    efficiency.add_argument("-o", "--output", metavar="FILE", help="write here")
+    efficiency.add_argument("--no-cache", action="store_true", help="parse and compare even if compared before")
+    efficiency.add_argument("--keep-unlaunched", action="store_true", help="also kernels without a launch event")
+    _capture_options(efficiency)
+    efficiency.set_defaults(run=_efficiency, min_group_size=50, threshold=[])
 
     batch = commands.add_parser("batch", help="compare many pairs: a manifest CSV, or two directories of rank traces")
     batch.add_argument("dirs", nargs="*", metavar="DIR", help="two directories whose traces pair by rank or by name")
@@ -163,6 +182,18 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _capture_options(parser: argparse.ArgumentParser, sides: tuple[int, ...] = (1, 2)) -> None:
+    for side in sides:
+        parser.add_argument(
+            f"--capture{side}",
+            action="append",
+            default=[],
+            metavar="FILE",
+            help=f"a graph-capture trace of trace {side}'s run (repeatable): ties its graph replays to the captured"
+            " ops and shapes (default: the traces in a capture/ folder beside the trace, if any)",
+        )
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -174,10 +205,12 @@ def _positive_int(text: str) -> int:
 
 
 def _summary(args: argparse.Namespace) -> int:
-    from fusion.classify.trace import load
+    from fusion.cache.loading import load_traces
     from fusion.report.summary import summarize, summary_text
 
-    trace = load(args.trace)
+    (trace,) = load_traces([_request(args.trace, args.capture1)], parallel=False)
+    if isinstance(trace, TraceError):
+        raise trace
     summary = summarize(trace)
     if args.format == "json":
         _warn(trace.warnings)
@@ -205,32 +238,21 @@ def _classify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _request(path: str, captures: list[str]) -> Any:
+    """A load request for a trace file or folder with its capture traces (given, or found beside it)."""
+    from fusion.cache.loading import Request
+    from fusion.model.capture_files import resolve_input
+
+    trace, found, folder = resolve_input(path, captures)
+    return Request(trace, captures=tuple(found), found_in=folder)
+
+
 def _compare(args: argparse.Namespace) -> int:
-    params = {"min_group_size": args.min_group_size, "keep_unlaunched": args.keep_unlaunched, "phase": args.phase}
-    if args.threshold:  # the detect package imports pandas, which a cold re-open without thresholds avoids
-        from fusion.detect.thresholds import threshold_overrides
-
-        params.update(threshold_overrides(args.threshold))
-    if not args.no_cache and args.format == "json" and _reopen(args, params):
+    comparison = _comparison(args)
+    if comparison is None:
         return 0
-    from fusion.cache.loading import load_pair
-    from fusion.cache.tables import TableCache
+    from fusion.report import render as report
 
-    table_cache = None if args.no_cache else TableCache()
-    trace1, trace2 = load_pair(args.trace1, args.trace2, cache=table_cache, meanwhile=_prepare_analysis, isolated=False)
-    from fusion.cache.results import ResultCache, cached_compare
-    from fusion.comparison.pair import compare
-    from fusion.model.phases import require_phase
-    from fusion.report import render as report  # after loading: the loaders start before the analysis is imported
-
-    for trace in (trace1, trace2):
-        if trace.kernel_count == 0:
-            raise TraceError(trace.source, "no kernel events to compare (cat 'kernel'); not a GPU profile?")
-    require_phase((trace1, trace2), args.phase)
-    if args.no_cache:
-        comparison = compare(trace1, trace2, **params)
-    else:
-        comparison = cached_compare(trace1, trace2, cache=ResultCache(), **params)
     if args.format == "csv":
         _write_csv(report.to_csv(comparison), args.output)
     else:
@@ -239,6 +261,51 @@ def _compare(args: argparse.Namespace) -> int:
     if args.format != "text":
         _warn(comparison.warnings)
     return 0
+
+
+def _efficiency(args: argparse.Namespace) -> int:
+    comparison = _comparison(args, reopen=False)
+    assert comparison is not None
+    from fusion.report.efficiency import efficiency_text
+
+    if args.format == "json":
+        document = {"op_efficiency": comparison.efficiency.to_dict()}
+        _write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode(), args.output)
+        _warn(comparison.warnings)
+    else:
+        _write(efficiency_text(comparison, args.top), args.output)
+    return 0
+
+
+def _comparison(args: argparse.Namespace, reopen: bool = True) -> Any:
+    """The comparison the arguments ask for; None when its cached JSON report was printed instead (a re-open)."""
+    params = {"min_group_size": args.min_group_size, "keep_unlaunched": args.keep_unlaunched, "phase": args.phase}
+    if args.threshold:  # the detect package imports pandas, which a cold re-open without thresholds avoids
+        from fusion.detect.thresholds import threshold_overrides
+
+        params.update(threshold_overrides(args.threshold))
+    from fusion.model.capture_files import capture_files_beside
+
+    captured = args.capture1 or args.capture2 or any(capture_files_beside(p) for p in (args.trace1, args.trace2))
+    if reopen and not captured and not args.no_cache and args.format == "json" and _reopen(args, params):
+        return None
+    requests = (_request(args.trace1, args.capture1), _request(args.trace2, args.capture2))
+    from fusion.cache.loading import load_requests
+    from fusion.cache.tables import TableCache
+
+    table_cache = None if args.no_cache else TableCache()
+    trace1, trace2 = load_requests(requests, cache=table_cache, meanwhile=_prepare_analysis, isolated=False)
+    from fusion.cache.results import ResultCache, cached_compare
+    from fusion.comparison.pair import compare
+    from fusion.model.phases import require_phase
+
+    for trace in (trace1, trace2):
+        if trace.kernel_count == 0:
+            raise TraceError(trace.source, "no kernel events to compare (cat 'kernel'); not a GPU profile?")
+    require_phase((trace1, trace2), args.phase)
+    if args.no_cache:
+        return compare(trace1, trace2, **params)
+    return cached_compare(trace1, trace2, cache=ResultCache(), **params)
 
 
 def _prepare_analysis() -> None:

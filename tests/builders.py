@@ -118,7 +118,21 @@ class Annotation:
     body: list[Item] = field(default_factory=list)
 
 
-Item = Launch | Graph | Op | Module | Annotation
+@dataclass
+class Captured:
+    """A launch made while a graph is captured: the runtime call names its kernel (args.kernel), nothing runs."""
+
+    kernel: str
+
+
+@dataclass
+class Capture:
+    """A stream capture: StreamBeginCapture, its body (ops around Captured launches), StreamEndCapture."""
+
+    body: list[Item] = field(default_factory=list)
+
+
+Item = Launch | Graph | Op | Module | Annotation | Captured | Capture
 _RANGE_CATEGORY = {Op: "cpu_op", Module: "python_function", Annotation: "user_annotation"}
 
 
@@ -156,6 +170,13 @@ class EagerTrace:
     def _item(self, item: Item, now: float, pid: int, tid: int) -> float:
         if isinstance(item, (Launch, Graph)):
             return self._launch(item, now, pid, tid)
+        if isinstance(item, Captured):
+            return self._runtime(self.launch_name, now, pid, tid, kernel=item.kernel)
+        if isinstance(item, Capture):
+            prefix = "hip" if self.launch_name.startswith("hip") else "cuda"
+            now = self._runtime(f"{prefix}StreamBeginCapture", now, pid, tid)
+            now = self.run(*item.body, tid=tid, pid=pid, start=now)
+            return self._runtime(f"{prefix}StreamEndCapture", now, pid, tid)
         end = self.run(*item.body, tid=tid, pid=pid, start=now + 1.0) + 1.0
         name = f"nn.Module: {item.name}" if isinstance(item, Module) else item.name
         self.events.append(
@@ -190,6 +211,13 @@ class EagerTrace:
         kernels = [(item.kernel, item.dur)] if isinstance(item, Launch) else [(k, 2.0) for k in item.kernels]
         for kernel, dur in kernels:
             self._kernel(kernel, self.correlation, max(self.gpu_clock, now + 0.5), dur)
+        return now + 1.0
+
+    def _runtime(self, name: str, now: float, pid: int, tid: int, **args: Any) -> float:
+        """A runtime call that launches nothing that runs (a capture's calls)."""
+        self.correlation += 1
+        event = {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": pid, "tid": tid, "ts": now, "dur": 1.0}
+        self.events.append({**event, "args": {"correlation": self.correlation, **args}})
         return now + 1.0
 
     def _kernel(self, name: str, correlation: int, ts: float, dur: float) -> None:

@@ -72,6 +72,8 @@ class Trace:
     names: pd.DataFrame = _Frame()  # type: ignore[assignment]
     digest: str
     warnings: list[str] = field(default_factory=list)
+    capture: dict[str, Any] | None = None
+    """How the graph replays were tied to a capture trace (fusion.model.capture), None when none was given."""
 
     @property
     def kernel_count(self) -> int:

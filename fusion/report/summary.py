@@ -9,6 +9,7 @@ import pandas as pd
 from fusion.comparison.ops import op_times
 from fusion.efficiency.rates import trace_rates
 from fusion.match.op_calls import op_calls
+from fusion.model.capture import capture_text
 from fusion.model.ops import unlaunched_note
 from fusion.model.phases import describe
 from fusion.model.trace import Trace
@@ -37,6 +38,7 @@ def summarize(trace: Trace, top_unclassified: int = 20) -> dict[str, Any]:
         "unlaunched": unlaunched_note(kernels),
         "phases": describe(kernels),
         "ops": _top_ops(trace, TOP_OPS),
+        "capture": trace.capture,
         "op_efficiency": trace_efficiency(trace_rates(trace, calls), calls),
         "unclassified": [
             {"name": str(name), "count": int(row["count"]), "time_us": round(float(row["time_us"]), 3)}
@@ -90,8 +92,11 @@ def summary_text(trace: Trace, summary: dict[str, Any]) -> str:
     lines.append(f"with op    {with_op['count']:,} kernels, {100 * with_op['time_us'] / total:.1f}% of kernel time")
     if summary["unlaunched"]:
         lines.append(f"no launch  {summary['unlaunched']}")
+    if summary["capture"] is not None:
+        lines.append(f"capture    {capture_text(summary['capture'])}")
     if summary["ops"]:
-        lines += ["", "top ops by kernel time (eager launches):"]
+        tied = " and graph replays tied to their capture" if summary["capture"] else ""
+        lines += ["", f"top ops by kernel time (eager launches{tied}):"]
         for entry in summary["ops"]:
             lines.append(
                 f"  {entry['time_us'] / 1e3:>10,.3f} ms  {entry['calls']:>7,} calls  {entry['kernels_per_call']:>5.2f}"

@@ -35,6 +35,8 @@ SUMMARY_KEYS = [
     "unlaunched",
     "phases",
     "ops",
+    "capture",
+    "op_efficiency",
     "unclassified",
 ]
 

@@ -1,0 +1,355 @@
+"""Graph replays tied to their capture: the ops, module paths and shapes of the kernels a CUDA/HIP graph replays.
+
+An execution trace records a graph replay as one runtime call (cudaGraphLaunch / hipGraphLaunch) whose kernels
+share its correlation id, with no cpu_op over them. A trace of the run that captured the graph (vLLM and SGLang
+profile it when asked) holds, between cudaStreamBeginCapture and cudaStreamEndCapture on a thread, the op calls
+with their shapes and the launch calls made inside them, each naming its kernel (`args.kernel`), in the order
+the graph replays them.
+
+Each replay (the kernels of one graph launch, in start order) is matched to a captured graph by its sequence of
+kernel names: the graphs we hold record no graph id on either side. Among captured graphs with exactly that
+sequence (a piecewise model captures one graph per layer, all alike), the k-th replay of a sequence takes the
+k-th such graph in capture order, cycling. A replay that no captured graph spells exactly is matched to the one
+sharing its longest first run of names; then only kernels whose name agrees with the captured launch at the
+same position are tied, and where the two differ in length only those before the first disagreement (after a
+missing or extra kernel, equal names at equal positions are chance). A tied kernel takes the captured launch's
+op (innermost and top-level), module path and shapes; kernels of one captured top-level op call in one replay
+form one op call. The report counts tied and untied kernels and names the first disagreement. Phases, steps and
+types stay as the execution trace gave them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fusion.loader.kineto import read_kineto
+from fusion.loader.reader import TraceSource
+from fusion.model.capture_files import DETAILS_FILE
+from fusion.model.columns import LAUNCH_KINDS
+from fusion.model.ops import NO_ROW, launch_context
+from fusion.model.phases import ENGINE_FRAME_SUFFIXES
+from fusion.model.trace import Trace
+
+BEGIN_CAPTURE = re.compile(r"StreamBeginCapture")
+END_CAPTURE = re.compile(r"StreamEndCapture")
+TIED_COLUMNS = ("op", "op_top", "module", "op_shapes", "op_top_shapes")
+"""What a tied kernel takes from its captured launch."""
+
+
+@dataclass
+class CapturedGraph:
+    """One capture window: per launch inside it, in launch order, the kernel and what launched it."""
+
+    source: str
+    number: int
+    """Its place among the file's capture windows (from 0)."""
+    batch_size: int | None
+    """From execution_details.json, where it names the file."""
+    kernels: list[str]
+    values: dict[str, list[str]]
+    """TIED_COLUMNS per launch ('' where the launch had no op or module around it)."""
+    call: np.ndarray
+    """Per launch, the captured top-level op call's id; NO_ROW outside any op."""
+
+    def label(self) -> str:
+        batch = f", batch size {self.batch_size}" if self.batch_size is not None else ""
+        return f"{Path(self.source).name} graph {self.number + 1}{batch}"
+
+
+@dataclass
+class Captures:
+    """The captured graphs of one side's capture traces, and where they were found."""
+
+    graphs: list[CapturedGraph]
+    sources: list[str]
+    digests: list[str]
+    found_in: str | None = None
+    """The folder the traces were found in by themselves (None: given by name)."""
+    notes: list[str] = field(default_factory=list)
+
+
+def read_captures(sources: list[TraceSource], found_in: str | None = None) -> Captures:
+    """The captured graphs of capture traces (paths or bytes); TraceError naming a file that is not one."""
+    graphs: list[CapturedGraph] = []
+    names, digests, notes = [], [], []
+    for source in sources:
+        records = read_kineto(source, frame_suffixes=ENGINE_FRAME_SUFFIXES, launch_kernels=True)
+        found = _graphs(records.cpu, records.source, _batch_sizes(source))
+        if not found:
+            notes.append(f"{records.source}: no capture window (StreamBeginCapture .. StreamEndCapture) with launches")
+        graphs += found
+        names.append(records.source)
+        digests.append(records.digest)
+    return Captures(graphs, names, digests, found_in, notes)
+
+
+def _batch_sizes(source: TraceSource) -> dict[str, int]:
+    """execution_details.json beside a capture trace: file name -> batch size ({} when absent or unreadable)."""
+    if not isinstance(source, (str, Path)):
+        return {}
+    details = Path(source).parent / DETAILS_FILE
+    try:
+        entries = json.loads(details.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(entries, list):
+        return {}
+    return {
+        str(e["file"]): e["batch_size"]
+        for e in entries
+        if isinstance(e, dict) and isinstance(e.get("file"), str) and isinstance(e.get("batch_size"), int)
+    }
+
+
+def _graphs(cpu: Any, source: str, batch_sizes: dict[str, int]) -> list[CapturedGraph]:
+    """The capture windows of one trace's CPU side, each with its launches in launch order."""
+    launches = cpu.launches
+    code_kind = {c: (bool(BEGIN_CAPTURE.search(n)), bool(END_CAPTURE.search(n))) for c, n in enumerate(cpu.names)}
+    begins = np.array([code_kind[c][0] for c in launches.name.tolist()], dtype=bool)
+    ends = np.array([code_kind[c][1] for c in launches.name.tolist()], dtype=bool)
+    windows = _windows(launches.thread, launches.ts, begins, ends)
+    out = []
+    batch = batch_sizes.get(Path(source).name)
+    for number, (thread, start, end) in enumerate(windows):
+        inside = np.flatnonzero(
+            (launches.thread == thread) & (launches.ts > start) & (launches.ts < end) & (launches.kernel >= 0)
+        )
+        inside = inside[np.argsort(launches.ts[inside], kind="stable")]
+        if not len(inside):
+            continue
+        around = launch_context(cpu, launches.thread[inside], launches.ts[inside])
+        values = {
+            "op": _strings(around.op, cpu.names),
+            "op_top": _strings(around.op_top, cpu.names),
+            "module": _strings(around.module, around.paths),
+            "op_shapes": _strings(around.op_shapes, cpu.shapes),
+            "op_top_shapes": _strings(around.op_top_shapes, cpu.shapes),
+        }
+        kernels = [cpu.names[c] for c in launches.kernel[inside].tolist()]
+        out.append(CapturedGraph(source, number, batch, kernels, values, around.call))
+    return out
+
+
+def _windows(
+    thread: np.ndarray, ts: np.ndarray, begins: np.ndarray, ends: np.ndarray
+) -> list[tuple[int, float, float]]:
+    """(thread, begin ts, end ts) of each capture window: a begin and the first end after it on its thread."""
+    out = []
+    for row in np.flatnonzero(begins)[np.argsort(ts[begins], kind="stable")].tolist():
+        later = np.flatnonzero(ends & (thread == thread[row]) & (ts > ts[row]))
+        if len(later):
+            out.append((int(thread[row]), float(ts[row]), float(ts[later].min())))
+    return out
+
+
+def _strings(codes: np.ndarray, values: list[str]) -> list[str]:
+    return ["" if c < 0 else values[c] for c in codes.tolist()]
+
+
+@dataclass
+class _Tie:
+    """Which kernel rows of the execution trace take which captured launch."""
+
+    rows: list[np.ndarray] = field(default_factory=list)
+    graphs: list[int] = field(default_factory=list)
+    positions: list[np.ndarray] = field(default_factory=list)
+    untied: int = 0
+    ambiguous: int = 0
+    mismatch: dict[str, Any] | None = None
+    mismatched_replays: int = 0
+
+
+def tie_captures(trace: Trace, captures: Captures) -> Trace:
+    """The trace with its replayed kernels tied to the captured launches (module doc), and `capture`, the report."""
+    kernels = trace.kernels
+    replays = _replays(kernels)
+    tie = _match(kernels, replays, captures.graphs)
+    columns = _tied_columns(kernels, tie, captures.graphs)
+    tied_rows = np.concatenate(tie.rows) if tie.rows else np.zeros(0, dtype=np.int64)
+    with_op = int((columns["op"].codes[tied_rows] >= 0).sum()) if len(tied_rows) else 0
+    shapes = np.asarray(columns["op_top_shapes"].astype(str))[tied_rows] if len(tied_rows) else np.zeros(0, str)
+    with_dims = int(sum(1 for s in shapes.tolist() if s and json.loads(s)[0] is not None))
+    replayed = sum(len(rows) for _, rows in replays)
+    report = {
+        "sources": captures.sources,
+        "found_in": captures.found_in,
+        "captured_graphs": len(captures.graphs),
+        "replays": len(replays),
+        "replayed_kernels": replayed,
+        "tied": int(len(tied_rows)),
+        "not_tied": replayed - int(len(tied_rows)),
+        "tied_with_op": with_op,
+        "tied_with_input_dims": with_dims,
+        "mismatched_replays": tie.mismatched_replays,
+        "ambiguous_replays": tie.ambiguous,
+        "first_mismatch": tie.mismatch,
+        "notes": captures.notes,
+    }
+    digest = hashlib.sha256(":".join([trace.digest, "capture", *captures.digests]).encode()).hexdigest()
+    warnings = [*trace.warnings, *([capture_warning(report)] if report["not_tied"] else [])]
+    return dataclasses.replace(
+        trace, kernels=kernels.assign(**columns), digest=digest, capture=report, warnings=warnings
+    )
+
+
+def capture_text(report: dict[str, Any]) -> str:
+    """'tied 421 of 421 replayed kernels (100.0%) to captured ops, 421 with Input Dims; found by itself in DIR'."""
+    replayed = report["replayed_kernels"]
+    share = f" ({100 * report['tied'] / replayed:.1f}%)" if replayed else ""
+    where = f"; found by itself in {report['found_in']}" if report["found_in"] else ""
+    return (
+        f"tied {report['tied']:,} of {replayed:,} replayed kernels{share} to captured launches"
+        f" ({report['tied_with_op']:,} with an op, {report['tied_with_input_dims']:,} with Input Dims) in"
+        f" {report['replays']:,} replays, from {report['captured_graphs']:,} captured graphs{where}"
+    )
+
+
+def capture_warning(report: dict[str, Any]) -> str:
+    """One line on the replayed kernels that stayed untied, and why the first did."""
+    first = report["first_mismatch"]
+    why = ""
+    if first is not None:
+        captured = f"`{first['captured'][:80]}`" if first["captured"] else "nothing (the captured graph is shorter)"
+        why = (
+            f"; first in the replay of correlation {first['correlation']}: kernel {first['position'] + 1} is"
+            f" `{first['replayed'][:80]}` where {first['capture']} has {captured}"
+        )
+    return f"{report['not_tied']:,} of {report['replayed_kernels']:,} replayed kernels not tied to a captured op{why}"
+
+
+def _replays(kernels: pd.DataFrame) -> list[tuple[int, np.ndarray]]:
+    """(correlation, kernel rows in start order) of each graph launch, in order of its first kernel."""
+    graph = np.flatnonzero((kernels["launch"] == LAUNCH_KINDS[1]).to_numpy())
+    if not len(graph):
+        return []
+    correlation = kernels["correlation"].to_numpy()[graph]
+    order = np.argsort(correlation, kind="stable")  # rows are in start order, so each launch's stay in order
+    ids, starts = np.unique(correlation[order], return_index=True)
+    groups = np.split(graph[order], starts[1:])
+    return sorted(zip(ids.tolist(), groups), key=lambda item: int(item[1][0]))
+
+
+def _match(kernels: pd.DataFrame, replays: list[tuple[int, np.ndarray]], graphs: list[CapturedGraph]) -> _Tie:
+    """Each replay's captured graph and the positions tied (module doc)."""
+    names = kernels["name"].cat
+    code_of = {str(name): code for code, name in enumerate(names.categories)}
+    captured = [np.array([code_of.get(k, -1) for k in g.kernels], dtype=np.int64) for g in graphs]
+    exact: dict[bytes, list[int]] = {}
+    for index, codes in enumerate(captured):
+        exact.setdefault(codes.tobytes(), []).append(index)
+    used: Counter[bytes] = Counter()
+    tie = _Tie()
+    row_codes = names.codes.to_numpy().astype(np.int64)
+    for correlation, rows in replays:
+        codes = row_codes[rows]
+        key = codes.tobytes()
+        candidates = exact.get(key)
+        if candidates:
+            graph = candidates[used[key] % len(candidates)]
+            used[key] += 1
+            tie.ambiguous += len({graphs[c].batch_size for c in candidates}) > 1
+            tie.rows.append(rows)
+            tie.graphs.append(graph)
+            tie.positions.append(np.arange(len(rows)))
+            continue
+        _partial(tie, correlation, rows, codes, captured, graphs, kernels)
+    return tie
+
+
+def _partial(
+    tie: _Tie,
+    correlation: int,
+    rows: np.ndarray,
+    codes: np.ndarray,
+    captured: list[np.ndarray],
+    graphs: list[CapturedGraph],
+    kernels: pd.DataFrame,
+) -> None:
+    """A replay no captured graph spells exactly: tie what the best one agrees on, note the first disagreement."""
+    tie.mismatched_replays += 1
+    best, prefix = -1, -1
+    for index, other in enumerate(captured):
+        length = min(len(other), len(codes))
+        differ = np.flatnonzero(other[:length] != codes[:length])
+        common = int(differ[0]) if len(differ) else length
+        if common > prefix or (
+            common == prefix and abs(len(other) - len(codes)) < abs(len(captured[best]) - len(codes))
+        ):
+            best, prefix = index, common
+    if best < 0:
+        tie.untied += len(rows)
+        if tie.mismatch is None:
+            name = str(kernels["name"].iloc[int(rows[0])])
+            tie.mismatch = {"correlation": int(correlation), "position": 0, "replayed": name, "captured": ""}
+            tie.mismatch["capture"] = "no captured graph"
+        return
+    other = captured[best]
+    if len(other) == len(codes):
+        positions = np.flatnonzero(other == codes)
+    else:
+        positions = np.arange(prefix)
+    tie.rows.append(rows[positions])
+    tie.graphs.append(best)
+    tie.positions.append(positions)
+    tie.untied += len(rows) - len(positions)
+    if tie.mismatch is None:
+        name = kernels["name"].iloc[int(rows[prefix])] if prefix < len(rows) else ""
+        tie.mismatch = {
+            "correlation": int(correlation),
+            "position": prefix,
+            "replayed": str(name),
+            "captured": graphs[best].kernels[prefix] if prefix < len(graphs[best].kernels) else "",
+            "capture": graphs[best].label(),
+        }
+
+
+def _tied_columns(kernels: pd.DataFrame, tie: _Tie, graphs: list[CapturedGraph]) -> dict[str, Any]:
+    """TIED_COLUMNS and op_call of the kernel table with the tied rows' values from their captured launches."""
+    out: dict[str, Any] = {}
+    for column in TIED_COLUMNS:
+        values = [np.array(graphs[g].values[column], dtype=object)[p] for g, p in zip(tie.graphs, tie.positions)]
+        out[column] = _assigned(kernels[column].cat, tie.rows, values)
+    out["op_call"] = _op_calls(kernels, tie, graphs)
+    return out
+
+
+def _assigned(column: Any, rows: list[np.ndarray], values: list[np.ndarray]) -> pd.Categorical:
+    """A categorical column with `values` at `rows` (new categories appended)."""
+    categories = [str(c) for c in column.categories]
+    code_of = {c: i for i, c in enumerate(categories)}
+    codes = column.codes.to_numpy().astype(np.int64).copy()
+    for at, strings in zip(rows, values):
+        codes[at] = [code_of.setdefault(s, len(code_of)) for s in strings.tolist()]
+    return pd.Categorical.from_codes(codes, categories=list(code_of))
+
+
+def _op_calls(kernels: pd.DataFrame, tie: _Tie, graphs: list[CapturedGraph]) -> np.ndarray:
+    """op_call with every tied kernel in the call of its captured top-level op in its replay, and all calls
+    numbered again by their first kernel's start (eager and replayed calls in one order)."""
+    call = kernels["op_call"].to_numpy().astype(np.int64).copy()
+    base = int(call.max()) + 1 if len(call) else 0
+    for replay, (rows, g, positions) in enumerate(zip(tie.rows, tie.graphs, tie.positions)):
+        captured = graphs[g].call[positions]
+        inside = captured >= 0
+        call[rows[inside]] = base + replay * (int(graphs[g].call.max()) + 1) + captured[inside]
+        call[rows[~inside]] = NO_ROW
+    present = call >= 0
+    if not present.any():
+        return call
+    ids, inverse = np.unique(call[present], return_inverse=True)
+    first = np.full(len(ids), np.inf)
+    np.minimum.at(first, inverse, kernels["ts"].to_numpy()[present])
+    rank = np.empty(len(ids), dtype=np.int64)
+    rank[np.lexsort((ids, first))] = np.arange(len(ids))
+    call[present] = rank[inverse]
+    return call
