@@ -224,7 +224,7 @@ def _row_text(row: dict[str, Any], labels: tuple[str, str]) -> str:
 
 
 def _side_rates(row: dict[str, Any], side: int) -> dict[str, Any]:
-    return {c: row[f"{c}{side}"] for c in (*RATE_COLUMNS, FLOPS)}
+    return {c: row[f"{c}{side}"] for c in (*RATE_COLUMNS, FLOPS, MATRIX)}
 
 
 def finding_links(
@@ -293,4 +293,4 @@ def _summed(rates: TraceRates, cited: list[int]) -> dict[str, Any] | None:
         }
     )
     summed = with_rates(frame, rates.gpu).iloc[0]
-    return {c: summed[c] for c in (*RATE_COLUMNS, FLOPS)}
+    return {c: summed[c] for c in (*RATE_COLUMNS, FLOPS, MATRIX)}

@@ -345,19 +345,27 @@ def shapes_text(dims: str) -> str:
 
 
 def rate_text(row: Any) -> str:
-    """'611 TFLOP/s (62% of peak, compute-bound)' or '2.6 TB/s (78% of bandwidth, memory-bound)'."""
+    """The rate in the unit of the work: matrix work (gemm, conv, attention) in TFLOP/s and % of peak, with its
+    TB/s when it is memory-bound; other work in TB/s and % of bandwidth. '617 TFLOP/s (62% of peak,
+    compute-bound)', '46.6 TFLOP/s (4.7% of peak; 0.47 TB/s, 14% of bandwidth; memory-bound)', '2.61 TB/s (78% of
+    bandwidth, memory-bound)'."""
     if not isinstance(row[TFLOPS], float) or math.isnan(row[TFLOPS]):
         return NOT_RATED
-    memory = row[BOUND] == MEMORY_BOUND or not row[FLOPS]
-    if memory:
-        value, pct, of = f"{row[TBPS]:.2f} TB/s", row[BANDWIDTH_PCT], "of bandwidth"
+    bandwidth = _pct(row[BANDWIDTH_PCT], "of bandwidth")
+    if row[MATRIX] and row[FLOPS]:
+        head, details = f"{row[TFLOPS]:.3g} TFLOP/s", [_pct(row[PEAK_PCT], "of peak")]
+        if row[BOUND] == MEMORY_BOUND:
+            details.append(", ".join(p for p in (f"{row[TBPS]:.2f} TB/s", bandwidth) if p))
     else:
-        value, pct, of = f"{row[TFLOPS]:.3g} TFLOP/s", row[PEAK_PCT], "of peak"
-    known = not (isinstance(pct, float) and math.isnan(pct))
-    detail = [f"{percent_text(pct)} {of}"] if known else []
-    if row[BOUND]:
-        detail.append(f"{row[BOUND]}-bound")
-    return value + (f" ({', '.join(detail)})" if detail else "")
+        head, details = f"{row[TBPS]:.2f} TB/s", [bandwidth]
+    details = [d for d in details if d] + ([f"{row[BOUND]}-bound"] if row[BOUND] else [])
+    separator = "; " if len(details) > 2 else ", "
+    return head + (f" ({separator.join(details)})" if details else "")
+
+
+def _pct(value: Any, of: str) -> str:
+    known = isinstance(value, float) and not math.isnan(value)
+    return f"{percent_text(value)} {of}" if known else ""
 
 
 def percent_text(value: float) -> str:
