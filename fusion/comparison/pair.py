@@ -523,6 +523,8 @@ def _metadata(
                 side_column("kernels_outside_groups", s): int(len(group.residual_rows)),
             }
         )
+        if trace.capture is not None:  # graph replays tied to a capture trace (fusion.model.capture)
+            meta[side_column("capture", s)] = trace.capture
     meta["matched_groups"] = int(len(matching.pairs))
     meta["cut_group_pairs"] = cut.count
     meta["realigned_group_pairs"] = cut.count if cut.realigned else 0

@@ -78,19 +78,20 @@ class Captures:
     notes: list[str] = field(default_factory=list)
 
 
-def read_captures(sources: list[TraceSource], found_in: str | None = None) -> Captures:
-    """The captured graphs of capture traces (paths or bytes); TraceError naming a file that is not one."""
+def read_captures(sources: list[TraceSource], found_in: str | None = None, names: list[str] | None = None) -> Captures:
+    """The captured graphs of capture traces (paths, bytes or streams; `names` names in-memory ones in messages);
+    TraceError naming a file that is not one."""
     graphs: list[CapturedGraph] = []
-    names, digests, notes = [], [], []
-    for source in sources:
-        records = read_kineto(source, frame_suffixes=ENGINE_FRAME_SUFFIXES, launch_kernels=True)
+    read, digests, notes = [], [], []
+    for source, name in zip(sources, names or [None] * len(sources)):
+        records = read_kineto(source, name=name, frame_suffixes=ENGINE_FRAME_SUFFIXES, launch_kernels=True)
         found = _graphs(records.cpu, records.source, _batch_sizes(source))
         if not found:
             notes.append(f"{records.source}: no capture window (StreamBeginCapture .. StreamEndCapture) with launches")
         graphs += found
-        names.append(records.source)
+        read.append(records.source)
         digests.append(records.digest)
-    return Captures(graphs, names, digests, found_in, notes)
+    return Captures(graphs, read, digests, found_in, notes)
 
 
 def _batch_sizes(source: TraceSource) -> dict[str, int]:
