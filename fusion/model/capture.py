@@ -159,15 +159,31 @@ def _strings(codes: np.ndarray, values: list[str]) -> list[str]:
 
 @dataclass
 class _Tie:
-    """Which kernel rows of the execution trace take which captured launch."""
+    """Which kernel rows of the execution trace take which captured launch: whole replays per captured graph, and
+    the tied positions of partial ones."""
 
-    rows: list[np.ndarray] = field(default_factory=list)
-    graphs: list[int] = field(default_factory=list)
-    positions: list[np.ndarray] = field(default_factory=list)
+    whole: dict[int, list[np.ndarray]] = field(default_factory=dict)
+    """Per captured graph, the rows of each replay tied whole."""
+    partial: list[tuple[int, np.ndarray, np.ndarray]] = field(default_factory=list)
+    """(captured graph, rows, their positions in it) of each replay tied in part."""
     untied: int = 0
     ambiguous: int = 0
     mismatch: dict[str, Any] | None = None
     mismatched_replays: int = 0
+
+    def blocks(self) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
+        """(captured graph, rows, their positions in it, the replay each belongs to, numbered from 0 per block)."""
+        out = []
+        for graph, replays in self.whole.items():
+            size = len(replays[0])
+            positions = np.tile(np.arange(size), len(replays))
+            out.append((graph, np.concatenate(replays), positions, np.repeat(np.arange(len(replays)), size)))
+        out += [(g, rows, at, np.zeros(len(rows), dtype=np.int64)) for g, rows, at in self.partial]
+        return out
+
+    def rows(self) -> np.ndarray:
+        blocks = self.blocks()
+        return np.concatenate([b[1] for b in blocks]) if blocks else np.zeros(0, dtype=np.int64)
 
 
 def tie_captures(trace: Trace, captures: Captures) -> Trace:
@@ -176,10 +192,11 @@ def tie_captures(trace: Trace, captures: Captures) -> Trace:
     replays = _replays(kernels)
     tie = _match(kernels, replays, captures.graphs)
     columns = _tied_columns(kernels, tie, captures.graphs)
-    tied_rows = np.concatenate(tie.rows) if tie.rows else np.zeros(0, dtype=np.int64)
-    with_op = int((columns["op"].codes[tied_rows] >= 0).sum()) if len(tied_rows) else 0
-    shapes = np.asarray(columns["op_top_shapes"].astype(str))[tied_rows] if len(tied_rows) else np.zeros(0, str)
-    with_dims = int(sum(1 for s in shapes.tolist() if s and json.loads(s)[0] is not None))
+    tied_rows = tie.rows()
+    with_op = int((np.asarray(columns["op"].categories)[columns["op"].codes[tied_rows]] != "").sum())
+    shapes = columns["op_top_shapes"]
+    has_dims = np.array([bool(s) and json.loads(s)[0] is not None for s in shapes.categories] + [False])
+    with_dims = int(has_dims[shapes.codes[tied_rows]].sum())
     replayed = sum(len(rows) for _, rows in replays)
     report = {
         "sources": captures.sources,
@@ -237,7 +254,8 @@ def _replays(kernels: pd.DataFrame) -> list[tuple[int, np.ndarray]]:
     order = np.argsort(correlation, kind="stable")  # rows are in start order, so each launch's stay in order
     ids, starts = np.unique(correlation[order], return_index=True)
     groups = np.split(graph[order], starts[1:])
-    return sorted(zip(ids.tolist(), groups), key=lambda item: int(item[1][0]))
+    firsts = np.argsort(graph[order][starts], kind="stable")
+    return [(int(ids[i]), groups[i]) for i in firsts.tolist()]
 
 
 def _match(kernels: pd.DataFrame, replays: list[tuple[int, np.ndarray]], graphs: list[CapturedGraph]) -> _Tie:
@@ -259,9 +277,7 @@ def _match(kernels: pd.DataFrame, replays: list[tuple[int, np.ndarray]], graphs:
             graph = candidates[used[key] % len(candidates)]
             used[key] += 1
             tie.ambiguous += len({graphs[c].batch_size for c in candidates}) > 1
-            tie.rows.append(rows)
-            tie.graphs.append(graph)
-            tie.positions.append(np.arange(len(rows)))
+            tie.whole.setdefault(graph, []).append(rows)
             continue
         _partial(tie, correlation, rows, codes, captured, graphs, kernels)
     return tie
@@ -299,9 +315,7 @@ def _partial(
         positions = np.flatnonzero(other == codes)
     else:
         positions = np.arange(prefix)
-    tie.rows.append(rows[positions])
-    tie.graphs.append(best)
-    tie.positions.append(positions)
+    tie.partial.append((best, rows[positions], positions))
     tie.untied += len(rows) - len(positions)
     if tie.mismatch is None:
         name = kernels["name"].iloc[int(rows[prefix])] if prefix < len(rows) else ""
@@ -317,40 +331,32 @@ def _partial(
 def _tied_columns(kernels: pd.DataFrame, tie: _Tie, graphs: list[CapturedGraph]) -> dict[str, Any]:
     """TIED_COLUMNS and op_call of the kernel table with the tied rows' values from their captured launches."""
     out: dict[str, Any] = {}
+    blocks = tie.blocks()
     for column in TIED_COLUMNS:
-        values = [np.array(graphs[g].values[column], dtype=object)[p] for g, p in zip(tie.graphs, tie.positions)]
-        out[column] = _assigned(kernels[column].cat, tie.rows, values)
-    out["op_call"] = _op_calls(kernels, tie, graphs)
+        values = kernels[column].cat
+        code_of = {str(c): i for i, c in enumerate(values.categories)}
+        per_graph = [np.array([code_of.setdefault(v, len(code_of)) for v in g.values[column]]) for g in graphs]
+        codes = values.codes.to_numpy().astype(np.int64)
+        for graph, rows, positions, _ in blocks:
+            codes[rows] = per_graph[graph][positions]
+        out[column] = pd.Categorical.from_codes(codes, categories=list(code_of))
+    out["op_call"] = _op_calls(kernels, blocks, graphs)
     return out
 
 
-def _assigned(column: Any, rows: list[np.ndarray], values: list[np.ndarray]) -> pd.Categorical:
-    """A categorical column with `values` at `rows` (new categories appended)."""
-    categories = [str(c) for c in column.categories]
-    code_of = {c: i for i, c in enumerate(categories)}
-    codes = column.codes.to_numpy().astype(np.int64).copy()
-    for at, strings in zip(rows, values):
-        codes[at] = [code_of.setdefault(s, len(code_of)) for s in strings.tolist()]
-    return pd.Categorical.from_codes(codes, categories=list(code_of))
-
-
-def _op_calls(kernels: pd.DataFrame, tie: _Tie, graphs: list[CapturedGraph]) -> np.ndarray:
+def _op_calls(
+    kernels: pd.DataFrame, blocks: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]], graphs: list[CapturedGraph]
+) -> np.ndarray:
     """op_call with every tied kernel in the call of its captured top-level op in its replay, and all calls
-    numbered again by their first kernel's start (eager and replayed calls in one order)."""
-    call = kernels["op_call"].to_numpy().astype(np.int64).copy()
-    base = int(call.max()) + 1 if len(call) else 0
-    for replay, (rows, g, positions) in enumerate(zip(tie.rows, tie.graphs, tie.positions)):
-        captured = graphs[g].call[positions]
-        inside = captured >= 0
-        call[rows[inside]] = base + replay * (int(graphs[g].call.max()) + 1) + captured[inside]
-        call[rows[~inside]] = NO_ROW
+    numbered again in order of their first kernel (the table is in start order): eager and replayed calls in
+    one order."""
+    call = kernels["op_call"].to_numpy().astype(np.int64)
+    next_id = int(call.max()) + 1 if len(call) else 0
+    for graph, rows, positions, replay in blocks:
+        captured = graphs[graph].call[positions]
+        span = int(graphs[graph].call.max()) + 1
+        call[rows] = np.where(captured >= 0, next_id + replay * span + captured, NO_ROW)
+        next_id += (int(replay.max()) + 1) * span if len(replay) else 0
     present = call >= 0
-    if not present.any():
-        return call
-    ids, inverse = np.unique(call[present], return_inverse=True)
-    first = np.full(len(ids), np.inf)
-    np.minimum.at(first, inverse, kernels["ts"].to_numpy()[present])
-    rank = np.empty(len(ids), dtype=np.int64)
-    rank[np.lexsort((ids, first))] = np.arange(len(ids))
-    call[present] = rank[inverse]
+    call[present] = pd.factorize(call[present])[0]
     return call
