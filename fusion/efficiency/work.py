@@ -826,6 +826,8 @@ def _embedding(name: str, a: _Args) -> Work:
         idx_i = 2
         a.tensor(0)
         gathered = math.prod(a.tensor(2))
+    if _category(a.type(idx_i)) != 1:  # indices are integers; anything else is not this op's schema
+        raise _Unknown("shape not understood: indices not integer")
     row_bytes = _bytes_of(a.type(0))
     nbytes = a.read_bytes(idx_i) + 2 * gathered * row_bytes
     return _work("embedding", 0, nbytes, dtype_of(a.type(0)))

@@ -501,6 +501,11 @@ def test_embedding_reads_only_gathered_rows() -> None:
     assert i.bytes == e.bytes
 
 
+def test_embedding_indices_must_be_integers() -> None:
+    w = op_work("aten::embedding", [[2048, 4096], [4096, 4096]], [BF16, BF16])
+    assert w.bytes is None and "indices not integer" in w.reason
+
+
 def test_copies() -> None:
     n = 9_158_656
     to = counted(

@@ -335,3 +335,29 @@ def test_a_batch_result_opens_from_the_batch_list(server: str, browser: object, 
     expect(page.get_by_text("Findings across ranks", exact=False).first).to_be_visible()
     expect(page.get_by_test_id("stDataFrame")).to_have_count(2)
     _shot(page, shots, "batch")
+
+
+def test_the_efficiency_page_draws_the_roofline_and_a_point_opens_its_op(
+    server: str, browser: object, shots: Path
+) -> None:
+    page = _new_page(browser)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{server}/Efficiency?sample=eager_prefill")
+    _settled(page)
+    chart = _chart(page)
+    expect(page.get_by_text("Op calls rated").first).to_be_visible()
+    expect(page.locator("[data-testid='stDataFrame']").first).to_be_visible()
+    expect(chart.locator(".scatterlayer .trace .point").first).to_be_attached()
+    assert page.locator("[data-testid='stException']").count() == 0
+    assert page.locator("[data-testid='stAlertContentError']").count() == 0
+    _shot(page, shots, "efficiency")
+    page.get_by_text("Trace 1's op signatures").click()
+    _settled(page)
+    assert "etab=1" in page.url
+    chart = _chart(page)
+    chart.locator(".scatterlayer .trace .point").first.click(force=True)
+    _settled(page)
+    assert "op=" in page.url and "/Ops" in page.url
+    expect(page.get_by_text("What each call launched on", exact=False).first).to_be_visible()
+    assert errors == []
