@@ -65,6 +65,10 @@ def show_mapping(view: View, comparison: Comparison, mapping: FusionMapping, num
         if names:
             st.markdown(names)
         st.markdown(text.md(mapping.evidence))
+        for link in comparison.efficiency.findings:
+            if link.finding == number - 1:
+                st.markdown(f"**What its calls reach:** {text.md(link.text)}")
+                ui.link("efficiency", "The op calls on the roofline →", view)
         if mapping.op:
             ui.link(
                 "ops",

@@ -29,8 +29,9 @@ from fusion.classify.trace import load
 from fusion.errors import TraceError
 from fusion.loader import events as events_module
 from fusion.loader import piece_scan
+from fusion.loader.cpu_events import RangeKind
 from fusion.loader.event_columns import EventColumns, of_events
-from fusion.loader.kineto import _BUCKET
+from fusion.loader.kineto import _BUCKET, read_kineto
 from fusion.loader.op_args import SHAPE_KEYS
 from fusion.loader.piece_scan import category_table, scan_piece
 
@@ -504,6 +505,24 @@ def test_real_traces_load_the_same_with_the_scan(monkeypatch, name: str) -> None
     pd.testing.assert_frame_equal(scanned.names, decoded.names)
     assert scanned.warnings == decoded.warnings
     assert set(declined) <= {"a wrong guess at the end of the array"}
+
+
+def test_a_real_capture_trace_reads_the_same_with_the_scan(monkeypatch) -> None:
+    """A graph capture's launches name their kernels (launch_kernels) and its ops their shapes: both paths agree."""
+    paths = sorted((SHARED_TRACES / "tl_vllm_decode_full_exec" / "capture").glob("*.json.gz"))
+    if not paths:
+        pytest.skip("../shared is not here")
+    data = gzip.decompress(paths[0].read_bytes())
+    monkeypatch.setattr(events_module, "PIECE_SIZE", 1 << 20)
+    read = []
+    for minimum in (0, 1 << 62):
+        monkeypatch.setattr(events_module, "COMPILED_SCAN_MIN_BYTES", minimum)
+        cpu = read_kineto(data, launch_kernels=True).cpu
+        kernels = [cpu.names[c] if c >= 0 else None for c in cpu.launches.kernel.tolist()]
+        ops = cpu.ranges.of_kind(RangeKind.OP)
+        read.append((kernels, [cpu.shapes[c] if c >= 0 else None for c in ops.shapes.tolist()]))
+    assert read[0] == read[1]
+    assert sum(k is not None for k in read[0][0]) == 428 and sum(s is not None for s in read[0][1]) > 3700
 
 
 def _counting(declined: list[str]):

@@ -809,3 +809,23 @@ def test_an_upload_that_is_no_capture_says_so_in_place() -> None:
     at.file_uploader[3].set_value(("plain.json", execution, "application/json")).run()
     assert any("no graph capture in it" in e.value for e in at.error)
     assert "c2" not in at.query_params
+
+
+def test_an_op_finding_says_what_its_calls_reach_on_the_fusion_and_ops_pages(tmp_path: Path) -> None:
+    from builders import EagerTrace, Launch, Op
+
+    norm = {"Input Dims": [[128, 1024], [], [1024], [1024], []], "Input type": ["c10::BFloat16", "ScalarList"] * 2}
+    paths = {}
+    for side, platform, gpu, kernels in (
+        ("p1", "AMD", "AMD Instinct MI300X", [Launch("ln_stats", 1.0), Launch("ln_fwd", 4.0)]),
+        ("p2", "NVIDIA", "NVIDIA H100 80GB HBM3", [Launch("ln_fwd", 3.0)]),
+    ):
+        builder = EagerTrace(platform, gpu=gpu)
+        builder.run(*[Op("aten::layer_norm", kernels, args=norm) for _ in range(6)])
+        paths[side] = str(tmp_path / f"{platform}.json")
+        Path(paths[side]).write_bytes(builder.data())
+    for page, extra in (("pages/2_Fusion.py", {}), ("pages/5_Ops.py", {"op": "aten::layer_norm"})):
+        at = run(page, **paths, **extra)
+        (reach,) = [unescaped(m.value) for m in at.markdown if "What its calls reach" in m.value]
+        assert "AMD Instinct MI300X runs aten::layer_norm as 2 kernels per call at" in reach, page
+        assert "TB/s" in reach
