@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from fusion.loader.columns import id_column, id_fields, numbers
-from fusion.loader.op_args import ArgValues, EventArgs, arg_codes
+from fusion.loader.op_args import ArgValues, EventArgs, ValueMasks, arg_codes
 
 NOT_A_STRING = -1
 """The name code of an event whose name is absent or not a string."""
@@ -73,9 +73,9 @@ class EventColumns:
 _ROW_COLUMNS = ("bucket", "name", "ts", "dur", "thread", "correlation", "stream", "device", "has_args", "args")
 
 
-def of_events(events: list[Any], bucket_of: dict[str, int], launch_kernels: bool = False) -> EventColumns:
+def of_events(events: list[Any], bucket_of: dict[str, int], value_masks: ValueMasks | None = None) -> EventColumns:
     """The columns of msgspec-decoded events (events.Event), with the same values the compiled scan gives;
-    `launch_kernels`: the `kernel` arg is kept too (op_args).
+    `value_masks`: per bucket, the op_args values its events keep.
 
     Each step looks values up at C speed (map, dict.fromkeys, numpy) where every value has the usual type,
     and tests each value only where one does not."""
@@ -90,7 +90,7 @@ def of_events(events: list[Any], bucket_of: dict[str, int], launch_kernels: bool
     thread, threads = _thread_codes([e.pid for e in kept], [e.tid for e in kept])
     args: list[EventArgs | None] = [e.args for e in kept]
     correlation, stream, device = (id_column(values)[0] for values in id_fields(args))
-    codes, values = arg_codes(args, launch_kernels)
+    codes, values = arg_codes(args, bucket[rows], value_masks or {})
     return EventColumns(
         bucket=bucket[rows],
         name=name,

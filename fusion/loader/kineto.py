@@ -18,6 +18,7 @@ from fusion.loader.columns import MISSING_ID, intern_coded, used_categories
 from fusion.loader.cpu_events import RANGE_CATEGORIES, RUNTIME_CATEGORIES, CpuCollector, CpuEvents, RangeKind
 from fusion.loader.event_columns import NOT_A_STRING, EventColumns
 from fusion.loader.events import read_events
+from fusion.loader.op_args import KERNEL_MASK, SHAPES_MASK
 from fusion.loader.reader import Progress, TraceSource, open_input
 
 KERNEL_CATEGORIES = frozenset({"kernel", "Kernel"})
@@ -29,6 +30,8 @@ _BUCKET = {
 }
 """Which list a piece's events are sorted into, by category (ranges: 2 + their RangeKind); others are dropped."""
 _BUCKETS = 2 + len(RangeKind)
+_SHAPES_BUCKET = 2 + RangeKind.OP
+"""cpu_op events keep their shapes args (op_args)."""
 _ID_FIELDS = ("correlation", "stream", "device")
 MAX_KERNEL_NAMES = 200_000
 """More distinct names than this is not a GPU profile (real ones have thousands): refused before classifying."""
@@ -70,7 +73,7 @@ def read_kineto(
     total bytes); python_function frames whose names end with one of `frame_suffixes` are kept as ranges;
     `launch_kernels` keeps the kernel name each runtime launch records (a graph capture's, fusion.model.capture)."""
     raw = open_input(source, name=name, progress=progress, max_bytes=max_bytes)
-    stream = read_events(raw, _BUCKET, launch_kernels)
+    stream = read_events(raw, _BUCKET, value_masks(launch_kernels))
     collector = _collect(stream.pieces, raw.source, frame_suffixes)
     top = stream.top_level
     props = _device_properties(top)
@@ -89,6 +92,11 @@ def read_kineto(
         cpu=collector.cpu.events(),
         warnings=stream.warnings + warnings + _quality_warnings(collector),
     )
+
+
+def value_masks(launch_kernels: bool) -> dict[int, int]:
+    """The op_args values kept per bucket: cpu_ops' shapes, and the kernel a runtime launch names when asked."""
+    return {_SHAPES_BUCKET: SHAPES_MASK} | ({_RUNTIME: KERNEL_MASK} if launch_kernels else {})
 
 
 @dataclass

@@ -10,7 +10,7 @@ same whichever decoded a piece.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import msgspec
 import numpy as np
@@ -23,6 +23,12 @@ KERNEL_KEY = "kernel"
 """The arg of a runtime launch that names the kernel launched (kept only when asked: graph captures)."""
 NO_ARGS = -1
 """The code of an event without any of these args."""
+SHAPES_MASK = (1 << len(SHAPE_KEYS)) - 1
+"""A value mask's bits of the shapes args (kept for cpu_op events)."""
+KERNEL_MASK = 1 << len(SHAPE_KEYS)
+"""A value mask's bit of the launched kernel's name (kept for runtime launches when asked: graph captures)."""
+ValueMasks = dict[int, int]
+"""Per bucket (EventColumns.bucket), which values its events keep: SHAPES_MASK and/or KERNEL_MASK bits."""
 _EMPTY = msgspec.Raw()
 _decoder = msgspec.json.Decoder()
 
@@ -57,22 +63,30 @@ def arg_values(parts: tuple[bytes | None, ...]) -> ArgValues:
     return ArgValues(text, kernel if isinstance(kernel, str) else "")
 
 
-def arg_codes(args: list[EventArgs | None], launch_kernels: bool) -> tuple[np.ndarray, list[ArgValues]]:
-    """Per event (msgspec's decode), the code of its value set (NO_ARGS for none), and the distinct sets.
+def region_values(region: bytes, mask: int) -> ArgValues:
+    """The values of a region of args (`"key": value, ...`, as the compiled scan cuts it) that `mask` keeps."""
+    found = _decoder.decode(b"{" + region + b"}")
+    keys = (*SHAPE_KEYS, KERNEL_KEY)
+    parts = [msgspec.json.encode(found[k]) if mask & (1 << i) and k in found else None for i, k in enumerate(keys)]
+    return arg_values(tuple(parts))
 
-    Only events that hold one of the keys are looked at one by one: on a piece of kernels the first pass
-    finds none."""
+
+def arg_codes(
+    args: list[EventArgs | None], buckets: np.ndarray, value_masks: ValueMasks
+) -> tuple[np.ndarray, list[ArgValues]]:
+    """Per event (msgspec's decode), the code of its value set (NO_ARGS for none), and the distinct sets: only
+    the values `value_masks` keeps for the event's bucket, so only those events are looked at one by one."""
     codes = np.full(len(args), NO_ARGS, dtype=np.int32)
-    present = [i for i, a in enumerate(args) if a is not None and (a.dims or a.types or a.concrete or a.strides)]
-    if launch_kernels:
-        present = sorted(set(present) | {i for i, a in enumerate(args) if a is not None and a.kernel})
     code_of: dict[tuple[bytes, ...], int] = {}
-    for i in present:
-        a: Any = args[i]
-        key = (bytes(a.dims), bytes(a.types), bytes(a.strides), bytes(a.concrete))
-        if launch_kernels:
-            key += (bytes(a.kernel),)
-        codes[i] = code_of.setdefault(key, len(code_of))
+    for bucket, mask in value_masks.items():
+        for i in np.flatnonzero(buckets == bucket).tolist():
+            a = args[i]
+            if a is None:
+                continue
+            fields = (a.dims, a.types, a.strides, a.concrete, a.kernel)
+            key = tuple(bytes(f) if mask & (1 << k) else b"" for k, f in enumerate(fields))
+            if any(key):
+                codes[i] = code_of.setdefault(key, len(code_of))
     return codes, [arg_values(key) for key in code_of]
 
 

@@ -30,7 +30,7 @@ from numba.extending import intrinsic
 
 from fusion.compiled import UNCACHED, compiled
 from fusion.loader.event_columns import EventColumns, distinct_pairs
-from fusion.loader.op_args import KERNEL_KEY, SHAPE_KEYS, arg_values
+from fusion.loader.op_args import KERNEL_KEY, SHAPE_KEYS, region_values
 
 # columns of the integer output, one row per kept event
 (
@@ -48,11 +48,15 @@ from fusion.loader.op_args import KERNEL_KEY, SHAPE_KEYS, arg_values
     _SLOW_TS_END,
     _SLOW_DUR,
     _SLOW_DUR_END,
+    _REGION_START,
+    _REGION_END,
     _ARGS,
-) = range(15)
-"""_SLOW_*: where a ts or dur that the scan could not convert exactly is (0 when converted); _ARGS: the code of
-the event's arg values (op_args), _MISSING for none."""
-_INT_COLUMNS = 15
+) = range(17)
+"""_SLOW_*: where a ts or dur that the scan could not convert exactly is (0 when converted). _REGION_*: the span of
+the args from the first _VALUE_KEYS key to the end of the last one's value (0 where none: no region starts at
+a piece's first byte, which is `[`, so the row's reset clears it); _ARGS: 1 + the code of its values (0 for
+none)."""
+_INT_COLUMNS = 17
 _TS, _DUR = range(2)
 _NO_INT, _INT, _OTHER = range(3)
 """What a pid or tid holds: nothing (absent or null), an int64, or anything else (declined)."""
@@ -81,9 +85,8 @@ _SIMPLE_ESCAPES[list(b'"\\/bfnrt')] = True
 _KEYS = (b"cat", b"name", b"ts", b"dur", b"pid", b"tid", b"args")
 _ARGS_KEYS = (b"correlation", b"stream", b"device")
 _VALUE_KEYS = tuple(key.encode() for key in (*SHAPE_KEYS, KERNEL_KEY))
-"""The args whose values are kept as byte spans (op_args), in ArgValues' order; the kernel's only when asked."""
-_VALUES = len(_VALUE_KEYS)
-_KERNEL_VALUE = _VALUES - 1
+"""The args whose values op_args keeps. Their region (they come together in a cpu_op's args) is interned per
+distinct bytes, for the events of the buckets that keep values (value_masks)."""
 _CAT, _NAME_KEY, _TS_KEY, _DUR_KEY, _PID_KEY, _TID_KEY, _ARGS_KEY = range(len(_KEYS))
 
 
@@ -148,7 +151,7 @@ def _key_slot(first: int) -> int:
 _KEY_SLOTS, _KEY_PATTERNS, _KEY_MASKS, _KEY_SIZES = _key_lookup(_KEYS + _ARGS_KEYS + _VALUE_KEYS + _SKIPPED_KEYS)
 _FIRST_ARGS_KEY = len(_KEYS)
 _FIRST_VALUE_ARG = len(_ARGS_KEYS)
-_FIRST_SKIPPED_KEY = len(_KEYS) + len(_ARGS_KEYS) + _VALUES
+_FIRST_SKIPPED_KEY = len(_KEYS) + len(_ARGS_KEYS) + len(_VALUE_KEYS)
 """One table for the keys of both levels and the skipped ones: an args key's index there is _FIRST_ARGS_KEY
 plus its index in _ARGS_KEYS + _VALUE_KEYS."""
 
@@ -559,23 +562,22 @@ def _grow(array):
 
 
 @compiled
-def _scan(data, cat_bytes, cat_starts, cat_buckets, launch_kernels):
-    """The piece `[...]`: (accepted, events, ints, floats, name spans, arg value spans), one row per kept event.
+def _scan(data, cat_bytes, cat_starts, cat_buckets, value_masks):
+    """The piece `[...]`: (accepted, events, ints, floats, name spans, value regions), one row per kept event.
 
     A row's name is a code into the spans of distinct names: open addressing on a hash, with the bytes
-    compared on a hit, so equal codes mean equal bytes. Its arg values (_VALUE_KEYS) are a code into the
-    distinct sets of value spans, interned the same way."""
+    compared on a hit, so equal codes mean equal bytes. An event of a bucket with value_masks[bucket] set has its
+    value region interned the same way, with the mask: _ARGS is 1 + a code into the distinct (region, mask)."""
     n = len(data)
     stack = np.empty(_MAX_DEPTH, dtype=np.uint8)
     ints = np.empty((_FIRST_ROWS, _INT_COLUMNS), dtype=np.int64)
     floats = np.empty((_FIRST_ROWS, 2), dtype=np.float64)
     spans = np.empty((_FIRST_ROWS, 2), dtype=np.int64)
     slots = np.full(_FIRST_SLOTS, -1, dtype=np.int64)
-    values = np.empty((_VALUES, 2), dtype=np.int64)
-    value_sets = np.empty((_FIRST_ROWS, 2 * _VALUES), dtype=np.int64)
-    value_slots = np.full(_FIRST_SLOTS, -1, dtype=np.int64)
+    regions = np.empty((_FIRST_ROWS, 3), dtype=np.int64)
+    region_slots = np.full(_FIRST_SLOTS, -1, dtype=np.int64)
     rows = names = sets = events = 0
-    declined = (False, 0, ints[:0], floats[:0], spans[:0], value_sets[:0])
+    declined = (False, 0, ints[:0], floats[:0], spans[:0], regions[:0])
     i = _blank(data, 0, n)
     if i >= n or data[i] != _OPEN_ARRAY:
         return declined
@@ -587,7 +589,7 @@ def _scan(data, cat_bytes, cat_starts, cat_buckets, launch_kernels):
         if rows == ints.shape[0]:
             ints, floats = _grow(ints), _grow(floats)
         i, bucket, name_start, name_end = _event(
-            data, i, n, stack, cat_bytes, cat_starts, cat_buckets, ints[rows], floats[rows], values, launch_kernels
+            data, i, n, stack, cat_bytes, cat_starts, cat_buckets, ints[rows], floats[rows]
         )
         if i < 0:
             return declined
@@ -604,17 +606,18 @@ def _scan(data, cat_bytes, cat_starts, cat_buckets, launch_kernels):
                     spans[names, 0], spans[names, 1] = name_start, name_end
                     names += 1
                 ints[rows, _NAME] = code
-            if ints[rows, _HAS_ARGS] and _any_value(values):
-                if sets * 2 >= value_slots.shape[0]:
-                    value_slots = _rehash_values(data, value_sets, sets, value_slots.shape[0] * 2)
-                if sets == value_sets.shape[0]:
-                    value_sets = _grow(value_sets)
-                code = _intern_values(data, values, value_sets, sets, value_slots)
+            keep = value_masks[bucket] if bucket < len(value_masks) else 0
+            if keep and ints[rows, _REGION_START]:
+                if sets * 2 >= region_slots.shape[0]:
+                    region_slots = _rehash_regions(data, regions, sets, region_slots.shape[0] * 2)
+                if sets == regions.shape[0]:
+                    regions = _grow(regions)
+                start, end = ints[rows, _REGION_START], ints[rows, _REGION_END]
+                code = _intern_region(data, start, end, keep, regions, sets, region_slots)
                 if code == sets:
-                    for k in range(_VALUES):
-                        value_sets[sets, 2 * k], value_sets[sets, 2 * k + 1] = values[k, 0], values[k, 1]
+                    regions[sets, 0], regions[sets, 1], regions[sets, 2] = start, end, keep
                     sets += 1
-                ints[rows, _ARGS] = code
+                ints[rows, _ARGS] = code + 1
             rows += 1
         i = _blank(data, i, n)
         if i >= n or (data[i] != _COMMA and data[i] != _CLOSE_ARRAY):
@@ -624,11 +627,11 @@ def _scan(data, cat_bytes, cat_starts, cat_buckets, launch_kernels):
             i = _blank(data, i + 1, n)
     if _blank(data, i + 1, n) != n:
         return declined
-    return True, events, ints[:rows], floats[:rows], spans[:names], value_sets[:sets]
+    return True, events, ints[:rows], floats[:rows], spans[:names], regions[:sets]
 
 
 @compiled(allocates=False)
-def _event(data, i, n, stack, cat_bytes, cat_starts, cat_buckets, row, times, values, launch_kernels):
+def _event(data, i, n, stack, cat_bytes, cat_starts, cat_buckets, row, times):
     """The event object at i: its fields into `row` and `times`; (position after it, bucket, name span).
 
     The position is -1 where the scan declines; the bucket is -1 for a category nobody asked for."""
@@ -636,7 +639,7 @@ def _event(data, i, n, stack, cat_bytes, cat_starts, cat_buckets, row, times, va
         return -1, -1, -1, -1
     bucket, name_start, name_end = -1, -1, -1
     row[:] = 0
-    row[_NAME] = row[_CORRELATION] = row[_STREAM] = row[_DEVICE] = row[_ARGS] = _MISSING
+    row[_NAME] = row[_CORRELATION] = row[_STREAM] = row[_DEVICE] = _MISSING
     times[:] = np.nan
     seen = 0
     i = _blank(data, i + 1, n)
@@ -676,7 +679,7 @@ def _event(data, i, n, stack, cat_bytes, cat_starts, cat_buckets, row, times, va
                 column = _PID if key == _PID_KEY else _TID
                 row[column], row[column + 1] = _thread(negative, mantissa, digits, literal_int)
         elif key == _ARGS_KEY and c == _OPEN_OBJECT:
-            end = _args(data, i, n, stack, row, values, launch_kernels)
+            end = _args(data, i, n, stack, row)
         else:
             if key == _PID_KEY or key == _TID_KEY:
                 row[(_PID if key == _PID_KEY else _TID) + 1] = _NO_INT if c == 110 else _OTHER  # null, or other
@@ -696,16 +699,15 @@ def _event(data, i, n, stack, cat_bytes, cat_starts, cat_buckets, row, times, va
 
 
 @compiled(allocates=False)
-def _args(data, i, n, stack, row, values, launch_kernels):
-    """The args object at i: its id fields into `row`, the spans of its _VALUE_KEYS values into `values` (-1
-    where absent; the kernel's only with `launch_kernels`); the position after it, -1 where declined."""
+def _args(data, i, n, stack, row):
+    """The args object at i: its id fields into `row`; the position after it, -1 where declined."""
     row[_HAS_ARGS] = 1
-    values[:] = -1
     i = _blank(data, i + 1, n)
     if i < n and data[i] == _CLOSE_OBJECT:
         return i + 1
     seen = 0
     while True:
+        key_at = i
         i, key = _key(data, i, n)
         if i < 0:
             return -1
@@ -715,7 +717,8 @@ def _args(data, i, n, stack, row, values, launch_kernels):
             if seen & (1 << key):
                 return -1
             seen |= 1 << key
-        start = i
+            if key >= _FIRST_VALUE_ARG and not row[_REGION_START]:
+                row[_REGION_START] = key_at
         if c == _MINUS or _ZERO <= c <= _NINE:
             end, negative, mantissa, _, digits, literal_int = _number(data, i, n)
             if end < 0 or not _delimited(data, end, n):
@@ -731,8 +734,8 @@ def _args(data, i, n, stack, row, values, launch_kernels):
             i = _skip(data, i, n, stack)
             if i < 0:
                 return -1
-        if key >= _FIRST_VALUE_ARG and (launch_kernels or key - _FIRST_VALUE_ARG != _KERNEL_VALUE):
-            values[key - _FIRST_VALUE_ARG, 0], values[key - _FIRST_VALUE_ARG, 1] = start, i
+        if key >= _FIRST_VALUE_ARG:
+            row[_REGION_END] = i
         i = _blank(data, i, n)
         if i >= n:
             return -1
@@ -742,72 +745,6 @@ def _args(data, i, n, stack, row, values, launch_kernels):
         if data[i] != _CLOSE_OBJECT:
             return -1
         return i + 1
-
-
-@compiled(allocates=False, inline=True)
-def _any_value(values):
-    for k in range(_VALUES):
-        if values[k, 0] >= 0:
-            return True
-    return False
-
-
-@compiled(allocates=False, inline=True)
-def _values_hash(data, values, n):
-    """A hash of the value spans of one event (an absent one hashed as absent): _name_hash of each, chained."""
-    value = _FNV_OFFSET
-    for k in range(_VALUES):
-        if values[k, 0] >= 0:
-            value = (value ^ _name_hash(data, values[k, 0], values[k, 1], n)) * _FNV_PRIME
-        else:
-            value = (value ^ np.uint64(k + 1)) * _FNV_PRIME
-    return value ^ (value >> np.uint64(33))
-
-
-@compiled(allocates=False, inline=True)
-def _same_values(data, values, sets, code, n):
-    """Whether the value spans of an event hold the same bytes as distinct set `code` (absent where absent)."""
-    for k in range(_VALUES):
-        start, end = sets[code, 2 * k], sets[code, 2 * k + 1]
-        if (start < 0) != (values[k, 0] < 0):
-            return False
-        if start >= 0 and (
-            end - start != values[k, 1] - values[k, 0] or not _same_bytes(data, start, values[k, 0], end - start, n)
-        ):
-            return False
-    return True
-
-
-@compiled(allocates=False, inline=True)
-def _intern_values(data, values, sets, count, slots):
-    """The code of an event's value spans: an existing set with the same bytes, or `count` (new; its slot is taken)."""
-    mask = slots.shape[0] - 1
-    n = len(data)
-    slot = np.int64(_values_hash(data, values, n) & np.uint64(mask))
-    while True:
-        code = slots[slot]
-        if code < 0:
-            slots[slot] = count
-            return count
-        if _same_values(data, values, sets, code, n):
-            return code
-        slot = (slot + 1) & mask
-
-
-@compiled
-def _rehash_values(data, sets, count, size):
-    slots = np.full(size, -1, dtype=np.int64)
-    mask = size - 1
-    n = len(data)
-    values = np.empty((_VALUES, 2), dtype=np.int64)
-    for code in range(count):
-        for k in range(_VALUES):
-            values[k, 0], values[k, 1] = sets[code, 2 * k], sets[code, 2 * k + 1]
-        slot = np.int64(_values_hash(data, values, n) & np.uint64(mask))
-        while slots[slot] >= 0:
-            slot = (slot + 1) & mask
-        slots[slot] = code
-    return slots
 
 
 @compiled(allocates=False, inline=True)
@@ -825,6 +762,37 @@ def _numbers(data, i, n, stack):
             return -1
         j = _blank(data, j + 1, n)
     return _container_end(data, i, n, stack)
+
+
+@compiled(allocates=False)
+def _intern_region(data, start, end, keep, regions, count, slots):
+    """The code of a (region, mask): an existing one with the same bytes and mask, or `count` (new; its slot is
+    taken). A call, not inlined: the scan's loop stays as small for the events that have no values."""
+    mask = slots.shape[0] - 1
+    slot = np.int64((_name_hash(data, start, end, len(data)) ^ np.uint64(keep)) & np.uint64(mask))
+    size = end - start
+    while True:
+        code = slots[slot]
+        if code < 0:
+            slots[slot] = count
+            return count
+        at = regions[code, 0]
+        if regions[code, 2] == keep and regions[code, 1] - at == size and _same_bytes(data, at, start, size, len(data)):
+            return code
+        slot = (slot + 1) & mask
+
+
+@compiled
+def _rehash_regions(data, regions, count, size):
+    slots = np.full(size, -1, dtype=np.int64)
+    mask = size - 1
+    for code in range(count):
+        hashed = _name_hash(data, regions[code, 0], regions[code, 1], len(data)) ^ np.uint64(regions[code, 2])
+        slot = np.int64(hashed & np.uint64(mask))
+        while slots[slot] >= 0:
+            slot = (slot + 1) & mask
+        slots[slot] = code
+    return slots
 
 
 @compiled(allocates=False, inline=True)
@@ -862,15 +830,33 @@ def category_table(bucket_of: dict[str, int]) -> tuple[np.ndarray, np.ndarray, n
     return joined, starts, np.array([bucket_of[c] for c in categories], dtype=np.int8)
 
 
+def value_mask_table(value_masks: dict[int, int]) -> np.ndarray:
+    """The scan's form of bucket -> the op_args values its events keep (op_args.SHAPES_MASK, KERNEL_MASK bits);
+    buckets beyond the table keep none."""
+    table = np.zeros(max(value_masks, default=-1) + 2, dtype=np.int64)
+    for bucket, mask in value_masks.items():
+        table[bucket] = mask
+    return table
+
+
+_NO_MASKS = np.zeros(1, dtype=np.int64)
+
+
 def scan_piece(
-    data: bytes, table: tuple[np.ndarray, np.ndarray, np.ndarray], launch_kernels: bool = False
+    data: bytes, table: tuple[np.ndarray, np.ndarray, np.ndarray], value_masks: np.ndarray | None = None
 ) -> EventColumns | None:
     """The kept events of a piece (`[` events `]`) as columns; None where the scan declines the piece.
-    `launch_kernels`: the `kernel` arg is kept too (op_args)."""
-    ok, events, ints, floats, spans, value_sets = _scan(np.frombuffer(data, dtype=np.uint8), *table, launch_kernels)
+    `value_masks` (value_mask_table): per bucket, the op_args values kept (none without)."""
+    masks = value_masks if value_masks is not None else _NO_MASKS
+    ok, events, ints, floats, spans, regions = _scan(np.frombuffer(data, dtype=np.uint8), *table, masks)
     if not ok:
         return None
     _convert_slow_numbers(data, ints, floats)
+    values = [region_values(data[start:end], mask) for start, end, mask in regions.tolist()]
+    args = ints[:, _ARGS].astype(np.int32) - 1
+    empty = np.array([not (v.shapes or v.kernel) for v in values] + [True])  # code -1 (none) picks the last
+    if empty[:-1].any():  # a region of none of the kept values
+        args = np.where(empty[args], -1, args).astype(np.int32)
     names = [_decoded(data[start - 1 : end + 1]) for start, end in spans.tolist()]
     thread, threads = distinct_pairs(
         ints[:, _PID], ints[:, _PID_KIND] == _INT, ints[:, _TID], ints[:, _TID_KIND] == _INT
@@ -887,11 +873,8 @@ def scan_piece(
         stream=ints[:, _STREAM].copy(),
         device=ints[:, _DEVICE].copy(),
         has_args=ints[:, _HAS_ARGS].astype(bool),
-        args=ints[:, _ARGS].astype(np.int32),
-        arg_values=[
-            arg_values(tuple(data[start:end] if start >= 0 else None for start, end in zip(row[::2], row[1::2])))
-            for row in value_sets.tolist()
-        ],
+        args=args,
+        arg_values=values,
         events=int(events),
     )
 

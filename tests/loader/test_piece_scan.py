@@ -31,9 +31,9 @@ from fusion.loader import events as events_module
 from fusion.loader import piece_scan
 from fusion.loader.cpu_events import RangeKind
 from fusion.loader.event_columns import EventColumns, of_events
-from fusion.loader.kineto import _BUCKET, read_kineto
+from fusion.loader.kineto import _BUCKET, read_kineto, value_masks
 from fusion.loader.op_args import SHAPE_KEYS
-from fusion.loader.piece_scan import category_table, scan_piece
+from fusion.loader.piece_scan import category_table, scan_piece, value_mask_table
 
 TABLE = category_table(_BUCKET)
 CHECKS = settings(
@@ -48,7 +48,7 @@ CHECKS = settings(
 def msgspec_columns(data: bytes, launch_kernels: bool = False) -> EventColumns | None:
     """What events.py gets from msgspec for a piece; None where msgspec refuses it."""
     try:
-        return of_events(events_module._decode_events("piece", data, 1, 0), _BUCKET, launch_kernels)
+        return of_events(events_module._decode_events("piece", data, 1, 0), _BUCKET, value_masks(launch_kernels))
     except TraceError:
         return None
 
@@ -93,7 +93,7 @@ def rows(columns: EventColumns) -> list[tuple]:
 
 
 def assert_same_or_declined(data: bytes, launch_kernels: bool = False) -> EventColumns | None:
-    scanned = scan_piece(data, TABLE, launch_kernels)
+    scanned = scan_piece(data, TABLE, value_mask_table(value_masks(launch_kernels)))
     expected = msgspec_columns(data, launch_kernels)
     if scanned is not None:
         assert expected is not None, "the scan accepted a piece msgspec refuses"
@@ -191,7 +191,8 @@ def test_op_shapes_are_kept_once_per_distinct_set() -> None:
 
 def test_shapes_text_is_the_same_however_the_file_spaces_it() -> None:
     spaced = piece(OP).replace(b"[[16, 559, 1024]", b"[ [16,559 ,1024 ]")
-    assert rows(scan_piece(spaced, TABLE))[0][-1] == rows(scan_piece(piece(OP), TABLE))[0][-1]
+    masks = value_mask_table(value_masks(False))
+    assert rows(scan_piece(spaced, TABLE, masks))[0][-1] == rows(scan_piece(piece(OP), TABLE, masks))[0][-1]
 
 
 @pytest.mark.parametrize(
@@ -209,8 +210,9 @@ def test_odd_shapes_args_read_the_same_on_both_paths(args: dict) -> None:
 
 def test_a_repeated_shapes_key_is_left_to_msgspec() -> None:
     data = b'[{"cat": "cpu_op", "name": "a", "ts": 1, "dur": 1, "args": {"Input Dims": [[1]], "Input Dims": [[2]]}}]'
-    assert scan_piece(data, TABLE) is None
-    assert msgspec_columns(data) is not None
+    assert scan_piece(data, TABLE, value_mask_table(value_masks(False))) is None
+    decoded = msgspec_columns(data)
+    assert decoded is not None and json.loads(decoded.arg_values[0].shapes)[0] == [[2]]  # the last, as msgspec
 
 
 @pytest.mark.parametrize("launch_kernels", [False, True])
@@ -529,8 +531,8 @@ def _counting(declined: list[str]):
     """scan_piece, noting each piece it declines and whether msgspec refuses that piece too."""
     original = piece_scan.scan_piece
 
-    def counting(piece_data: bytes, table, launch_kernels=False):
-        result = original(piece_data, table, launch_kernels)
+    def counting(piece_data: bytes, table, masks=None):
+        result = original(piece_data, table, masks)
         if result is None:
             try:
                 msgspec.json.decode(piece_data)
@@ -548,7 +550,7 @@ def test_a_large_trace_is_scanned_and_a_small_one_is_not(monkeypatch) -> None:
     data = trace_json(events)
     sizes: list[int] = []
     original = piece_scan.scan_piece
-    monkeypatch.setattr(piece_scan, "scan_piece", lambda d, t, k: sizes.append(len(d)) or original(d, t, k))
+    monkeypatch.setattr(piece_scan, "scan_piece", lambda d, t, m: sizes.append(len(d)) or original(d, t, m))
     monkeypatch.setattr(events_module, "COMPILED_SCAN_MIN_BYTES", len(data) // 4)
     monkeypatch.setattr(events_module, "PIECE_SIZE", len(data) // 3)
     table = load(data).kernels
