@@ -113,7 +113,8 @@ def jobs_from_manifest(path: str | os.PathLike) -> list[Job]:
         first, second = (_resolve(base, cell.strip()) for cell in row[:2])
         label = row[2].strip() if len(row) > 2 and row[2].strip() else f"{_stem(first)} vs {_stem(second)}"
         captures = [tuple(_resolve(base, c.strip()) for c in cell.split(";") if c.strip()) for cell in row[3:5]]
-        jobs.append(replace(_job(first, second, label), **dict(zip(("capture1", "capture2"), captures))))
+        captures += [()] * (2 - len(captures))
+        jobs.append(replace(_job(first, second, label), capture1=captures[0], capture2=captures[1]))
     if not jobs:
         raise TraceError(str(path), "the manifest lists no pair")
     return _unique_labels(jobs)

@@ -132,7 +132,7 @@ def op_efficiency(
     calls: tuple[OpCalls, OpCalls], aligned: np.ndarray, mappings: list[FusionMapping], labels: tuple[str, str]
 ) -> OpEfficiency:
     """Both traces' call rates and signatures, the aligned calls side by side, and the findings' links."""
-    rates = tuple(trace_rates(c.trace, c) for c in calls)
+    rates = (trace_rates(calls[0].trace, calls[0]), trace_rates(calls[1].trace, calls[1]))
     notes = [f"{labels[s]}: {r.gpu.note}" for s, r in enumerate(rates) if r.gpu.note]
     table = aligned_table(rates[0], rates[1], aligned, labels)
     if len(table) > TOP_ROWS:
@@ -185,8 +185,8 @@ def aligned_table(rates1: TraceRates, rates2: TraceRates, aligned: np.ndarray, l
             }
         )
         rated = with_rates(summed, rates.gpu)
-        for column in RATE_COLUMNS:
-            table[f"{column}{s}"] = rated[column].to_numpy()
+        for name in RATE_COLUMNS:
+            table[f"{name}{s}"] = rated[name].to_numpy()
     time1, time2 = table[f"{TIME_US}1"], table[f"{TIME_US}2"]
     table[TIME_RATIO] = (time1 / time2).where((time1 > 0) & (time2 > 0))
     side, saving = _savings(table)
@@ -243,10 +243,7 @@ def finding_links(
             continue
         op = mapping.op or str(rates[0].calls[OP].iloc[cited[0][0]])
         per_call = [float(rates[s].calls[KERNELS].iloc[cited[s]].mean()) for s in (0, 1)]
-        parts = [
-            f"{labels[s]} runs {op} as {_count(per_call[s])} per call at {rate_text(summed[s])}"  # type: ignore[arg-type]
-            for s in (0, 1)
-        ]
+        parts = [f"{labels[s]} runs {op} as {_count(per_call[s])} per call at {rate_text(summed[s])}" for s in (0, 1)]
         text = f"{parts[0]}; {parts[1]} (the {len(cited[0])} and {len(cited[1])} calls the finding cites)"
         links.append(FindingLink(index, op, len(cited[0]), len(cited[1]), text))
     return links

@@ -7,6 +7,7 @@ values (bools, strings, huge numbers, missing args) the same way.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -77,7 +78,7 @@ def intern_coded(codes: np.ndarray, values: list[Any], table: dict[Any, int]) ->
     return np.array(table_codes, dtype=np.int32)[order]
 
 
-def id_fields(args: list[IdArgs | None]) -> tuple[list[Any], list[Any], list[Any]]:
+def id_fields(args: Sequence[IdArgs | None]) -> tuple[list[Any], list[Any], list[Any]]:
     """The correlation, stream and device of each event's args; None where the event has no args.
 
     Written out per field: a comprehension reads an attribute several times faster than getattr or attrgetter."""

@@ -83,7 +83,8 @@ def read_captures(sources: list[TraceSource], found_in: str | None = None, names
     TraceError naming a file that is not one."""
     graphs: list[CapturedGraph] = []
     read, digests, notes = [], [], []
-    for source, name in zip(sources, names or [None] * len(sources)):
+    given: list[str | None] = [*names] if names else [None] * len(sources)
+    for source, name in zip(sources, given):
         records = read_kineto(source, name=name, frame_suffixes=ENGINE_FRAME_SUFFIXES, launch_kernels=True)
         found = _graphs(records.cpu, records.source, _batch_sizes(source))
         if not found:
