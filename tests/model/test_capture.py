@@ -80,6 +80,26 @@ def test_shared_full_decode_graph_kernels_carry_op_names_and_shapes() -> None:
     assert len(gemms) == 24 * 3 and gemms["module"].astype(str).str.startswith("GptOssForCausalLM").all()
 
 
+def test_the_shared_replays_tied_each_to_its_capture_align_their_ops_across_traces() -> None:
+    """The full decode graph against the piecewise step, each with its own capture: the MoE layers' calls inside
+    the graph replays are op calls on both sides, aligned in the op table and rated; untied, the full graph's
+    replay has no op at all."""
+    traces = []
+    for name in SHARED_PAIRS:
+        if not (SHARED_TRACES / name).is_dir():
+            pytest.skip("shared traces not present")
+        trace, captures, found = resolve_input(str(SHARED_TRACES / name))
+        traces.append((load(trace), read_captures(captures, found)))
+    comparison = compare(*(tie_captures(trace, captures) for trace, captures in traces))
+    moe = comparison.op_table[comparison.op_table["op"] == "vllm::moe_forward"]
+    assert len(moe) == 1 and int(moe["trace1_calls"].iloc[0]) == int(moe["trace2_calls"].iloc[0]) == 24
+    rated = comparison.efficiency.calls(1)
+    gemms = rated[rated["counted_op"] == "vllm::rocm_unquantized_gemm"]  # 24 layers x 3 in the graph, lm_head
+    assert len(gemms) == 73 and gemms["flops"].notna().all() and gemms["tflops"].notna().all()
+    untied = compare(traces[0][0], tie_captures(*traces[1]))
+    assert untied.op_table.loc[untied.op_table["op"] == "vllm::moe_forward", "trace1_calls"].sum() == 0
+
+
 def test_an_exact_replay_is_tied_whole_with_module_and_shapes() -> None:
     trace = tied(replay_of(["ln_stats", "ln_fwd", "gemm"] * 2), capture_of([LAYER, LAYER]))
     kernels = trace.kernels
