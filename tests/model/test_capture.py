@@ -15,6 +15,7 @@ from fusion.__main__ import main
 from fusion.match.op_calls import op_calls
 from fusion.model.capture import read_captures, tie_captures
 from fusion.model.capture_files import resolve_input
+from fusion.report.render import to_json
 
 SHARED_PAIRS = ("tl_vllm_decode_full_exec", "tl_vllm_pd_piecewise_exec")
 MIN_TIED = 0.99
@@ -121,6 +122,17 @@ def test_a_reordered_replay_ties_only_where_names_agree() -> None:
     assert report["first_mismatch"]["captured"] == "ln_stats"
     assert trace.kernels["op_top"].astype(str).tolist() == ["", "", "aten::linear"]
     assert any("2 of 3 replayed kernels not tied" in w for w in trace.warnings)
+
+
+def test_the_report_is_in_compares_json_and_every_field_is_documented() -> None:
+    trace = tied(replay_of(["ln_fwd", "ln_stats", "gemm"]), capture_of([LAYER]))
+    document = json.loads(to_json(compare(trace, trace)))
+    report = document["metadata"]["trace1_capture"]
+    assert report == document["metadata"]["trace2_capture"] and report["first_mismatch"]["replayed"] == "ln_fwd"
+    documented = (Path(__file__).parents[2] / "docs" / "formats.md").read_text()
+    assert "`metadata.trace1_capture`" in documented
+    for key in [*report, *report["first_mismatch"]]:
+        assert f"`{key}`" in documented or f'"{key}"' in documented, key
 
 
 def test_a_missing_kernel_ties_only_what_comes_before_it() -> None:
