@@ -65,7 +65,42 @@ def pick_inputs(view: View) -> tuple[View, list]:
                 view = upload_side(view, side)
             elif mode == SERVER_PATH:
                 path_side(view, side)
+    if mode == UPLOAD_FILES:
+        capture_uploads(view)
     return view, columns
+
+
+def capture_uploads(view: View) -> None:
+    """An optional graph-capture trace per side: its replayed kernels are then tied to the captured ops."""
+    generation = st.session_state.get("uploader_generation", 0)
+    with st.expander("Graph-capture traces (optional)", expanded=bool(view.c1 or view.c2)):
+        st.caption(
+            "A trace of the run that captured a CUDA/HIP graph ties each replayed kernel to the op, module and "
+            "shapes that launched it during capture (a server path finds a capture/ folder beside it by itself)."
+        )
+        for side, column in zip((1, 2), st.columns(2)):
+            with column:
+                upload = st.file_uploader(
+                    f":{ui.side_badge(side)}[Capture trace] of trace {side}",
+                    type=["json", "gz"],
+                    key=f"capture{side}_{generation}",
+                )
+                if upload is not None:
+                    fresh = upload.file_id not in st.session_state.get("uploads", {})
+                    outcome = data.accept_capture(side, upload)
+                    if "error" in outcome:
+                        st.error(text.md(outcome["error"]))
+                    elif fresh:
+                        ui.set_view(view.with_(**{f"c{side}": outcome["digest"]}))
+                        st.rerun()
+                digest = getattr(view, f"c{side}")
+                if digest:
+                    st.caption(f"Stored capture `{digest[:16]}…`")
+                    st.button(
+                        "Remove the capture",
+                        key=f"uncapture{side}",
+                        on_click=lambda s=side: ui.set_view(ui.session_view().with_(**{f"c{s}": None})),
+                    )
 
 
 def pick_sample(view: View) -> None:

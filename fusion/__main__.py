@@ -15,7 +15,7 @@ import sys
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -117,10 +117,13 @@ def _parser() -> argparse.ArgumentParser:
 
     summary = commands.add_parser("summary", help="platform, GPU and per-type kernel counts of one trace")
     summary.add_argument(
-        "trace", help="a trace file: Kineto JSON, rocprofv3 JSON or CSV, nsys SQLite (docs/formats.md)"
+        "trace",
+        help="a trace file: Kineto JSON, rocprofv3 JSON or CSV, nsys SQLite (docs/formats.md); or a folder:"
+        " a trace plus capture/",
     )
     summary.add_argument("--format", choices=("text", "json"), default="text")
     summary.add_argument("--device", type=_device, metavar="N", help=DEVICE_HELP)
+    _capture_options(summary, sides=(1,))
     summary.set_defaults(run=_summary)
 
     classify = commands.add_parser("classify", help="the operation type of a kernel name, and the rule")
@@ -190,6 +193,7 @@ def _parser() -> argparse.ArgumentParser:
         help="show count-based fusion opportunities although the counts do not look like the same workload"
         " (comparability mismatch), each with its warning (by default withheld)",
     )
+    _capture_options(compare)
     compare.set_defaults(run=_compare)
 
     export = commands.add_parser(
@@ -228,7 +232,29 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help=f"{DEVICE_HELP}; one number for both traces, or one per trace",
     )
+    _capture_options(export)
     export.set_defaults(run=_export)
+
+    efficiency = commands.add_parser(
+        "efficiency", help="FLOPs, bytes, TFLOP/s, TB/s and %% of peak of the aligned op calls, side by side"
+    )
+    efficiency.add_argument("trace1")
+    efficiency.add_argument("trace2")
+    efficiency.add_argument("--format", choices=("text", "json"), default="text")
+    efficiency.add_argument("--top", type=_positive_int, default=20, metavar="N", help="aligned op signatures shown")
+    efficiency.add_argument("--phase", choices=PHASE_CHOICES, default="all", help="only the kernels of one phase")
+    efficiency.add_argument("-o", "--output", metavar="FILE", help="write here")
+    efficiency.add_argument("--no-cache", action="store_true", help="parse and compare even if compared before")
+    efficiency.add_argument("--keep-unlaunched", action="store_true", help="also kernels without a launch event")
+    efficiency.add_argument(
+        "--device",
+        type=_device,
+        nargs="+",
+        metavar="N",
+        help=f"{DEVICE_HELP}; one number for both traces, or one per trace",
+    )
+    _capture_options(efficiency)
+    efficiency.set_defaults(run=_efficiency, min_group_size=50, threshold=[])
 
     batch = commands.add_parser("batch", help="compare many pairs: a manifest CSV, or two directories of rank traces")
     batch.add_argument("dirs", nargs="*", metavar="DIR", help="two directories whose traces pair by rank or by name")
@@ -268,6 +294,18 @@ def _devices(args: argparse.Namespace) -> tuple[int | None, int | None]:
     return (chosen[0], chosen[1]) if chosen else (None, None)
 
 
+def _capture_options(parser: argparse.ArgumentParser, sides: tuple[int, ...] = (1, 2)) -> None:
+    for side in sides:
+        parser.add_argument(
+            f"--capture{side}",
+            action="append",
+            default=[],
+            metavar="FILE",
+            help=f"a graph-capture trace of trace {side}'s run (repeatable): ties its graph replays to the captured"
+            " ops and shapes (default: the traces in a capture/ folder beside the trace, if any)",
+        )
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -289,10 +327,12 @@ def _natural_int(text: str) -> int:
 
 
 def _summary(args: argparse.Namespace) -> int:
-    from fusion.classify.trace import load
+    from fusion.cache.loading import load_traces
     from fusion.report.summary import summarize, summary_text
 
-    trace = load(args.trace, device=args.device)
+    (trace,) = load_traces([_request(args.trace, args.capture1, args.device)], parallel=False)
+    if isinstance(trace, TraceError):
+        raise trace
     summary = summarize(trace)
     if args.format == "json":
         _out(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
@@ -320,12 +360,27 @@ def _classify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _request(path: str, captures: list[str], device: int | None = None) -> Any:
+    """A load request for a trace file or folder with its capture traces (given, or found beside it) and GPU."""
+    from fusion.cache.loading import Request
+    from fusion.model.capture_files import resolve_input
+
+    trace, found, folder = resolve_input(path, captures)
+    return Request(trace, device=device, captures=tuple(found), found_in=folder)
+
+
 def _compare(args: argparse.Namespace) -> int:
     params = _params(args, args.phase)
     if args.opportunities_on_mismatch:
         params["opportunities_on_mismatch"] = True
     default_devices = _devices(args) == (None, None)
-    if not args.no_cache and default_devices and args.format == "json" and _reopen(args, params):
+    if (
+        not args.no_cache
+        and default_devices
+        and not _captured(args)
+        and args.format == "json"
+        and _reopen(args, params)
+    ):
         return 0
     comparison = _comparison(args, params)
     from fusion.report import render as report
@@ -366,6 +421,26 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _efficiency(args: argparse.Namespace) -> int:
+    comparison = _comparison(args, _params(args, args.phase))
+    from fusion.report.efficiency import efficiency_text
+
+    if args.format == "json":
+        document = {"op_efficiency": comparison.efficiency.to_dict()}
+        _write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode(), args.output)
+    else:
+        _write(efficiency_text(comparison, args.top), args.output)
+    _warn(comparison.warnings)
+    return 0
+
+
+def _captured(args: argparse.Namespace) -> bool:
+    """Capture traces are given or found beside a trace (their tie-up is not in the cached JSON report)."""
+    from fusion.model.capture_files import capture_files_beside
+
+    return bool(args.capture1 or args.capture2 or any(capture_files_beside(p) for p in (args.trace1, args.trace2)))
+
+
 def _params(args: argparse.Namespace, phase: str) -> dict:
     params = {"min_group_size": args.min_group_size, "keep_unlaunched": args.keep_unlaunched, "phase": phase}
     if args.threshold:  # the detect package imports pandas, which a cold re-open without thresholds avoids
@@ -377,13 +452,13 @@ def _params(args: argparse.Namespace, phase: str) -> dict:
 
 def _comparison(args: argparse.Namespace, params: dict) -> Comparison:
     """Load both traces (table cache unless --no-cache) and compare them (result cache unless --no-cache)."""
-    from fusion.cache.loading import load_pair
+    from fusion.cache.loading import load_requests
     from fusion.cache.tables import TableCache
 
     table_cache = None if args.no_cache else TableCache()
-    trace1, trace2 = load_pair(
-        args.trace1, args.trace2, cache=table_cache, meanwhile=_prepare_analysis, isolated=False, devices=_devices(args)
-    )
+    device1, device2 = _devices(args)
+    requests = (_request(args.trace1, args.capture1, device1), _request(args.trace2, args.capture2, device2))
+    trace1, trace2 = load_requests(requests, cache=table_cache, meanwhile=_prepare_analysis, isolated=False)
     from fusion.cache.results import ResultCache, cached_compare
     from fusion.comparison.pair import compare
     from fusion.model.phases import require_phase

@@ -150,6 +150,12 @@ def rules_path() -> str:
     return _raw("FUSION_RULES") or ""
 
 
+def gpu_peaks_path() -> str:
+    """FUSION_GPU_PEAKS: a user file of GPU peaks (fusion/efficiency/gpu_peaks.toml's format) that adds GPUs to the
+    built-in table or overrides its rows ('' when unset)."""
+    return _raw("FUSION_GPU_PEAKS") or ""
+
+
 def debug() -> bool:
     """FUSION_DEBUG=1: the CLI shows tracebacks of internal errors."""
     return _flag("FUSION_DEBUG")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import streamlit as st
 
 import ui.widgets as ui
+from fusion.report.efficiency import top_gaps
 from fusion.result import COUNT, COUNT_RATIO, TIME_RATIO, TIME_US
-from ui import charts, tables
+from ui import charts, tables, text
 
 with ui.page("Overview") as shown:
     view, comparison = shown.view, shown.comparison
@@ -42,6 +43,12 @@ with ui.page("Overview") as shown:
             "the ratio per step (so 4 prefill steps compare with 1)."
         )
         st.dataframe(by_phase)
+    gaps = top_gaps(comparison)
+    if not gaps.empty:
+        st.subheader("Largest efficiency gaps")
+        st.caption("Aligned op calls where a side would save the most time at the other side's roofline efficiency.")
+        st.markdown("\n".join(f"{n}. {text.md(line)}" for n, line in enumerate(gaps["text"], start=1)))
+        ui.link("efficiency", "All ops on the roofline →", view)
     differing = tables.differing_types(stats)
     if differing:
         st.subheader("Where counts differ")

@@ -71,6 +71,10 @@ def show_mapping(view: View, comparison: Comparison, mapping: FusionMapping, num
             "On the aligned timeline: both traces, the cited kernels marked →",
             view.with_(tl="finding", finding=number),
         )
+        for link in comparison.efficiency.findings:
+            if link.finding == number - 1:
+                st.markdown(f"**What its calls reach:** {text.md(link.text)}")
+                ui.link("efficiency", "The op calls on the roofline →", view)
         if mapping.op:
             ui.link(
                 "ops",

@@ -105,6 +105,15 @@ def op_detail(view: View, comparison: Comparison, op: str) -> None:
             )
         with cells[1]:
             ui.perfetto_button(comparison, Scope("op", op), "ops_perfetto")
+    for link in comparison.efficiency.findings:
+        if canonical_op(link.op) == op:
+            st.markdown(f"**What its calls reach:** {text.md(link.text)}")
+    rated = comparison.efficiency.aligned
+    rated = rated[rated["op"] == op] if len(rated) else rated
+    if len(rated):
+        st.markdown("**Efficiency of its aligned calls**")
+        st.caption("\n".join(f"- {text.md(line)}" for line in rated["text"].head(5)))
+        ui.link("efficiency", "All ops on the roofline →", view)
     notes = [n for n in comparison.op_notes if n.startswith(f"{op}:")]
     if notes:
         st.caption(text.md(" ".join(notes)))

@@ -105,10 +105,11 @@ class Graph:
 
 @dataclass
 class Op:
-    """A cpu_op range around its body."""
+    """A cpu_op range around its body; `args` are its recorded args (Input Dims, Input type, ...)."""
 
     name: str
     body: list[Item] = field(default_factory=list)
+    args: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -127,7 +128,21 @@ class Annotation:
     body: list[Item] = field(default_factory=list)
 
 
-Item = Launch | Graph | Op | Module | Annotation
+@dataclass
+class Captured:
+    """A launch made while a graph is captured: the runtime call names its kernel (args.kernel), nothing runs."""
+
+    kernel: str
+
+
+@dataclass
+class Capture:
+    """A stream capture: StreamBeginCapture, its body (ops around Captured launches), StreamEndCapture."""
+
+    body: list[Item] = field(default_factory=list)
+
+
+Item = Launch | Graph | Op | Module | Annotation | Captured | Capture
 _RANGE_CATEGORY = {Op: "cpu_op", Module: "python_function", Annotation: "user_annotation"}
 
 
@@ -138,11 +153,12 @@ class EagerTrace:
     launch's runtime call takes 1 µs. Kernels run on one GPU stream in launch order, each after its launch.
     """
 
-    def __init__(self, platform: str = "NVIDIA", first_correlation: int = 100) -> None:
+    def __init__(self, platform: str = "NVIDIA", first_correlation: int = 100, gpu: str | None = None) -> None:
         amd = platform == "AMD"
         self.launch_name = "hipLaunchKernel" if amd else "cudaLaunchKernel"
         self.graph_name = "hipGraphLaunch" if amd else "cudaGraphLaunch"
-        self.props = [{"id": 0, "name": "AMD Instinct MI300X" if amd else "NVIDIA H100", "warpSize": 64 if amd else 32}]
+        name = gpu or ("AMD Instinct MI300X" if amd else "NVIDIA H100")
+        self.props = [{"id": 0, "name": name, "warpSize": 64 if amd else 32}]
         self.events: list[dict] = []
         self.correlation = first_correlation
         self.gpu_clock = 0.0
@@ -164,6 +180,13 @@ class EagerTrace:
     def _item(self, item: Item, now: float, pid: int, tid: int) -> float:
         if isinstance(item, (Launch, Graph)):
             return self._launch(item, now, pid, tid)
+        if isinstance(item, Captured):
+            return self._runtime(self.launch_name, now, pid, tid, kernel=item.kernel)
+        if isinstance(item, Capture):
+            prefix = "hip" if self.launch_name.startswith("hip") else "cuda"
+            now = self._runtime(f"{prefix}StreamBeginCapture", now, pid, tid)
+            now = self.run(*item.body, tid=tid, pid=pid, start=now)
+            return self._runtime(f"{prefix}StreamEndCapture", now, pid, tid)
         end = self.run(*item.body, tid=tid, pid=pid, start=now + 1.0) + 1.0
         name = f"nn.Module: {item.name}" if isinstance(item, Module) else item.name
         self.events.append(
@@ -175,7 +198,7 @@ class EagerTrace:
                 "tid": tid,
                 "ts": now,
                 "dur": end - now,
-                "args": {},
+                "args": dict(item.args) if isinstance(item, Op) else {},
             }
         )
         return end
@@ -198,6 +221,13 @@ class EagerTrace:
         kernels = [(item.kernel, item.dur)] if isinstance(item, Launch) else [(k, 2.0) for k in item.kernels]
         for kernel, dur in kernels:
             self._kernel(kernel, self.correlation, max(self.gpu_clock, now + 0.5), dur)
+        return now + 1.0
+
+    def _runtime(self, name: str, now: float, pid: int, tid: int, **args: Any) -> float:
+        """A runtime call that launches nothing that runs (a capture's calls)."""
+        self.correlation += 1
+        event = {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": pid, "tid": tid, "ts": now, "dur": 1.0}
+        self.events.append({**event, "args": {"correlation": self.correlation, **args}})
         return now + 1.0
 
     def _kernel(self, name: str, correlation: int, ts: float, dur: float) -> None:

@@ -15,6 +15,7 @@ import plotly.express as px
 import plotly.graph_objects as go
 
 from fusion.classify.names import KERNEL_TYPES
+from fusion.efficiency.rates import shapes_text
 from fusion.result import ONLY_IN, side_column
 from ui import text
 
@@ -333,5 +334,77 @@ def step_timeline(labels: tuple[str, str], spans: tuple[pd.DataFrame, pd.DataFra
         yaxis=dict(categoryorder="array", categoryarray=rows[::-1]),
         legend=dict(orientation="h", y=1.02, yanchor="bottom", title_text="phase"),
         margin=dict(t=TOOLBAR_MARGIN + 30),
+    )
+    return fig
+
+
+ROOFLINE_POINTS = (8.0, 40.0)
+"""Smallest and largest marker of the roofline (px): a signature's marker area follows its kernel time."""
+
+
+def roofline(labels: tuple[str, str], signatures: tuple[pd.DataFrame, pd.DataFrame], bandwidths: tuple) -> go.Figure:
+    """Both traces' op signatures on one log-log roofline (fusion.efficiency.rates' columns): arithmetic intensity
+    against achieved TFLOP/s, one point per signature sized by its time and coloured by side; each side's
+    ceilings, bandwidth x intensity up to the matrix and the vector peak. customdata[0] is the canonical op."""
+    fig = go.Figure()
+    rated = [t[(t["tflops"] > 0) & (t["intensity"] > 0)] if len(t) else t for t in signatures]
+    longest = max([float(t["time_us"].max()) for t in rated if len(t)] or [1.0])
+    xs: list[float] = []
+    for side, table in zip((1, 2), rated):
+        if not len(table):
+            continue
+        xs += table["intensity"].tolist()
+        size = ROOFLINE_POINTS[0] + (ROOFLINE_POINTS[1] - ROOFLINE_POINTS[0]) * np.sqrt(table["time_us"] / longest)
+        custom = np.column_stack(
+            [
+                table["op"].astype(str),
+                [text.plotly(v) for v in table["counted_op"]],
+                [text.plotly(shapes_text(v or "")) for v in table["dims"]],
+                table["dtype"].astype(str),
+                table["calls"].astype(int),
+                table["time_us"] / 1e3,
+                [text.plotly(", ".join(names)[:300]) for names in table["kernel_names"]],
+                table["tb_s"],
+                table["bound"].astype(str),
+            ]
+        )
+        fig.add_scatter(
+            x=table["intensity"],
+            y=table["tflops"],
+            mode="markers",
+            name=f"Trace {side}: {text.plotly(labels[side - 1])}",
+            marker=dict(size=size, color=SIDE_COLORS[side], opacity=0.7, line=dict(width=1, color="white")),
+            customdata=custom,
+            hovertemplate=(
+                "<b>%{customdata[1]}</b> %{customdata[2]} %{customdata[3]}<br>%{customdata[4]} calls, "
+                "%{customdata[5]:.3f} ms<br>%{y:.3g} TFLOP/s, %{customdata[7]:.3g} TB/s at %{x:.3g} FLOP/byte "
+                "(%{customdata[8]}-bound)<br>kernels: %{customdata[6]}<extra>trace " + str(side) + "</extra>"
+            ),
+        )
+    low, high = (min(xs) / 4, max(xs) * 4) if xs else (0.1, 1000.0)
+    grid = np.geomspace(low, high, 200)
+    for side, (table, bandwidth) in enumerate(zip(signatures, bandwidths), start=1):
+        if not bandwidth or not len(table):
+            continue
+        for matrix, dash, what in ((True, "solid", "matrix"), (False, "dot", "vector")):
+            peaks = table.loc[table["matrix"].astype(bool) == matrix, "peak_tflops"].dropna()
+            if not len(peaks):
+                continue
+            peak = float(peaks.max())
+            fig.add_scatter(
+                x=grid,
+                y=np.minimum(peak, bandwidth * grid),
+                mode="lines",
+                line=dict(color=SIDE_COLORS[side], dash=dash, width=1.5),
+                name=f"Trace {side} {what} ceiling: {peak:,.4g} TFLOP/s, {bandwidth:g} TB/s",
+                hoverinfo="skip",
+            )
+    fig.update_layout(
+        xaxis=dict(type="log", title="arithmetic intensity (FLOP / byte)"),
+        yaxis=dict(type="log", title="achieved TFLOP/s"),
+        legend=dict(orientation="h", y=1.02, yanchor="bottom"),
+        margin=dict(t=TOOLBAR_MARGIN + 60),
+        clickmode="event+select",
+        height=560,
     )
     return fig

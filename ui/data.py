@@ -31,6 +31,8 @@ from fusion.comparison.result import Comparison
 from fusion.errors import TraceError
 from fusion.loader.events import scan_compile_pending
 from fusion.match.align import prepare as prepare_alignment
+from fusion.model.capture import read_captures
+from fusion.model.capture_files import resolve_input
 from fusion.model.phases import ALL as ALL_PHASES
 from fusion.model.phases import pair_steps, step_spans
 from fusion.model.trace import Trace
@@ -50,11 +52,14 @@ COMPARE_STAGES = {
 
 @dataclass(frozen=True)
 class Source:
-    """Where one side's trace comes from: a cache key, the file to read, and the name for messages."""
+    """Where one side's trace comes from: a cache key, the file to read, the name for messages, and the capture
+    traces its graph replays are tied to (uploaded, or found in a `capture/` folder beside a server path)."""
 
     key: Hashable
     path: Path
     name: str
+    captures: tuple[Path, ...] = ()
+    found_in: str | None = None
 
 
 def samples() -> dict[str, tuple[Path, Path]]:
@@ -119,11 +124,35 @@ def sources(view: View) -> tuple[list[Source | None], list[str | None]]:
     if view.bpair is not None and view.batch:
         return _batch_pair_sources(view.batch, view.bpair, view.swap)
     found, errors = [], []
-    for digest, path in ((view.t1, view.p1), (view.t2, view.p2)):
+    for digest, path, capture in ((view.t1, view.p1, view.c1), (view.t2, view.p2, view.c2)):
         source, error = _side_source(digest, path)
+        if source is not None and error is None:
+            source, error = _with_capture(source, capture, uploaded=bool(digest))
         found.append(source)
         errors.append(error)
     return found, errors
+
+
+def _with_capture(source: Source, digest: str | None, uploaded: bool) -> tuple[Source | None, str | None]:
+    """The source with its capture traces: an uploaded one (by digest), else those beside a server path (or in the
+    folder a server path names, laid out as a trace plus capture/)."""
+    if digest:
+        try:
+            path = trace_store().path(digest)
+        except (TraceUnavailable, KeyError):
+            return (
+                None,
+                f"The link names capture trace {digest[:12]}…, which this server does not have. Upload it again.",
+            )
+        return dataclasses.replace(source, key=(source.key, "capture", digest), captures=(path,)), None
+    if uploaded:
+        return source, None
+    trace, found, folder = resolve_input(str(source.path))
+    if not found:
+        return source, None
+    key = (_file_source(Path(trace), trace).key, "captures", *(_file_source(Path(f), f).key for f in found))
+    captures = tuple(Path(f) for f in found)
+    return dataclasses.replace(source, key=key, path=Path(trace), captures=captures, found_in=folder), None
 
 
 def _batch_pair_sources(name: str, index: int, swap: bool) -> tuple[list[Source | None], list[str | None]]:
@@ -200,6 +229,34 @@ def _ingest(side: int, upload: Any) -> dict[str, str]:
     _traces().put(digest, trace)
     progress.done(f"Trace {side}: {upload.name} read ({trace.kernel_count:,} kernels)")
     return {"digest": digest, "name": upload.name, "label": trace.label}
+
+
+def accept_capture(side: int, upload: Any) -> dict[str, str]:
+    """Check and store an uploaded graph-capture trace once per file_id: {'digest': ...} or {'error': ...}."""
+    seen = st.session_state.setdefault("uploads", {})
+    if upload.file_id not in seen:
+        seen[upload.file_id] = _ingest_capture(side, upload)
+    return seen[upload.file_id]
+
+
+def _ingest_capture(side: int, upload: Any) -> dict[str, str]:
+    limit = settings.max_upload_mb()
+    if limit and upload.size > limit * 1e6:
+        return {
+            "error": f"{upload.name}: {upload.size / 1e6:,.1f} MB is above this server's {limit:,g} MB upload limit."
+        }
+    data = upload.getvalue()
+    try:
+        captures = read_captures([data], names=[upload.name])
+    except TraceError as exc:
+        return {"error": str(exc)}
+    if not captures.graphs:
+        return {"error": f"{upload.name}: no graph capture in it (no StreamBeginCapture .. EndCapture with launches)"}
+    try:
+        digest = trace_store().put(data)
+    except StoreError as exc:
+        return {"error": f"{upload.name}: {exc}"}
+    return {"digest": digest, "graphs": str(len(captures.graphs))}
 
 
 # --- in-memory caches and progress -------------------------------------------------------------------
@@ -372,7 +429,10 @@ def _load_sides(found: list[Source | None], errors: list[str | None], progress: 
     the alignment's compiled code is loaded once the first has finished, on the core it frees)."""
     traces: list[Trace | None] = [_traces().get(s.key) if s is not None else None for s in found]
     todo = [i for i, source in enumerate(found) if source is not None and traces[i] is None]
-    requests = [Request(found[i].path, name=found[i].name) for i in todo]  # type: ignore[union-attr]
+    requests = [
+        Request(found[i].path, name=found[i].name, captures=found[i].captures, found_in=found[i].found_in)  # type: ignore[union-attr]
+        for i in todo
+    ]
     callbacks = {
         i + 1: progress.bytes_callback(f"Reading trace {i + 1} ({Path(found[i].name).name})", 0.35 * i, 0.35 * (i + 1))  # type: ignore[union-attr]
         for i in todo

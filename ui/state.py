@@ -23,6 +23,11 @@ from fusion.model.phases import PHASES
 DEFAULT_MIN_GROUP_SIZE = 50
 SOURCE_KEYS = ("sample", "t1", "t2", "p1", "p2", "bpair")
 """`bpair` names a pair of the batch `batch`; the batch itself stays in the view, so its page can be reopened."""
+EFFICIENCY_TABS = ("aligned", "1", "2")
+"""The Efficiency page's tables: the aligned op calls side by side, or one trace's op signatures."""
+EFFICIENCY_SORTS = ("saving", "gap", "time1", "time2")
+"""How the Efficiency page's table is ordered: the time a side would save at the other's efficiency, the time
+gap, or one side's time."""
 KERNEL_TABS = ("joined", "1", "2")
 """The Kernels page's views: names side by side with their counterparts, or one trace's names."""
 BATCH_STATUSES = ("ok", "failed")
@@ -44,6 +49,7 @@ PAGES = {
     "groups": "pages/3_Groups.py",
     "kernels": "pages/4_Kernels.py",
     "ops": "pages/5_Ops.py",
+    "efficiency": "pages/8_Efficiency.py",
     "batch": "pages/6_Batch.py",
     "timeline": "pages/7_Timeline.py",
 }
@@ -54,6 +60,7 @@ PAGE_TITLES = {
     "groups": "Groups",
     "kernels": "Kernels",
     "ops": "Ops",
+    "efficiency": "Efficiency",
     "batch": "Batch",
     "timeline": "Timeline",
 }
@@ -106,6 +113,12 @@ class View:
     bpair: int | None = None
     bq: str = ""
     bs: str | None = None
+    c1: str | None = None
+    c2: str | None = None
+    """Uploaded graph-capture traces of trace 1 and 2 (store digests, like t1/t2); they stay when a side's trace
+    is uploaded again, and apply to uploads and server paths."""
+    etab: str = EFFICIENCY_TABS[0]
+    esort: str = EFFICIENCY_SORTS[0]
 
     def has_sources(self) -> bool:
         return any((self.sample, self.t1, self.t2, self.p1, self.p2)) or self.bpair is not None
@@ -146,11 +159,29 @@ class View:
         base = self.with_pair(None).with_(l1=self.l2, l2=self.l1, tab=tab, finding=None)
         if self.sample or self.bpair is not None:
             return base.with_(swap=not self.swap)
-        return base.with_(t1=self.t2, t2=self.t1, p1=self.p2, p2=self.p1)
+        return base.with_(t1=self.t2, t2=self.t1, p1=self.p2, p2=self.p1, c1=self.c2, c2=self.c1)
 
     def to_params(self) -> dict[str, str]:
         params: dict[str, str] = {}
-        for key in ("sample", "t1", "t2", "p1", "p2", "l1", "l2", "type", "q", "op", "tl", "batch", "bp", "bq", "bs"):
+        for key in (
+            "sample",
+            "t1",
+            "t2",
+            "p1",
+            "p2",
+            "l1",
+            "l2",
+            "type",
+            "q",
+            "op",
+            "tl",
+            "batch",
+            "bp",
+            "bq",
+            "bs",
+            "c1",
+            "c2",
+        ):
             value = getattr(self, key)
             if value:
                 params[key] = value
@@ -174,6 +205,10 @@ class View:
             params["tab"] = self.tab
         if self.phase != ALL_PHASES:
             params["phase"] = self.phase
+        if self.etab != EFFICIENCY_TABS[0]:
+            params["etab"] = self.etab
+        if self.esort != EFFICIENCY_SORTS[0]:
+            params["esort"] = self.esort
         return params
 
 
@@ -195,7 +230,7 @@ def parse(params: Mapping[str, str]) -> Link:
             return None
         return value
 
-    digests = {key: keep(key, params.get(key) or None, is_digest(params.get(key))) for key in ("t1", "t2")}
+    digests = {key: keep(key, params.get(key) or None, is_digest(params.get(key))) for key in ("t1", "t2", "c1", "c2")}
     paths = {key: None if settings.hosted() else params.get(key) or None for key in ("p1", "p2", "bp")}
     sample = params.get("sample") or None
     batch = params.get("batch") or None
@@ -227,6 +262,8 @@ def parse(params: Mapping[str, str]) -> Link:
         bpair=keep("bpair", bpair, bpair is not None and batch is not None),
         bq=keep("bq", params.get("bq"), len(params.get("bq") or "") <= MAX_FILTER) or "",
         bs=keep("bs", params.get("bs"), params.get("bs") in BATCH_STATUSES),
+        etab=keep("etab", params.get("etab"), params.get("etab") in EFFICIENCY_TABS) or EFFICIENCY_TABS[0],
+        esort=keep("esort", params.get("esort"), params.get("esort") in EFFICIENCY_SORTS) or EFFICIENCY_SORTS[0],
     )
     return Link(view, tuple(problems))
 

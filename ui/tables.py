@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from fusion.comparison.result import Comparison
+from fusion.efficiency.rates import shapes_text
 from fusion.model.phases import ALL as ALL_PHASES
 from fusion.model.trace import Trace
 from fusion.report import render as report
@@ -399,3 +400,63 @@ def sequence_rows(sequences: pd.DataFrame) -> pd.DataFrame:
             "first call's kernels": sequences["example_rows"].map(lambda rows: f"{rows[0]}–{rows[1] - 1}"),
         }
     )
+
+
+EFFICIENCY_RATE_LABELS = (
+    ("TFLOP/s", "tflops"),
+    ("TB/s", "tb_s"),
+    ("% of peak", "peak_pct"),
+    ("% of bandwidth", "bandwidth_pct"),
+)
+EFFICIENCY_SORT_COLUMNS = {"saving": "saving_us", "gap": "gap", "time1": "time_us1", "time2": "time_us2"}
+"""state.EFFICIENCY_SORTS -> the aligned table's column it orders by, largest first."""
+
+
+def efficiency_rows(aligned: pd.DataFrame, sort: str) -> pd.DataFrame:
+    """The aligned op signatures as shown: op, shapes, dtype, calls, both sides' time, TFLOP/s, TB/s, % of peak,
+    % of bandwidth and bound, the saving and who would save it; ordered by `sort` (state.EFFICIENCY_SORTS)."""
+    table = aligned.assign(gap=(aligned["time_us1"] - aligned["time_us2"]).abs())
+    order = EFFICIENCY_SORT_COLUMNS.get(sort, "saving_us")
+    table = table.sort_values(order, ascending=False, kind="stable", na_position="last")
+    sides: dict[str, pd.Series] = {}
+    for s in (1, 2):
+        sides[f"time (ms) {s}"] = table[f"time_us{s}"] / 1000
+        for what, column in EFFICIENCY_RATE_LABELS:
+            sides[f"{what} {s}"] = table[f"{column}{s}"].astype(float)
+        sides[f"bound {s}"] = table[f"bound{s}"].astype(str)
+    return pd.DataFrame(
+        {
+            "op": table["op"].astype(str),
+            "counted op": table["counted_op1"].astype(str),
+            "shapes": table["dims1"].map(lambda d: shapes_text(d or "")),
+            "dtype": table["dtype1"].astype(str),
+            "calls": table["calls"].astype(int),
+            **sides,
+            "saving (ms)": table["saving_us"] / 1000,
+            "saved by": table["saving_side"].map(lambda s: f"trace {int(s)}" if s else ""),
+        }
+    ).reset_index(drop=True)
+
+
+def signature_rows(signatures: pd.DataFrame) -> pd.DataFrame:
+    """One trace's op signatures as shown, by time (the sort of a side's table is its time)."""
+    table = signatures.sort_values("time_us", ascending=False, kind="stable")
+    return pd.DataFrame(
+        {
+            "op": table["op"].astype(str),
+            "counted op": table["counted_op"].astype(str),
+            "level": table["level"].astype(str),
+            "shapes": table["dims"].map(lambda d: shapes_text(d or "")),
+            "dtype": table["dtype"].astype(str),
+            "calls": table["calls"].astype(int),
+            "time (ms)": table["time_us"] / 1000,
+            "TFLOP/s": table["tflops"].astype(float),
+            "TB/s": table["tb_s"].astype(float),
+            "FLOP/byte": table["intensity"].astype(float),
+            "% of peak": table["peak_pct"].astype(float),
+            "% of bandwidth": table["bandwidth_pct"].astype(float),
+            "bound": table["bound"].astype(str),
+            "not rated because": table["reason"].astype(str),
+            "kernels": table["kernel_names"].map(", ".join),
+        }
+    ).reset_index(drop=True)

@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +52,16 @@ Progress = Callable[[int, int, "PairOutcome"], None]
 
 @dataclass(frozen=True)
 class Job:
-    """One pair to compare: two trace locations (paths or fsspec URLs), a label, its group and rank."""
+    """One pair to compare: two trace locations (paths or fsspec URLs), a label, its group and rank, and each
+    side's capture traces (fusion.model.capture; a local trace with a `capture/` folder beside it needs none)."""
 
     trace1: str
     trace2: str
     label: str
     group: str = ""
     rank: int | None = None
+    capture1: tuple[str, ...] = ()
+    capture2: tuple[str, ...] = ()
 
 
 @dataclass
@@ -93,7 +96,8 @@ class BatchParams:
 
 
 def jobs_from_manifest(path: str | os.PathLike) -> list[Job]:
-    """Rows `trace1,trace2,label` (a header row with those names is allowed); relative paths are read from the manifest's folder."""
+    """Rows `trace1,trace2,label[,capture1,capture2]` (a header row with those names is allowed; a capture cell
+    may name several files, separated by `;`); relative paths are read from the manifest's folder."""
     base = Path(path).absolute().parent
     try:
         with open(path, newline="") as handle:
@@ -108,7 +112,9 @@ def jobs_from_manifest(path: str | os.PathLike) -> list[Job]:
             raise TraceError(str(path), f"row {number}: expected trace1,trace2,label")
         first, second = (_resolve(base, cell.strip()) for cell in row[:2])
         label = row[2].strip() if len(row) > 2 and row[2].strip() else f"{_stem(first)} vs {_stem(second)}"
-        jobs.append(_job(first, second, label))
+        captures = [tuple(_resolve(base, c.strip()) for c in cell.split(";") if c.strip()) for cell in row[3:5]]
+        captures += [()] * (2 - len(captures))
+        jobs.append(replace(_job(first, second, label), capture1=captures[0], capture2=captures[1]))
     if not jobs:
         raise TraceError(str(path), "the manifest lists no pair")
     return _unique_labels(jobs)
@@ -199,11 +205,7 @@ def _unique_labels(jobs: list[Job]) -> list[Job]:
     out = []
     for job in jobs:
         seen[job.label] = seen.get(job.label, 0) + 1
-        out.append(
-            job
-            if seen[job.label] == 1
-            else Job(job.trace1, job.trace2, f"{job.label} ({seen[job.label]})", job.group, job.rank)
-        )
+        out.append(job if seen[job.label] == 1 else replace(job, label=f"{job.label} ({seen[job.label]})"))
     return out
 
 
@@ -233,17 +235,41 @@ def _run_pair(job: Job, out_dir: Path, params: BatchParams) -> PairOutcome:
 
     stamps = (file_stamp(job.trace1), file_stamp(job.trace2))
     digests = (content_digest(job.trace1), content_digest(job.trace2))
-    key = result_key(digests, params)
+    captures = [_captures(trace, given) for trace, given in ((job.trace1, job.capture1), (job.trace2, job.capture2))]
+    key = result_key(digests, params, tuple(content_digest(c) for side in captures for c in side[0]))
     result_path = out_dir / PAIRS_DIR / f"{_safe(job.label)}.json"
     previous = _read_result(result_path, key)
     if previous is not None:
         return _outcome(job, "skipped", result_path, previous, digests, stamps)
     cache = TableCache()
     traces = [_load_one(location, cache, load) for location in (job.trace1, job.trace2)]
+    traces = [_tied(trace, *side) for trace, side in zip(traces, captures)]
     result = orjson.loads(to_json(compare(*traces, min_group_size=params.min_group_size)))
     result["batch"] = {"key": key, "label": job.label, "trace1": job.trace1, "trace2": job.trace2}
+    result["batch"] |= {f"capture{s}": list(side[0]) for s, side in enumerate(captures, start=1) if side[0]}
     _write_atomic(result_path, orjson.dumps(result, option=orjson.OPT_INDENT_2))
     return _outcome(job, "ok", result_path, result, digests, stamps)
+
+
+def _captures(trace: str, given: tuple[str, ...]) -> tuple[tuple[str, ...], str | None]:
+    """A side's capture traces: those the job names, else the `capture/` folder beside a local trace (and the
+    folder they were found in)."""
+    if given or "://" in trace:
+        return given, None
+    from fusion.model.capture_files import resolve_input
+
+    _, found, folder = resolve_input(trace)
+    return tuple(found), folder
+
+
+def _tied(trace: Any, captures: tuple[str, ...], found_in: str | None) -> Any:
+    """The trace with its replays tied to its capture traces (read through fsspec where they are URLs)."""
+    if not captures:
+        return trace
+    from fusion.model.capture import read_captures, tie_captures
+
+    sources = [c if "://" not in c else _open_bytes(c).read() for c in captures]
+    return tie_captures(trace, read_captures(sources, found_in, names=list(captures)))
 
 
 def file_stamp(location: str) -> list[int] | None:
@@ -292,11 +318,13 @@ def _open_bytes(location: str) -> Any:
     return open(location, "rb")
 
 
-def result_key(digests: tuple[str, str], params: BatchParams) -> str:
-    """What names a pair's result: both content digests, the parameters, the rules and the result format."""
+def result_key(digests: tuple[str, str], params: BatchParams, captures: tuple[str, ...] = ()) -> str:
+    """What names a pair's result: both content digests (and the capture traces'), the parameters, the rules and
+    the result format."""
     from fusion.cache.tables import analysis_fingerprint
 
-    text = orjson.dumps([RESULT_FORMAT, digests, asdict(params), analysis_fingerprint()])
+    parts: list[Any] = [RESULT_FORMAT, digests, asdict(params), analysis_fingerprint()]
+    text = orjson.dumps([*parts, list(captures)] if captures else parts)
     return hashlib.sha256(text).hexdigest()
 
 

@@ -49,13 +49,16 @@ Meanwhile = Callable[[], None]
 
 @dataclass(frozen=True)
 class Request:
-    """One trace to load: the input, its label, and the name that messages use for it."""
+    """One trace to load: the input, its label, the name that messages use for it, and the capture traces its
+    graph replays are tied to (fusion.model.capture; `found_in`: the folder they were found in by themselves)."""
 
     source: TraceSource
     label: str | None = None
     name: str | None = None
     device: int | None = None
     """The GPU of a multi-GPU file (None: the one with the most kernel time)."""
+    captures: tuple[TraceSource, ...] = ()
+    found_in: str | None = None
 
 
 def load_pair(
@@ -72,9 +75,30 @@ def load_pair(
     devices: tuple[int | None, int | None] = (None, None),
 ) -> tuple[Trace, Trace]:
     """Both traces, or the first side's TraceError; see load_traces. `devices` picks each file's GPU."""
-    requests = [Request(source1, labels[0], device=devices[0]), Request(source2, labels[1], device=devices[1])]
+    return load_requests(
+        (Request(source1, labels[0], device=devices[0]), Request(source2, labels[1], device=devices[1])),
+        progress=progress,
+        max_bytes=max_bytes,
+        parallel=parallel,
+        cache=cache,
+        meanwhile=meanwhile,
+        isolated=isolated,
+    )
+
+
+def load_requests(
+    requests: tuple[Request, Request],
+    *,
+    progress: SideProgress | None = None,
+    max_bytes: int | None = None,
+    parallel: bool | None = None,
+    cache: TableCache | None = None,
+    meanwhile: Meanwhile | None = None,
+    isolated: bool = True,
+) -> tuple[Trace, Trace]:
+    """load_pair of two requests (with their captures)."""
     results = load_traces(
-        requests,
+        list(requests),
         progress=progress,
         max_bytes=max_bytes,
         parallel=parallel,
@@ -122,7 +146,20 @@ def load_traces(
         results[i] = result
         if cache is not None and not isinstance(result, TraceError) and _cacheable(requests[i]):
             cache.store(requests[i].source, result)  # type: ignore[arg-type]
-    return results  # type: ignore[return-value]
+    return [_with_captures(result, request) for result, request in zip(results, requests)]  # type: ignore[arg-type]
+
+
+def _with_captures(result: Trace | TraceError, request: Request) -> Trace | TraceError:
+    """The trace with its replays tied to the request's capture traces (after the cache: the cached trace is the
+    execution trace alone); a capture that cannot be read is that side's TraceError."""
+    if isinstance(result, TraceError) or not request.captures:
+        return result
+    from fusion.model.capture import read_captures, tie_captures
+
+    try:
+        return tie_captures(result, read_captures(list(request.captures), request.found_in))
+    except TraceError as exc:
+        return exc
 
 
 def _load_here(request: Request, progress: Callable[[int, int], None] | None, max_bytes: int) -> Trace | TraceError:

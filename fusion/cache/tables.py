@@ -80,14 +80,14 @@ def _code_fingerprint() -> str:
 
 
 def analysis_fingerprint() -> str:
-    """Digest of the package's code and built-in rules and of the user's FUSION_RULES file."""
+    """Digest of the package's code and built-in rules and of the user's FUSION_RULES and FUSION_GPU_PEAKS files."""
     digest = hashlib.sha256(f"{_code_fingerprint()}:{settings.max_name_chars()}".encode())
-    user_rules = settings.rules_path()
-    if user_rules:
-        try:
-            digest.update(Path(user_rules).read_bytes())
-        except OSError:
-            digest.update(user_rules.encode())
+    for user_file in (settings.rules_path(), settings.gpu_peaks_path()):
+        if user_file:
+            try:
+                digest.update(Path(user_file).read_bytes())
+            except OSError:
+                digest.update(user_file.encode())
     return digest.hexdigest()
 
 

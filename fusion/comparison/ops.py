@@ -47,6 +47,9 @@ class OpComparison:
     notes: list[str] = field(default_factory=list)
     claimed: tuple[np.ndarray, np.ndarray] = field(default_factory=lambda: (np.zeros(0, dtype=bool),) * 2)
     """Per side, a mask over the kernel rows: launched by an op call of a finding."""
+    op_calls: tuple[OpCalls, OpCalls] | None = None
+    """Both sides' op calls, and below their alignment (k, 2): what the efficiency puts side by side."""
+    aligned: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), dtype=np.int64))
 
     def supersedes(self, mapping: FusionMapping) -> bool:
         """Does a mapping from groups or windows cite only kernels of this comparison's op-level findings?
@@ -82,6 +85,7 @@ def compare_ops(
             0,
             (len(calls[0]), len(calls[1])),
             [f"no eager op calls recorded in {', '.join(missing)}: no op-level comparison"],
+            op_calls=calls,
         )
     aligned = align_calls(*calls)
     findings, notes, shown = op_findings(calls, aligned, limits)
@@ -93,6 +97,8 @@ def compare_ops(
         (len(calls[0]), len(calls[1])),
         notes,
         tuple(_mask(c, [pair[c.side - 1] for pair in shown]) for c in calls),
+        calls,
+        aligned,
     )
 
 

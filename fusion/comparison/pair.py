@@ -36,6 +36,7 @@ from fusion.detect import (
 )
 from fusion.detect.cited_ops import name_ops
 from fusion.detect.workload import workload_identity
+from fusion.efficiency.pair import op_efficiency
 from fusion.match.align import UNKNOWN_TYPE, stream_windows, unit_codes
 from fusion.match.cut_pairs import CutPairs, cut_differently
 from fusion.match.groups import Groups, correlation_groups, type_codes, unique_rows
@@ -199,7 +200,12 @@ def _compare_kernels(
     opportunities_on_mismatch: bool,
 ) -> Comparison:
     walked = _walk(trace1, trace2, min_group_size, progress, limits)
-    result = _assemble(walked, _findings(walked, True, opportunities_on_mismatch), min_group_size)
+    found = _findings(walked, True, opportunities_on_mismatch)
+    result = _assemble(walked, found, min_group_size)
+    op_level = found.op_level
+    if op_level.op_calls is not None:
+        labels = (result.trace1.label, result.trace2.label)
+        result.efficiency = op_efficiency(op_level.op_calls, op_level.aligned, result.mappings, labels)
     if progress:
         progress("detect", 1.0)
     return result
@@ -575,6 +581,8 @@ def _metadata(
                 side_column("kernels_outside_groups", s): int(len(group.residual_rows)),
             }
         )
+        if trace.capture is not None:  # graph replays tied to a capture trace (fusion.model.capture)
+            meta[side_column("capture", s)] = trace.capture
     meta["matched_groups"] = int(len(matching.pairs))
     meta["cut_group_pairs"] = cut.count
     meta["realigned_group_pairs"] = cut.count if cut.realigned else 0

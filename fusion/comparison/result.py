@@ -10,6 +10,7 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
+from fusion.efficiency.pair import OpEfficiency
 from fusion.match.align import alignment_table, kernel_helpers
 from fusion.model.trace import Trace
 from fusion.result import (
@@ -73,6 +74,9 @@ class Comparison:
     """Per op and module on both sides (opcompare.OP_TABLE_COLUMNS); empty without op context."""
     op_notes: list[str] = field(default_factory=list)
     """What the op-level comparison compared, and the op-level differences it did not report."""
+    efficiency: OpEfficiency = field(default_factory=OpEfficiency)
+    """FLOPs, bytes and rates of the op calls, side by side (fusion.efficiency); in the JSON export as
+    `op_efficiency` (report.render.to_json), not in to_dict, which holds the findings and their tables."""
     pair_kernels: PairKernels | None = field(default=None, repr=False)
     _alignments: dict[int, pd.DataFrame] = field(default_factory=dict, repr=False)
     _helpers: list[np.ndarray] = field(default_factory=list, repr=False)

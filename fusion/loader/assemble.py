@@ -16,6 +16,7 @@ import pandas as pd
 
 from fusion.loader.columns import used_categories
 from fusion.loader.cpu_events import CpuEvents, Launches, RangeKind, Ranges
+from fusion.loader.op_args import NO_ARGS
 
 NS_PER_US = 1000.0
 
@@ -109,7 +110,10 @@ class CpuRows:
     def events(self) -> CpuEvents:
         launches = _concat(self.launches, (np.int64, np.float64, np.float64, np.int32, np.int32))
         ranges = _concat(self.ranges, (np.int8, np.float64, np.float64, np.int32, np.int32))
-        return CpuEvents(Launches(*launches), Ranges(*ranges), list(self.names), list(self.threads))
+        none = [np.full(len(columns[0]), NO_ARGS, dtype=np.int32) for columns in (launches, ranges)]
+        return CpuEvents(  # these formats record no launched kernel's name and no op's shapes
+            Launches(*launches, kernel=none[0]), Ranges(*ranges, shapes=none[1]), list(self.names), list(self.threads)
+        )
 
 
 def _concat(parts: list[tuple[np.ndarray, ...]], dtypes: tuple[type, ...]) -> list[np.ndarray]:

@@ -7,6 +7,7 @@ values (bools, strings, huge numbers, missing args) the same way.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -35,8 +36,6 @@ class IdArgs(msgspec.Struct, gc=False):
 
 
 _NO_ARGS = IdArgs()
-_args_decoder = msgspec.json.Decoder(IdArgs)
-_args_list_decoder = msgspec.json.Decoder(list[IdArgs | None])
 
 
 def _is_plain_number(value: Any) -> bool:
@@ -94,28 +93,13 @@ def bounded_name(value: Any, limit: int) -> Any:
     return f"{value[:limit]}…[{len(value):,} characters; xxh3 {digest}]"
 
 
-def id_fields(args: list[IdArgs | None]) -> tuple[list[Any], list[Any], list[Any]]:
+def id_fields(args: Sequence[IdArgs | None]) -> tuple[list[Any], list[Any], list[Any]]:
     """The correlation, stream and device of each event's args; None where the event has no args.
 
     Written out per field: a comprehension reads an attribute several times faster than getattr or attrgetter."""
     if None in args:
         args = [_NO_ARGS if a is None else a for a in args]
     return [a.correlation for a in args], [a.stream for a in args], [a.device for a in args]
-
-
-def decode_args(raws: list[msgspec.Raw]) -> list[IdArgs | None]:
-    """All args of a piece's events in one decode; one by one only when some are not objects."""
-    try:
-        return _args_list_decoder.decode(b"[" + b",".join(r if len(r) else b"null" for r in raws) + b"]")
-    except (msgspec.DecodeError, RecursionError):
-        return [_decode_one_args(r) for r in raws]
-
-
-def _decode_one_args(raw: msgspec.Raw) -> IdArgs | None:
-    try:
-        return _args_decoder.decode(raw) if len(raw) else None
-    except (msgspec.DecodeError, RecursionError):
-        return None
 
 
 def used_categories(column: pd.Series) -> pd.Categorical:

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fusion.loader.columns import IdArgs, id_column, id_fields, numbers
+from fusion.loader.columns import id_column, id_fields, numbers
+from fusion.loader.op_args import ArgValues, EventArgs, ValueMasks, arg_codes
 
 NOT_A_STRING = -1
 """The name code of an event whose name is absent or not a string."""
@@ -45,6 +46,9 @@ class EventColumns:
     device: np.ndarray
     has_args: np.ndarray
     """bool: the event's args is an object."""
+    args: np.ndarray
+    """int32 code into `arg_values` (op_args: the shapes of a cpu_op, the kernel of a launch); NO_ARGS for none."""
+    arg_values: list[ArgValues]
     events: int
     """Events in the piece, dropped ones included."""
 
@@ -66,11 +70,12 @@ class EventColumns:
         return len(self.bucket)
 
 
-_ROW_COLUMNS = ("bucket", "name", "ts", "dur", "thread", "correlation", "stream", "device", "has_args")
+_ROW_COLUMNS = ("bucket", "name", "ts", "dur", "thread", "correlation", "stream", "device", "has_args", "args")
 
 
-def of_events(events: list[Any], bucket_of: dict[str, int]) -> EventColumns:
-    """The columns of msgspec-decoded events (events.Event), with the same values the compiled scan gives.
+def of_events(events: list[Any], bucket_of: dict[str, int], value_masks: ValueMasks | None = None) -> EventColumns:
+    """The columns of msgspec-decoded events (events.Event), with the same values the compiled scan gives;
+    `value_masks`: per bucket, the op_args values its events keep.
 
     Each step looks values up at C speed (map, dict.fromkeys, numpy) where every value has the usual type,
     and tests each value only where one does not."""
@@ -83,8 +88,9 @@ def of_events(events: list[Any], bucket_of: dict[str, int]) -> EventColumns:
     kept = list(map(events.__getitem__, rows.tolist()))
     name, names = _name_codes([e.name for e in kept])
     thread, threads = _thread_codes([e.pid for e in kept], [e.tid for e in kept])
-    args: list[IdArgs | None] = [e.args for e in kept]
+    args: list[EventArgs | None] = [e.args for e in kept]
     correlation, stream, device = (id_column(values)[0] for values in id_fields(args))
+    codes, values = arg_codes(args, bucket[rows], value_masks or {})
     return EventColumns(
         bucket=bucket[rows],
         name=name,
@@ -97,6 +103,8 @@ def of_events(events: list[Any], bucket_of: dict[str, int]) -> EventColumns:
         stream=stream,
         device=device,
         has_args=np.fromiter(map(_is_not_none, args), dtype=bool, count=len(args)),
+        args=codes,
+        arg_values=values,
         events=len(events),
     )
 

@@ -27,8 +27,8 @@ import msgspec
 import numpy as np
 
 from fusion.errors import TraceError
-from fusion.loader.columns import IdArgs, decode_args
 from fusion.loader.event_columns import EventColumns, of_events
+from fusion.loader.op_args import EventArgs, ValueMasks, decode_args
 from fusion.loader.reader import RawInput
 from fusion.loader.scan import CLOSE_ARRAY, CLOSE_OBJECT, COLON, COMMA, OBJECT_MARKS, QUOTE, Marks, Scanner
 
@@ -73,9 +73,10 @@ class _Fields(msgspec.Struct, gc=False):
 
 
 class Event(_Fields, gc=False):
-    """An event with the id fields of its `args`: None when it has no args, or args that are not an object."""
+    """An event with the fields of its `args` the loader reads (op_args.EventArgs): None when it has no args, or
+    args that are not an object."""
 
-    args: IdArgs | None = None
+    args: EventArgs | None = None
 
 
 class _RawEvent(_Fields, gc=False):
@@ -108,14 +109,18 @@ def scan_compile_pending(size: int) -> bool:
     return piece_scan.USABLE and piece_scan.compile_pending()
 
 
-def read_events(raw: RawInput, bucket_of: dict[str, int] | None = None) -> EventStream:
+def read_events(
+    raw: RawInput, bucket_of: dict[str, int] | None = None, value_masks: ValueMasks | None = None
+) -> EventStream:
     """Find `traceEvents` and return the stream of its pieces; top-level keys fill in as it runs.
 
-    `bucket_of` numbers the categories to keep (EventColumns.bucket); events of other categories are dropped."""
+    `bucket_of` numbers the categories to keep (EventColumns.bucket); events of other categories are dropped.
+    `value_masks`: per bucket, the args values its events keep (op_args: a cpu_op's shapes, a capture's kernels)."""
     stream = EventStream()
     chunks = iter(raw.chunks)
     pending = _read_header(raw.source, chunks, stream)
-    stream.pieces = _Pieces(raw.source, chunks, pending, stream, _Decoder(raw.source, bucket_of or {})).run()
+    decoder = _Decoder(raw.source, bucket_of or {}, value_masks or {})
+    stream.pieces = _Pieces(raw.source, chunks, pending, stream, decoder).run()
     return stream
 
 
@@ -125,7 +130,10 @@ class _Decoder:
 
     source: str
     bucket_of: dict[str, int]
+    value_masks: ValueMasks = field(default_factory=dict)
     table: Any = None
+    masks: Any = None
+    """The compiled scan's form of value_masks, made with its category table."""
     """The compiled scan's category table, made on the first large piece (importing numba only then)."""
 
     def decode(self, data: bytes, offset: int, index: int) -> EventColumns:
@@ -134,7 +142,7 @@ class _Decoder:
             scanned = self._scan(data)
             if scanned is not None:
                 return scanned
-        return of_events(_decode_events(self.source, data, offset, index), self.bucket_of)
+        return of_events(_decode_events(self.source, data, offset, index), self.bucket_of, self.value_masks)
 
     def _scan(self, data: bytes) -> EventColumns | None:
         from fusion.loader import piece_scan  # imports numba: only once a piece is large
@@ -143,8 +151,9 @@ class _Decoder:
             return None
         if self.table is None:
             self.table = piece_scan.category_table(self.bucket_of)
+            self.masks = piece_scan.value_mask_table(self.value_masks)
             piece_scan.announce_compile()
-        return piece_scan.scan_piece(data, self.table)
+        return piece_scan.scan_piece(data, self.table, self.masks)
 
 
 def _first_content(data: bytes | memoryview) -> int:

@@ -18,6 +18,7 @@ from fusion.loader.columns import MISSING_ID, intern_coded, used_categories
 from fusion.loader.cpu_events import RANGE_CATEGORIES, RUNTIME_CATEGORIES, CpuCollector, CpuEvents, RangeKind
 from fusion.loader.event_columns import NOT_A_STRING, EventColumns
 from fusion.loader.events import read_events
+from fusion.loader.op_args import KERNEL_MASK, SHAPES_MASK
 from fusion.loader.reader import Progress, RawInput, TraceSource, open_input
 from fusion.vocabulary import GPU_KERNEL, GPU_MEMCPY, GPU_MEMSET, GPU_WORK
 
@@ -40,6 +41,8 @@ _BUCKET = {
 """Which list a piece's events are sorted into, by category (GPU work by kind, runtime, ranges by RangeKind);
 others are dropped."""
 _BUCKETS = _RANGES + len(RangeKind)
+_SHAPES_BUCKET = _RANGES + RangeKind.OP
+"""cpu_op events keep their shapes args (op_args)."""
 _ID_FIELDS = ("correlation", "stream", "device")
 MAX_KERNEL_NAMES = 200_000
 """More distinct names than this is not a GPU profile (real ones have thousands): refused before classifying."""
@@ -84,19 +87,22 @@ def read_kineto(
     progress: Progress | None = None,
     max_bytes: int | None = None,
     frame_suffixes: tuple[str, ...] = (),
+    launch_kernels: bool = False,
 ) -> TraceRecords:
     """Read a Kineto trace from a path, bytes or a binary file; raises TraceError naming the input and the problem.
 
     `name` names an in-memory input in messages (an upload's file name); `progress` is called with (bytes read,
-    total bytes); python_function frames whose names end with one of `frame_suffixes` are kept as ranges."""
-    return read_kineto_input(
-        open_input(source, name=name, progress=progress, max_bytes=max_bytes), frame_suffixes=frame_suffixes
-    )
+    total bytes); python_function frames whose names end with one of `frame_suffixes` are kept as ranges;
+    `launch_kernels` keeps the kernel name each runtime launch records (a graph capture's, fusion.model.capture)."""
+    raw = open_input(source, name=name, progress=progress, max_bytes=max_bytes)
+    return read_kineto_input(raw, frame_suffixes=frame_suffixes, launch_kernels=launch_kernels)
 
 
-def read_kineto_input(raw: RawInput, *, frame_suffixes: tuple[str, ...] = ()) -> TraceRecords:
+def read_kineto_input(
+    raw: RawInput, *, frame_suffixes: tuple[str, ...] = (), launch_kernels: bool = False
+) -> TraceRecords:
     """read_kineto of an input opened already (fusion.loader.formats looked at its first bytes)."""
-    stream = read_events(raw, _BUCKET)
+    stream = read_events(raw, _BUCKET, value_masks(launch_kernels))
     collector = _collect(stream.pieces, raw.source, frame_suffixes)
     top = stream.top_level
     props = _device_properties(top)
@@ -117,6 +123,11 @@ def read_kineto_input(raw: RawInput, *, frame_suffixes: tuple[str, ...] = ()) ->
         warnings=stream.warnings + warnings + _quality_warnings(collector),
         work={name: collector.work_of[code] for name, code in collector.code_of.items() if code in collector.work_of},
     )
+
+
+def value_masks(launch_kernels: bool) -> dict[int, int]:
+    """The op_args values kept per bucket: cpu_ops' shapes, and the kernel a runtime launch names when asked."""
+    return {_SHAPES_BUCKET: SHAPES_MASK} | ({_RUNTIME: KERNEL_MASK} if launch_kernels else {})
 
 
 @dataclass

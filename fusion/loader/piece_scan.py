@@ -30,6 +30,7 @@ from numba.extending import intrinsic
 
 from fusion.compiled import UNCACHED, compiled
 from fusion.loader.event_columns import EventColumns, distinct_pairs
+from fusion.loader.op_args import KERNEL_KEY, SHAPE_KEYS, region_values
 
 # columns of the integer output, one row per kept event
 (
@@ -47,9 +48,15 @@ from fusion.loader.event_columns import EventColumns, distinct_pairs
     _SLOW_TS_END,
     _SLOW_DUR,
     _SLOW_DUR_END,
-) = range(14)
-"""_SLOW_*: where a ts or dur that the scan could not convert exactly is (0 when converted)."""
-_INT_COLUMNS = 14
+    _REGION_START,
+    _REGION_END,
+    _ARGS,
+) = range(17)
+"""_SLOW_*: where a ts or dur that the scan could not convert exactly is (0 when converted). _REGION_*: the span of
+the args from the first _VALUE_KEYS key to the end of the last one's value (0 where none: no region starts at
+a piece's first byte, which is `[`, so the row's reset clears it); _ARGS: 1 + the code of its values (0 for
+none)."""
+_INT_COLUMNS = 17
 _TS, _DUR = range(2)
 _NO_INT, _INT, _OTHER = range(3)
 """What a pid or tid holds: nothing (absent or null), an int64, or anything else (declined)."""
@@ -77,6 +84,9 @@ _SIMPLE_ESCAPES = np.zeros(256, dtype=np.bool_)
 _SIMPLE_ESCAPES[list(b'"\\/bfnrt')] = True
 _KEYS = (b"cat", b"name", b"ts", b"dur", b"pid", b"tid", b"args")
 _ARGS_KEYS = (b"correlation", b"stream", b"device")
+_VALUE_KEYS = tuple(key.encode() for key in (*SHAPE_KEYS, KERNEL_KEY))
+"""The args whose values op_args keeps. Their region (they come together in a cpu_op's args) is interned per
+distinct bytes, for the events of the buckets that keep values (value_masks)."""
 _CAT, _NAME_KEY, _TS_KEY, _DUR_KEY, _PID_KEY, _TID_KEY, _ARGS_KEY = range(len(_KEYS))
 
 
@@ -99,10 +109,6 @@ _SKIPPED_KEYS = (
     b"External id",
     b"Ev Idx",
     b"Python id",
-    b"Input Dims",
-    b"Input type",
-    b"Input Strides",
-    b"Concrete Inputs",
     b"shared memory",
     b"blocks per SM",
     b"warps per SM",
@@ -142,11 +148,12 @@ def _key_slot(first: int) -> int:
     return (first * int(_KEY_HASH)) % (1 << 64) >> (64 - _KEY_HASH_BITS)
 
 
-_KEY_SLOTS, _KEY_PATTERNS, _KEY_MASKS, _KEY_SIZES = _key_lookup(_KEYS + _ARGS_KEYS + _SKIPPED_KEYS)
+_KEY_SLOTS, _KEY_PATTERNS, _KEY_MASKS, _KEY_SIZES = _key_lookup(_KEYS + _ARGS_KEYS + _VALUE_KEYS + _SKIPPED_KEYS)
 _FIRST_ARGS_KEY = len(_KEYS)
-_FIRST_SKIPPED_KEY = len(_KEYS) + len(_ARGS_KEYS)
+_FIRST_VALUE_ARG = len(_ARGS_KEYS)
+_FIRST_SKIPPED_KEY = len(_KEYS) + len(_ARGS_KEYS) + len(_VALUE_KEYS)
 """One table for the keys of both levels and the skipped ones: an args key's index there is _FIRST_ARGS_KEY
-plus its index in _ARGS_KEYS."""
+plus its index in _ARGS_KEYS + _VALUE_KEYS."""
 
 
 @compiled(allocates=False)
@@ -405,7 +412,7 @@ def _colon(data, i, n):
 
 @compiled(allocates=False, inline=True)
 def _key(data, i, n):
-    """From the opening quote of a key: (position of its value, index of the key in _KEYS + _ARGS_KEYS or -1
+    """From the opening quote of a key: (position of its value, index of the key in _KEYS + _ARGS_KEYS + _VALUE_KEYS or -1
     for any other key); the position is -1 where invalid or escaped. A key in the lookup costs two loads and
     a compare, where reading it costs a branch per byte."""
     if i >= n or data[i] != _QUOTE:
@@ -555,19 +562,22 @@ def _grow(array):
 
 
 @compiled
-def _scan(data, cat_bytes, cat_starts, cat_buckets):
-    """The piece `[...]`: (accepted, events, ints, floats, name spans), one row per kept event.
+def _scan(data, cat_bytes, cat_starts, cat_buckets, value_masks):
+    """The piece `[...]`: (accepted, events, ints, floats, name spans, value regions), one row per kept event.
 
     A row's name is a code into the spans of distinct names: open addressing on a hash, with the bytes
-    compared on a hit, so equal codes mean equal bytes."""
+    compared on a hit, so equal codes mean equal bytes. An event of a bucket with value_masks[bucket] set has its
+    value region interned the same way, with the mask: _ARGS is 1 + a code into the distinct (region, mask)."""
     n = len(data)
     stack = np.empty(_MAX_DEPTH, dtype=np.uint8)
     ints = np.empty((_FIRST_ROWS, _INT_COLUMNS), dtype=np.int64)
     floats = np.empty((_FIRST_ROWS, 2), dtype=np.float64)
     spans = np.empty((_FIRST_ROWS, 2), dtype=np.int64)
     slots = np.full(_FIRST_SLOTS, -1, dtype=np.int64)
-    rows = names = events = 0
-    declined = (False, 0, ints[:0], floats[:0], spans[:0])
+    regions = np.empty((_FIRST_ROWS, 3), dtype=np.int64)
+    region_slots = np.full(_FIRST_SLOTS, -1, dtype=np.int64)
+    rows = names = sets = events = 0
+    declined = (False, 0, ints[:0], floats[:0], spans[:0], regions[:0])
     i = _blank(data, 0, n)
     if i >= n or data[i] != _OPEN_ARRAY:
         return declined
@@ -596,6 +606,18 @@ def _scan(data, cat_bytes, cat_starts, cat_buckets):
                     spans[names, 0], spans[names, 1] = name_start, name_end
                     names += 1
                 ints[rows, _NAME] = code
+            keep = value_masks[bucket] if bucket < len(value_masks) else 0
+            if keep and ints[rows, _REGION_START]:
+                if sets * 2 >= region_slots.shape[0]:
+                    region_slots = _rehash_regions(data, regions, sets, region_slots.shape[0] * 2)
+                if sets == regions.shape[0]:
+                    regions = _grow(regions)
+                start, end = ints[rows, _REGION_START], ints[rows, _REGION_END]
+                code = _intern_region(data, start, end, keep, regions, sets, region_slots)
+                if code == sets:
+                    regions[sets, 0], regions[sets, 1], regions[sets, 2] = start, end, keep
+                    sets += 1
+                ints[rows, _ARGS] = code + 1
             rows += 1
         i = _blank(data, i, n)
         if i >= n or (data[i] != _COMMA and data[i] != _CLOSE_ARRAY):
@@ -605,7 +627,7 @@ def _scan(data, cat_bytes, cat_starts, cat_buckets):
             i = _blank(data, i + 1, n)
     if _blank(data, i + 1, n) != n:
         return declined
-    return True, events, ints[:rows], floats[:rows], spans[:names]
+    return True, events, ints[:rows], floats[:rows], spans[:names], regions[:sets]
 
 
 @compiled(allocates=False)
@@ -685,6 +707,7 @@ def _args(data, i, n, stack, row):
         return i + 1
     seen = 0
     while True:
+        key_at = i
         i, key = _key(data, i, n)
         if i < 0:
             return -1
@@ -694,11 +717,13 @@ def _args(data, i, n, stack, row):
             if seen & (1 << key):
                 return -1
             seen |= 1 << key
+            if key >= _FIRST_VALUE_ARG and not row[_REGION_START]:
+                row[_REGION_START] = key_at
         if c == _MINUS or _ZERO <= c <= _NINE:
             end, negative, mantissa, _, digits, literal_int = _number(data, i, n)
             if end < 0 or not _delimited(data, end, n):
                 return -1
-            if key >= 0:
+            if 0 <= key < _FIRST_VALUE_ARG:
                 row[_CORRELATION + key] = _id(negative, mantissa, digits, literal_int)
             i = end
         elif c == _OPEN_ARRAY:
@@ -709,6 +734,8 @@ def _args(data, i, n, stack, row):
             i = _skip(data, i, n, stack)
             if i < 0:
                 return -1
+        if key >= _FIRST_VALUE_ARG:
+            row[_REGION_END] = i
         i = _blank(data, i, n)
         if i >= n:
             return -1
@@ -735,6 +762,37 @@ def _numbers(data, i, n, stack):
             return -1
         j = _blank(data, j + 1, n)
     return _container_end(data, i, n, stack)
+
+
+@compiled(allocates=False)
+def _intern_region(data, start, end, keep, regions, count, slots):
+    """The code of a (region, mask): an existing one with the same bytes and mask, or `count` (new; its slot is
+    taken). A call, not inlined: the scan's loop stays as small for the events that have no values."""
+    mask = slots.shape[0] - 1
+    slot = np.int64((_name_hash(data, start, end, len(data)) ^ np.uint64(keep)) & np.uint64(mask))
+    size = end - start
+    while True:
+        code = slots[slot]
+        if code < 0:
+            slots[slot] = count
+            return count
+        at = regions[code, 0]
+        if regions[code, 2] == keep and regions[code, 1] - at == size and _same_bytes(data, at, start, size, len(data)):
+            return code
+        slot = (slot + 1) & mask
+
+
+@compiled
+def _rehash_regions(data, regions, count, size):
+    slots = np.full(size, -1, dtype=np.int64)
+    mask = size - 1
+    for code in range(count):
+        hashed = _name_hash(data, regions[code, 0], regions[code, 1], len(data)) ^ np.uint64(regions[code, 2])
+        slot = np.int64(hashed & np.uint64(mask))
+        while slots[slot] >= 0:
+            slot = (slot + 1) & mask
+        slots[slot] = code
+    return slots
 
 
 @compiled(allocates=False, inline=True)
@@ -772,12 +830,33 @@ def category_table(bucket_of: dict[str, int]) -> tuple[np.ndarray, np.ndarray, n
     return joined, starts, np.array([bucket_of[c] for c in categories], dtype=np.int8)
 
 
-def scan_piece(data: bytes, table: tuple[np.ndarray, np.ndarray, np.ndarray]) -> EventColumns | None:
-    """The kept events of a piece (`[` events `]`) as columns; None where the scan declines the piece."""
-    ok, events, ints, floats, spans = _scan(np.frombuffer(data, dtype=np.uint8), *table)
+def value_mask_table(value_masks: dict[int, int]) -> np.ndarray:
+    """The scan's form of bucket -> the op_args values its events keep (op_args.SHAPES_MASK, KERNEL_MASK bits);
+    buckets beyond the table keep none."""
+    table = np.zeros(max(value_masks, default=-1) + 2, dtype=np.int64)
+    for bucket, mask in value_masks.items():
+        table[bucket] = mask
+    return table
+
+
+_NO_MASKS = np.zeros(1, dtype=np.int64)
+
+
+def scan_piece(
+    data: bytes, table: tuple[np.ndarray, np.ndarray, np.ndarray], value_masks: np.ndarray | None = None
+) -> EventColumns | None:
+    """The kept events of a piece (`[` events `]`) as columns; None where the scan declines the piece.
+    `value_masks` (value_mask_table): per bucket, the op_args values kept (none without)."""
+    masks = value_masks if value_masks is not None else _NO_MASKS
+    ok, events, ints, floats, spans, regions = _scan(np.frombuffer(data, dtype=np.uint8), *table, masks)
     if not ok:
         return None
     _convert_slow_numbers(data, ints, floats)
+    values = [region_values(data[start:end], mask) for start, end, mask in regions.tolist()]
+    args = ints[:, _ARGS].astype(np.int32) - 1
+    empty = np.array([not (v.shapes or v.kernel) for v in values] + [True])  # code -1 (none) picks the last
+    if empty[:-1].any():  # a region of none of the kept values
+        args = np.where(empty[args], -1, args).astype(np.int32)
     names = [_decoded(data[start - 1 : end + 1]) for start, end in spans.tolist()]
     thread, threads = distinct_pairs(
         ints[:, _PID], ints[:, _PID_KIND] == _INT, ints[:, _TID], ints[:, _TID_KIND] == _INT
@@ -794,6 +873,8 @@ def scan_piece(data: bytes, table: tuple[np.ndarray, np.ndarray, np.ndarray]) ->
         stream=ints[:, _STREAM].copy(),
         device=ints[:, _DEVICE].copy(),
         has_args=ints[:, _HAS_ARGS].astype(bool),
+        args=args,
+        arg_values=values,
         events=int(events),
     )
 

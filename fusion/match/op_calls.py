@@ -4,8 +4,9 @@ two traces.
 Where a trace records CPU ops, each eagerly launched kernel belongs to one top-level op call (the model's
 `op_call`). The two traces run the same op sequence, so aligning their op-call sequences (per thread,
 Needleman-Wunsch on canonical op codes: equivalent ops are the same) pairs each call with its counterpart.
-Kernels of graph replays (launch 'graph') and kernels without a runtime launch (launch 'none') have no op
-call and are left to the kernel-type comparison.
+Kernels of graph replays (launch 'graph') have an op call only where a capture trace tied them to the ops
+that launched them during capture (fusion.model.capture); kernels without a runtime launch (launch 'none')
+have none. Kernels without an op call are left to the kernel-type comparison.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def op_calls(trace: Trace, side: int) -> OpCalls:
     kernels = trace.kernels
     if set(OP_COLUMNS) <= set(kernels.columns):
         call = kernels["op_call"].to_numpy(np.int64)
-        rows = np.flatnonzero((call >= 0) & (kernels["launch"] == EAGER_LAUNCH).to_numpy())
+        rows = np.flatnonzero(call >= 0)
     else:
         call, rows = np.zeros(len(kernels), dtype=np.int64), np.zeros(0, dtype=np.int64)
     rows = rows[np.argsort(call[rows], kind="stable")]

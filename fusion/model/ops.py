@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from fusion.loader.cpu_events import CpuEvents, RangeKind, Ranges
-from fusion.model.columns import LAUNCH_KINDS, OP_COLUMNS
+from fusion.model.columns import LAUNCH_KINDS, OP_COLUMNS, SHAPE_COLUMNS
 from fusion.model.trace import Trace
 
 GRAPH_LAUNCH = re.compile("GraphLaunch")
@@ -26,35 +26,68 @@ NO_ROW = -1
 
 
 def launch_columns(kernels: pd.DataFrame, cpu: CpuEvents) -> dict[str, pd.Categorical | np.ndarray]:
-    """The OP_COLUMNS of `kernels`, resolved through `cpu`'s launches and ranges."""
+    """The OP_COLUMNS and SHAPE_COLUMNS of `kernels`, resolved through `cpu`'s launches and ranges. A graph
+    replay's kernels have no op call: the ops around its launch did not launch them (fusion.model.capture ties
+    them to the ops of the graph's capture)."""
     if not len(cpu.launches.correlation):
         return unrecorded_columns(len(kernels))
     launch = launch_rows(kernels["correlation"].to_numpy(), cpu.launches.correlation)
     found = launch >= 0
     used, per_kernel = small_unique(launch[found])
-    thread, ts = cpu.launches.thread[used], cpu.launches.ts[used]
 
     def spread(per_launch: np.ndarray) -> np.ndarray:
         out = np.full(len(kernels), NO_ROW, dtype=np.int64)
         out[found] = per_launch[per_kernel]
         return out
 
+    around = launch_context(cpu, cpu.launches.thread[used], cpu.launches.ts[used])
+    launch_names, name_of = small_unique(cpu.launches.name[used])
+    graph = np.array([bool(GRAPH_LAUNCH.search(cpu.names[c])) for c in launch_names], dtype=np.int64)[name_of]
+    kind = np.where(found, spread(graph), LAUNCH_KINDS.index("none"))
+    replayed = kind == LAUNCH_KINDS.index("graph")
+    return {
+        "op": _categorical(spread(around.op), cpu.names),
+        "op_top": _categorical(spread(around.op_top), cpu.names),
+        "module": _categorical(spread(around.module), around.paths),
+        "op_call": np.where(replayed, NO_ROW, spread(around.call)),
+        "thread": spread(cpu.tids()[cpu.launches.thread[used]]),
+        "launch": pd.Categorical.from_codes(kind, categories=list(LAUNCH_KINDS)),
+        "op_shapes": _categorical(spread(around.op_shapes), cpu.shapes),
+        "op_top_shapes": _categorical(spread(around.op_top_shapes), cpu.shapes),
+    }
+
+
+@dataclass
+class LaunchContext:
+    """Per launch: the innermost and top-level op around it (codes into CpuEvents.names), the top-level op's
+    call id, their shapes (codes into CpuEvents.shapes) and the module path (an index into `paths`); NO_ROW for
+    none."""
+
+    op: np.ndarray
+    op_top: np.ndarray
+    call: np.ndarray
+    op_shapes: np.ndarray
+    op_top_shapes: np.ndarray
+    module: np.ndarray
+    paths: list[str]
+
+
+def launch_context(cpu: CpuEvents, thread: np.ndarray, ts: np.ndarray) -> LaunchContext:
+    """The ops and module frames around launches made on thread codes `thread` at times `ts`."""
     ops = Nesting.of(cpu.ranges.of_kind(RangeKind.OP))
     op = ops.innermost(thread, ts)
     top = _take(ops.top(), op)
     modules = Nesting.of(cpu.ranges.of_kind(RangeKind.MODULE))
     paths, path_of = modules.paths(modules.innermost(thread, ts), cpu.names)
-    launch_names, name_of = small_unique(cpu.launches.name[used])
-    graph = np.array([bool(GRAPH_LAUNCH.search(cpu.names[c])) for c in launch_names], dtype=np.int64)[name_of]
-    kind = np.where(found, spread(graph), LAUNCH_KINDS.index("none"))
-    return {
-        "op": _categorical(spread(_take(ops.name, op)), cpu.names),
-        "op_top": _categorical(spread(_take(ops.name, top)), cpu.names),
-        "module": _categorical(spread(path_of), paths),
-        "op_call": spread(_take(ops.call_ids(), top)),
-        "thread": spread(cpu.tids()[thread]),
-        "launch": pd.Categorical.from_codes(kind, categories=list(LAUNCH_KINDS)),
-    }
+    return LaunchContext(
+        op=_take(ops.name, op),
+        op_top=_take(ops.name, top),
+        call=_take(ops.call_ids(), top),
+        op_shapes=_take(ops.shapes, op),
+        op_top_shapes=_take(ops.shapes, top),
+        module=path_of,
+        paths=paths,
+    )
 
 
 def unrecorded_columns(count: int) -> dict[str, pd.Categorical | np.ndarray]:
@@ -66,6 +99,7 @@ def unrecorded_columns(count: int) -> dict[str, pd.Categorical | np.ndarray]:
         "launch": pd.Categorical.from_codes(
             np.full(count, LAUNCH_KINDS.index("unrecorded")), categories=list(LAUNCH_KINDS)
         ),
+        **{column: pd.Categorical.from_codes(np.zeros(count, np.int8), categories=[""]) for column in SHAPE_COLUMNS},
     }
 
 
@@ -112,12 +146,15 @@ class Nesting:
     end: np.ndarray
     name: np.ndarray
     parent: np.ndarray
+    shapes: np.ndarray
+    """The range's shapes code (loader.cpu_events.Ranges.shapes)."""
 
     @classmethod
     def of(cls, ranges: Ranges) -> Nesting:
         order = np.lexsort((-ranges.end, ranges.start, ranges.thread))
-        thread, start, end, name = (column[order] for column in (ranges.thread, ranges.start, ranges.end, ranges.name))
-        return cls(thread, start, end, name, _parents(thread, start, end))
+        columns = (ranges.thread, ranges.start, ranges.end, ranges.name, ranges.shapes)
+        thread, start, end, name, shapes = (column[order] for column in columns)
+        return cls(thread, start, end, name, _parents(thread, start, end), shapes)
 
     def innermost(self, thread: np.ndarray, point: np.ndarray) -> np.ndarray:
         """Row of the innermost range on `thread` with start <= point < end; NO_ROW where none."""

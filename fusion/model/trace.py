@@ -77,6 +77,8 @@ class Trace:
     file_hash: str = ""
     """xxh3-128 of the file's bytes as read ('' when not known): the table cache serves this trace for a file only
     when the file's bytes hash to it."""
+    capture: dict[str, Any] | None = None
+    """How the graph replays were tied to a capture trace (fusion.model.capture), None when none was given."""
 
     @property
     def kernel_count(self) -> int:

@@ -14,6 +14,7 @@ import pandas as pd
 from fusion.comparison.result import Comparison
 from fusion.detect.mappings import SPLIT_DETECTOR
 from fusion.detect.op_kernels import OP_CALLS_SOURCE, OP_KERNELS_DETECTOR
+from fusion.model.capture import capture_text
 from fusion.model.ops import MODULE_SEPARATOR
 from fusion.model.phases import ALL
 from fusion.result import (
@@ -72,8 +73,9 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def to_json(comparison: Comparison) -> str:
-    """The reference-compatible dict as strict JSON: to_dict already turned NaN/inf into null."""
-    return orjson.dumps(comparison.to_dict(), option=orjson.OPT_INDENT_2).decode()
+    """The reference-compatible dict and `op_efficiency` as strict JSON: to_dict already turned NaN/inf into null."""
+    document = {**comparison.to_dict(), "op_efficiency": comparison.efficiency.to_dict()}
+    return orjson.dumps(document, option=orjson.OPT_INDENT_2).decode()
 
 
 DIFFERENT_WORKLOADS = "the traces run different workloads"
@@ -194,6 +196,8 @@ def _header(c: Comparison) -> str:
             f"  Trace {side}: {trace.label} [{trace.platform}] {trace.source} - {trace.kernel_count} kernels,"
             f" {trace.kernel_time_us / 1000:.2f} ms, {m[f'trace{side}_correlation_groups']} significant groups"
         )
+        if trace.capture is not None:
+            lines.append(f"    capture: {capture_text(trace.capture)}")
     lines.append(
         f"  matched group pairs: {m['matched_groups']}, stream windows: {m['stream_windows']},"
         f" min_group_size {c.params['min_group_size']}"

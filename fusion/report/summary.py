@@ -7,9 +7,13 @@ from typing import Any
 import pandas as pd
 
 from fusion.comparison.ops import op_times
+from fusion.efficiency.rates import trace_rates
+from fusion.match.op_calls import op_calls
+from fusion.model.capture import capture_text
 from fusion.model.ops import unlaunched_note
 from fusion.model.phases import describe
 from fusion.model.trace import Trace
+from fusion.report.efficiency import trace_efficiency, trace_efficiency_text
 from fusion.result import CALLS, KERNELS_PER_CALL, MODULE, OP, OP_NAMES, TIME_US
 from fusion.vocabulary import GPU_KERNEL
 
@@ -22,6 +26,7 @@ def summarize(trace: Trace, top_unclassified: int = 20) -> dict[str, Any]:
     kernels = trace.kernels
     other = trace.names[trace.names["type"] == UNCLASSIFIED_TYPE].head(top_unclassified)
     with_op = kernels[(kernels["op"] != "").to_numpy()]
+    calls = op_calls(trace, 1)
     return {
         "format": trace.format,
         "platform": trace.platform,
@@ -36,6 +41,8 @@ def summarize(trace: Trace, top_unclassified: int = 20) -> dict[str, Any]:
         "unlaunched": unlaunched_note(kernels),
         "phases": describe(kernels),
         "ops": _top_ops(trace, TOP_OPS),
+        "capture": trace.capture,
+        "op_efficiency": trace_efficiency(trace_rates(trace, calls), calls),
         "unclassified": [
             {"name": str(name), "count": int(row["count"]), "time_us": round(float(row["time_us"]), 3)}
             for name, row in other.iterrows()
@@ -98,13 +105,18 @@ def summary_text(trace: Trace, summary: dict[str, Any]) -> str:
     lines.append(f"with op    {with_op['count']:,} kernels, {100 * with_op['time_us'] / total:.1f}% of kernel time")
     if summary["unlaunched"]:
         lines.append(f"no launch  {summary['unlaunched']}")
+    if summary["capture"] is not None:
+        lines.append(f"capture    {capture_text(summary['capture'])}")
     if summary["ops"]:
-        lines += ["", "top ops by kernel time (eager launches):"]
+        tied = " and graph replays tied to their capture" if summary["capture"] else ""
+        lines += ["", f"top ops by kernel time (eager launches{tied}):"]
         for entry in summary["ops"]:
             lines.append(
                 f"  {entry['time_us'] / 1e3:>10,.3f} ms  {entry['calls']:>7,} calls  {entry['kernels_per_call']:>5.2f}"
                 f" kernels/call  {entry['op']}  {entry['module']}"
             )
+    if summary["op_efficiency"]["coverage"]["op_calls"]:
+        lines += ["", *trace_efficiency_text(summary["op_efficiency"])]
     if summary["unclassified"]:
         lines += ["", "unclassified kernel names by total time (add a rule for them, see FUSION_RULES):"]
         for entry in summary["unclassified"]:

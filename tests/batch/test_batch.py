@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from builders import BATCH_RANKS as RANKS
 from builders import FUSED_SAMPLE as FUSED
-from builders import kineto_trace, write_trace
+from builders import Capture, Captured, EagerTrace, Graph, Op, kineto_trace, write_trace
 
 from fusion.__main__ import main
 from fusion.batch import run as batch
@@ -63,6 +63,25 @@ def test_manifest_rows_resolve_relative_paths_and_name_ranks(tmp_path):
     jobs = batch.jobs_from_manifest(manifest)
     assert jobs[0] == batch.Job(str(tmp_path / "x/amd.json"), "/abs/nv.json", "llama-tp8/rank3", "llama-tp8", 3)
     assert (jobs[1].trace1, jobs[1].trace2, jobs[1].label) == ("s3://b/a.json.gz", "gs://b/n.json", "a vs n")
+
+
+def test_a_manifest_capture_column_ties_the_replays(tmp_path):
+    builder = EagerTrace("AMD", gpu="AMD Instinct MI300X")
+    builder.run(*[Graph(["gemm_kernel"]) for _ in range(3)])
+    (tmp_path / "exec.json").write_bytes(builder.data())
+    capture = EagerTrace("AMD")
+    dims = {"Input Dims": [[32, 1024], [1024, 1024], []], "Input type": ["c10::BFloat16"] * 2 + [""]}
+    capture.run(Capture([Op("aten::linear", [Captured("gemm_kernel")], args=dims)]))
+    (tmp_path / "cap.json").write_bytes(capture.data())
+    manifest = tmp_path / "pairs.csv"
+    manifest.write_text("trace1,trace2,label,capture1,capture2\nexec.json,exec.json,p,cap.json,\n")
+    jobs = batch.jobs_from_manifest(manifest)
+    assert (jobs[0].capture1, jobs[0].capture2) == ((str(tmp_path / "cap.json"),), ())
+    summary = batch.run_batch(jobs, tmp_path / "out", engine="local", workers=1)
+    result = orjson.loads(Path(summary["result_file"].iloc[0]).read_bytes())
+    assert result["metadata"]["trace1_capture"]["tied_with_input_dims"] == 3
+    assert "trace2_capture" not in result["metadata"] and result["batch"]["capture1"] == [str(tmp_path / "cap.json")]
+    assert result["op_efficiency"]["coverage"][0]["rated_calls"] == 3
 
 
 def test_each_pair_gets_its_compare_result_and_summary_rows(local_run, rank_dirs):

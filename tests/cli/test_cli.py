@@ -49,6 +49,8 @@ SUMMARY_KEYS = [
     "unlaunched",
     "phases",
     "ops",
+    "capture",
+    "op_efficiency",
     "unclassified",
 ]
 

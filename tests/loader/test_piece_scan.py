@@ -29,9 +29,11 @@ from fusion.classify.trace import load
 from fusion.errors import TraceError
 from fusion.loader import events as events_module
 from fusion.loader import piece_scan
+from fusion.loader.cpu_events import RangeKind
 from fusion.loader.event_columns import EventColumns, of_events
-from fusion.loader.kineto import _BUCKET
-from fusion.loader.piece_scan import category_table, scan_piece
+from fusion.loader.kineto import _BUCKET, read_kineto, value_masks
+from fusion.loader.op_args import SHAPE_KEYS
+from fusion.loader.piece_scan import category_table, scan_piece, value_mask_table
 
 TABLE = category_table(_BUCKET)
 CHECKS = settings(
@@ -43,10 +45,10 @@ CHECKS = settings(
 )
 
 
-def msgspec_columns(data: bytes) -> EventColumns | None:
+def msgspec_columns(data: bytes, launch_kernels: bool = False) -> EventColumns | None:
     """What events.py gets from msgspec for a piece; None where msgspec refuses it."""
     try:
-        return of_events(events_module._decode_events("piece", data, 1, 0), _BUCKET)
+        return of_events(events_module._decode_events("piece", data, 1, 0), _BUCKET, value_masks(launch_kernels))
     except TraceError:
         return None
 
@@ -68,19 +70,31 @@ def rows(columns: EventColumns) -> list[tuple]:
             int(c.stream),
             int(c.device),
             bool(c.has_args),
+            None if c.args < 0 else columns.arg_values[c.args],
         )
         for c in pd.DataFrame(
             {
                 k: getattr(columns, k)
-                for k in ("bucket", "name", "ts", "dur", "thread", "correlation", "stream", "device", "has_args")
+                for k in (
+                    "bucket",
+                    "name",
+                    "ts",
+                    "dur",
+                    "thread",
+                    "correlation",
+                    "stream",
+                    "device",
+                    "has_args",
+                    "args",
+                )
             }
         ).itertuples()
     ]
 
 
-def assert_same_or_declined(data: bytes) -> EventColumns | None:
-    scanned = scan_piece(data, TABLE)
-    expected = msgspec_columns(data)
+def assert_same_or_declined(data: bytes, launch_kernels: bool = False) -> EventColumns | None:
+    scanned = scan_piece(data, TABLE, value_mask_table(value_masks(launch_kernels)))
+    expected = msgspec_columns(data, launch_kernels)
     if scanned is not None:
         assert expected is not None, "the scan accepted a piece msgspec refuses"
         assert scanned.events == expected.events
@@ -145,6 +159,69 @@ def test_a_float_near_the_end_of_float64_is_left_to_msgspec(literal: str, cat: s
     """msgspec refuses a float beyond float64 in any event, kept or dropped."""
     data = piece({**KERNEL, "cat": cat, "ts": "TS"}, raw={"TS": literal})
     assert scan_piece(data, TABLE) is None
+
+
+OP = {
+    "ph": "X",
+    "cat": "cpu_op",
+    "name": "aten::linear",
+    "pid": 1,
+    "tid": 1,
+    "ts": 1.0,
+    "dur": 9.0,
+    "args": {
+        "External id": 4,
+        "Input Dims": [[16, 559, 1024], [1024, 1024], [1024]],
+        "Input type": ["c10::BFloat16", "c10::BFloat16", "c10::BFloat16"],
+        "Input Strides": [[572416, 1024, 1], [1024, 1], [1]],
+        "Concrete Inputs": ["", "", ""],
+    },
+}
+LAUNCH = {**KERNEL, "cat": "cuda_runtime", "name": "cudaLaunchKernel", "args": {"correlation": 3, "kernel": "k"}}
+
+
+def test_op_shapes_are_kept_once_per_distinct_set() -> None:
+    other = {**OP, "args": {**OP["args"], "External id": 5, "Input Dims": [[8, 1024], [1024, 1024], [1024]]}}
+    data = piece(OP, KERNEL, {**OP, "args": {**OP["args"], "External id": 9}}, other)
+    scanned = assert_same_or_declined(data)
+    assert scanned is not None
+    assert scanned.args.tolist() == [0, -1, 0, 1] and len(scanned.arg_values) == 2
+    assert json.loads(scanned.arg_values[0].shapes) == [OP["args"][key] for key in SHAPE_KEYS]
+
+
+def test_shapes_text_is_the_same_however_the_file_spaces_it() -> None:
+    spaced = piece(OP).replace(b"[[16, 559, 1024]", b"[ [16,559 ,1024 ]")
+    masks = value_mask_table(value_masks(False))
+    assert rows(scan_piece(spaced, TABLE, masks))[0][-1] == rows(scan_piece(piece(OP), TABLE, masks))[0][-1]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"Input Dims": [[4]]},  # one key of four
+        {"Concrete Inputs": ["", "[16, 16]", "True"], "Input type": ["float", "ScalarList", "Scalar"]},
+        {"Input Dims": "not a list", "Input type": 7, "Input Strides": None, "Concrete Inputs": {"a": [1]}},
+        {"Input Dims": []},
+    ],
+)
+def test_odd_shapes_args_read_the_same_on_both_paths(args: dict) -> None:
+    assert assert_same_or_declined(piece({**OP, "args": args})) is not None
+
+
+def test_a_repeated_shapes_key_is_left_to_msgspec() -> None:
+    data = b'[{"cat": "cpu_op", "name": "a", "ts": 1, "dur": 1, "args": {"Input Dims": [[1]], "Input Dims": [[2]]}}]'
+    assert scan_piece(data, TABLE, value_mask_table(value_masks(False))) is None
+    decoded = msgspec_columns(data)
+    assert decoded is not None and json.loads(decoded.arg_values[0].shapes)[0] == [[2]]  # the last, as msgspec
+
+
+@pytest.mark.parametrize("launch_kernels", [False, True])
+def test_launch_kernel_names_only_when_asked(launch_kernels: bool) -> None:
+    data = piece(LAUNCH, {**LAUNCH, "args": {"correlation": 4, "kernel": "k2"}}, KERNEL)
+    scanned = assert_same_or_declined(data, launch_kernels)
+    assert scanned is not None
+    kernels = [scanned.arg_values[c].kernel if c >= 0 else None for c in scanned.args.tolist()]
+    assert kernels == (["k", "k2", None] if launch_kernels else [None, None, None])
 
 
 @pytest.mark.parametrize(
@@ -432,12 +509,30 @@ def test_real_traces_load_the_same_with_the_scan(monkeypatch, name: str) -> None
     assert set(declined) <= {"a wrong guess at the end of the array"}
 
 
+def test_a_real_capture_trace_reads_the_same_with_the_scan(monkeypatch) -> None:
+    """A graph capture's launches name their kernels (launch_kernels) and its ops their shapes: both paths agree."""
+    paths = sorted((SHARED_TRACES / "tl_vllm_decode_full_exec" / "capture").glob("*.json.gz"))
+    if not paths:
+        pytest.skip("../shared is not here")
+    data = gzip.decompress(paths[0].read_bytes())
+    monkeypatch.setattr(events_module, "PIECE_SIZE", 1 << 20)
+    read = []
+    for minimum in (0, 1 << 62):
+        monkeypatch.setattr(events_module, "COMPILED_SCAN_MIN_BYTES", minimum)
+        cpu = read_kineto(data, launch_kernels=True).cpu
+        kernels = [cpu.names[c] if c >= 0 else None for c in cpu.launches.kernel.tolist()]
+        ops = cpu.ranges.of_kind(RangeKind.OP)
+        read.append((kernels, [cpu.shapes[c] if c >= 0 else None for c in ops.shapes.tolist()]))
+    assert read[0] == read[1]
+    assert sum(k is not None for k in read[0][0]) == 428 and sum(s is not None for s in read[0][1]) > 3700
+
+
 def _counting(declined: list[str]):
     """scan_piece, noting each piece it declines and whether msgspec refuses that piece too."""
     original = piece_scan.scan_piece
 
-    def counting(piece_data: bytes, table):
-        result = original(piece_data, table)
+    def counting(piece_data: bytes, table, masks=None):
+        result = original(piece_data, table, masks)
         if result is None:
             try:
                 msgspec.json.decode(piece_data)
@@ -455,7 +550,7 @@ def test_a_large_trace_is_scanned_and_a_small_one_is_not(monkeypatch) -> None:
     data = trace_json(events)
     sizes: list[int] = []
     original = piece_scan.scan_piece
-    monkeypatch.setattr(piece_scan, "scan_piece", lambda d, t: sizes.append(len(d)) or original(d, t))
+    monkeypatch.setattr(piece_scan, "scan_piece", lambda d, t, m: sizes.append(len(d)) or original(d, t, m))
     monkeypatch.setattr(events_module, "COMPILED_SCAN_MIN_BYTES", len(data) // 4)
     monkeypatch.setattr(events_module, "PIECE_SIZE", len(data) // 3)
     table = load(data).kernels

@@ -55,7 +55,7 @@ def test_skipped_keys_may_repeat() -> None:
         text = '[{"cat": "kernel", "%s": 1, "%s": 2, "args": {"%s": 1, "%s": [2]}}]' % (key, key, key, key)
         assert assert_same_or_declined(text.encode()) is not None, "declined"
 
-    assert_every_case(["ph", "grid", "Input Dims", "External id"], repeated)
+    assert_every_case(["ph", "grid", "Sequence number", "External id"], repeated)
 
 
 def test_kept_keys_that_repeat_are_still_declined() -> None:

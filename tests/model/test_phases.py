@@ -57,6 +57,7 @@ def ranges(*rows):
         start + column[2].astype(np.float64),
         threads,
         np.array([names.index(r[0]) for r in rows], dtype=np.int32),
+        np.full(len(rows), -1, dtype=np.int32),
     )
     return table, names
 

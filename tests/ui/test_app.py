@@ -34,7 +34,7 @@ from ui.text import md as md_text  # noqa: E402
 
 SAMPLE = "vllm_moe_full_graph"
 SAMPLE_DIR = ROOT / "sample_traces" / SAMPLE
-PAGES = ["pages/1_Overview.py", "pages/2_Fusion.py", "pages/3_Groups.py", "pages/4_Kernels.py"]
+PAGES = ["pages/1_Overview.py", "pages/2_Fusion.py", "pages/3_Groups.py", "pages/4_Kernels.py", "pages/8_Efficiency.py"]
 SHARED = ROOT.parent / "shared" / "traces"
 if not SHARED.is_dir():
     SHARED = Path("/work/shared/traces")
@@ -883,3 +883,102 @@ def test_uploads_of_other_profilers_formats_compare(tmp_path: Path) -> None:
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
     assert metrics(at)["Kernels compared"] == ["60", "60"]
+
+
+# --- issue 35: the Efficiency page; issue 41: capture uploads ---------------------------------------------
+
+EFFICIENCY_PAGE = "pages/8_Efficiency.py"
+EAGER = "eager_prefill"
+
+
+def test_efficiency_page_shows_both_gpus_the_roofline_and_the_sortable_table() -> None:
+    at = run(EFFICIENCY_PAGE, sample=EAGER)
+    assert not at.error
+    found = metrics(at)
+    assert len(found["Op calls rated"]) == 2 and len(found["Kernel time rated"]) == 2
+    assert at.get("plotly_chart"), "the roofline is drawn"
+    table = at.dataframe[0].value
+    assert {"op", "shapes", "TFLOP/s 1", "TFLOP/s 2", "% of peak 1", "saving (ms)", "saved by"} <= set(table.columns)
+    savings = table["saving (ms)"].dropna().tolist()
+    assert savings == sorted(savings, reverse=True)
+
+
+def test_efficiency_table_and_order_round_trip_through_the_link() -> None:
+    at = run(EFFICIENCY_PAGE, sample=EAGER)
+    at.selectbox(key="efficiency_sort").set_value("time1").run()
+    assert at.query_params["esort"] in (["time1"], "time1")
+    times = at.dataframe[0].value["time (ms) 1"].tolist()
+    assert times == sorted(times, reverse=True)
+    side = run(EFFICIENCY_PAGE, sample=EAGER, etab="2")
+    assert side.radio(key="efficiency_tab").value == "2"
+    assert {"counted op", "level", "FLOP/byte", "not rated because"} <= set(side.dataframe[0].value.columns)
+    damaged = run(EFFICIENCY_PAGE, sample=EAGER, etab="bogus")
+    assert any("etab" in w.value for w in damaged.warning)
+
+
+def test_efficiency_page_on_graph_replays_says_there_is_nothing_to_rate() -> None:
+    at = run(EFFICIENCY_PAGE, sample=SAMPLE)
+    assert any("No op calls to rate" in i.value for i in at.info)
+
+
+def test_overview_names_the_three_largest_efficiency_gaps() -> None:
+    at = run("pages/1_Overview.py", sample=EAGER)
+    assert "Largest efficiency gaps" in [s.value for s in at.subheader]
+    (listed,) = [m.value for m in at.markdown if m.value.startswith("1. ")]
+    assert listed.count("would save") == 3 and "3. " in listed
+
+
+def _replay_and_capture() -> tuple[bytes, bytes]:
+    from builders import Capture, Captured, EagerTrace, Graph, Op
+
+    dims = {"Input Dims": [[32, 1024], [1024, 1024], []], "Input type": ["c10::BFloat16"] * 2 + [""]}
+    execution = EagerTrace("AMD", gpu="AMD Instinct MI300X")
+    execution.run(*[Graph(["gemm_kernel", "add_kernel"]) for _ in range(3)])
+    capture = EagerTrace("AMD")
+    capture.run(
+        Capture([Op("aten::linear", [Captured("gemm_kernel")], args=dims), Op("aten::add", [Captured("add_kernel")])])
+    )
+    return execution.data(), capture.data()
+
+
+def test_a_capture_upload_ties_the_replays_and_the_link_keeps_it(fresh_server: Path) -> None:
+    execution, capture = _replay_and_capture()
+    at = upload_both(execution, execution)
+    at.file_uploader[2].set_value(("capture.json", capture, "application/json")).run()
+    assert not at.exception and not at.error
+    digest = hashlib.sha256(capture).hexdigest()
+    assert at.query_params["c1"] in ([digest], digest)
+    params = {k: str(v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    ops = run("pages/5_Ops.py", **params)
+    table = ops.dataframe[0].value
+    assert set(table["op"]) >= {"aten::mm", "aten::add"}
+    assert ops.dataframe[0].value.set_index("op").loc["aten::mm", "calls 1"] == 3
+    assert ops.dataframe[0].value.set_index("op").loc["aten::mm", "calls 2"] == 0
+
+
+def test_an_upload_that_is_no_capture_says_so_in_place() -> None:
+    execution, _ = _replay_and_capture()
+    at = upload_both(execution, execution)
+    at.file_uploader[3].set_value(("plain.json", execution, "application/json")).run()
+    assert any("no graph capture in it" in e.value for e in at.error)
+    assert "c2" not in at.query_params
+
+
+def test_an_op_finding_says_what_its_calls_reach_on_the_fusion_and_ops_pages(tmp_path: Path) -> None:
+    from builders import EagerTrace, Launch, Op
+
+    norm = {"Input Dims": [[128, 1024], [], [1024], [1024], []], "Input type": ["c10::BFloat16", "ScalarList"] * 2}
+    paths = {}
+    for side, platform, gpu, kernels in (
+        ("p1", "AMD", "AMD Instinct MI300X", [Launch("ln_stats", 1.0), Launch("ln_fwd", 4.0)]),
+        ("p2", "NVIDIA", "NVIDIA H100 80GB HBM3", [Launch("ln_fwd", 3.0)]),
+    ):
+        builder = EagerTrace(platform, gpu=gpu)
+        builder.run(*[Op("aten::layer_norm", kernels, args=norm) for _ in range(6)])
+        paths[side] = str(tmp_path / f"{platform}.json")
+        Path(paths[side]).write_bytes(builder.data())
+    for page, extra in (("pages/2_Fusion.py", {}), ("pages/5_Ops.py", {"op": "aten::layer_norm"})):
+        at = run(page, **paths, **extra)
+        (reach,) = [unescaped(m.value) for m in at.markdown if "What its calls reach" in m.value]
+        assert "AMD Instinct MI300X runs aten::layer_norm as 2 kernels per call at" in reach, page
+        assert "TB/s" in reach

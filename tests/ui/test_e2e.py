@@ -192,7 +192,8 @@ def test_upload_drill_down_and_share(server: str, browser: object, shots: Path) 
 
     page.get_by_text("Upload files", exact=True).click()
     uploaders = page.locator("[data-testid='stFileUploaderDropzoneInput']")
-    expect(uploaders).to_have_count(2)
+    expect(uploaders).to_have_count(4)  # the two traces, then the optional capture trace of each (collapsed)
+    expect(page.get_by_text("Graph-capture traces (optional)")).to_be_visible()
     uploaders.nth(0).set_input_files(str(SAMPLE / "amd.json.gz"))
     _settled(page)
     page.locator("[data-testid='stFileUploaderDropzoneInput']").nth(1).set_input_files(str(SAMPLE / "nvidia.json.gz"))
@@ -544,3 +545,29 @@ def test_the_share_link_has_a_copy_button(server: str, browser: object) -> None:
     expect(page.locator("[data-testid='stMain'] button.fx-copy")).to_have_text("Copied")
     assert page.evaluate("navigator.clipboard.readText()") == shown and "l1=%3Cb%3Ex" in shown
     context.close()
+
+
+def test_the_efficiency_page_draws_the_roofline_and_a_point_opens_its_op(
+    server: str, browser: object, shots: Path
+) -> None:
+    page = _new_page(browser)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{server}/Efficiency?sample=eager_prefill")
+    _settled(page)
+    chart = _chart(page)
+    expect(page.get_by_text("Op calls rated").first).to_be_visible()
+    expect(page.locator("[data-testid='stDataFrame']").first).to_be_visible()
+    expect(chart.locator(".scatterlayer .trace .point").first).to_be_attached()
+    assert page.locator("[data-testid='stException']").count() == 0
+    assert page.locator("[data-testid='stAlertContentError']").count() == 0
+    _shot(page, shots, "efficiency")
+    page.get_by_text("Trace 1's op signatures").click()
+    _settled(page)
+    assert "etab=1" in page.url
+    chart = _chart(page)
+    chart.locator(".scatterlayer .trace .point").first.click(force=True)
+    _settled(page)
+    assert "op=" in page.url and "/Ops" in page.url
+    expect(page.get_by_text("What each call launched on", exact=False).first).to_be_visible()
+    assert errors == []

@@ -1,0 +1,293 @@
+"""Two traces' op calls side by side: the aligned calls (fusion.match.op_calls.align_calls) grouped by op signature
+on both sides, each side's rates and efficiency, ranked by the time a side would save at the other's efficiency.
+
+A side's efficiency is its roofline efficiency (rates.py: achieved over attainable on its own GPU), so two GPUs
+of different peaks compare fairly: at the other side's efficiency, a side would take time x (its efficiency /
+the other's), and save the rest. Without both GPUs' peaks there is no efficiency, so no saving: those rows
+rank after the others by their time gap. Findings that cite kernels of op calls with rates on both sides get one
+sentence each: what each side's calls reach.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fusion.efficiency.rates import (
+    BYTES,
+    CALLS,
+    COUNTED_OP,
+    DIMS,
+    DTYPE,
+    FAMILY,
+    FLOPS,
+    KERNELS,
+    MATRIX,
+    OP,
+    RATE_COLUMNS,
+    REASON,
+    ROOFLINE_PCT,
+    TFLOPS,
+    TIME_US,
+    TYPES,
+    Gpu,
+    TraceRates,
+    rate_text,
+    shapes_text,
+    signatures,
+    trace_rates,
+    with_rates,
+)
+from fusion.match.op_calls import OpCalls
+from fusion.result import FusionMapping, plain
+
+SIDE_KEYS = (COUNTED_OP, DIMS, TYPES, FAMILY, DTYPE, MATRIX, FLOPS, BYTES, REASON)
+"""What one side of an aligned row shares: the same counted work per call."""
+SAVING_SIDE = "saving_side"
+SAVING_US = "saving_us"
+TIME_RATIO = "time_ratio"
+TEXT = "text"
+ALIGNED_COLUMNS = (
+    OP,
+    CALLS,
+    *(f"{c}{s}" for s in (1, 2) for c in (*SIDE_KEYS, KERNELS, TIME_US, *RATE_COLUMNS)),
+    TIME_RATIO,
+    SAVING_SIDE,
+    SAVING_US,
+    TEXT,
+)
+"""Per aligned op signature pair: the op, its aligned calls, each side's work (per call), kernels and time
+(summed) and rates (of the summed work over the summed time), trace1 / trace2 time, the side that would save
+time at the other's efficiency (0 for none) and how much, and the row as a sentence."""
+TOP_ROWS = 200
+"""Aligned rows kept (largest saving first, then largest time gap); the notes say when there were more."""
+
+
+@dataclass(frozen=True)
+class GpuEntry:
+    """A side's GPU as the JSON states it: its name, the table row used (None when unknown) and why not."""
+
+    side: int
+    gpu: str
+    peaks_row: str | None
+    hbm_tb_s: float | None
+    sources: list[str]
+    note: str
+
+
+@dataclass(frozen=True)
+class FindingLink:
+    """A finding (its index in Comparison.mappings) and what the op calls it cites reach on each side."""
+
+    finding: int
+    op: str
+    calls1: int
+    calls2: int
+    text: str
+
+
+@dataclass
+class OpEfficiency:
+    """The `op_efficiency` section of a comparison (see docs/efficiency.md)."""
+
+    gpus: list[GpuEntry] = field(default_factory=list)
+    coverage: list[dict[str, Any]] = field(default_factory=list)
+    calls1: pd.DataFrame = field(default_factory=pd.DataFrame)
+    calls2: pd.DataFrame = field(default_factory=pd.DataFrame)
+    signatures1: pd.DataFrame = field(default_factory=pd.DataFrame)
+    signatures2: pd.DataFrame = field(default_factory=pd.DataFrame)
+    aligned: pd.DataFrame = field(default_factory=pd.DataFrame)
+    findings: list[FindingLink] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def calls(self, side: int) -> pd.DataFrame:
+        return self.calls1 if side == 1 else self.calls2
+
+    def signatures(self, side: int) -> pd.DataFrame:
+        return self.signatures1 if side == 1 else self.signatures2
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON section: GPUs, coverage, both sides' signatures, the aligned rows, finding links, notes."""
+        return plain(
+            {
+                "gpus": [asdict(g) for g in self.gpus],
+                "coverage": self.coverage,
+                "signatures": {f"trace{s}": _records(self.signatures(s)) for s in (1, 2)},
+                "aligned": _records(self.aligned),
+                "findings": [asdict(f) for f in self.findings],
+                "notes": self.notes,
+            }
+        )
+
+
+def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
+    return table.astype(object).where(table.notna(), None).to_dict(orient="records") if len(table) else []
+
+
+def op_efficiency(
+    calls: tuple[OpCalls, OpCalls], aligned: np.ndarray, mappings: list[FusionMapping], labels: tuple[str, str]
+) -> OpEfficiency:
+    """Both traces' call rates and signatures, the aligned calls side by side, and the findings' links."""
+    rates = (trace_rates(calls[0].trace, calls[0]), trace_rates(calls[1].trace, calls[1]))
+    notes = [f"{labels[s]}: {r.gpu.note}" for s, r in enumerate(rates) if r.gpu.note]
+    table = aligned_table(rates[0], rates[1], aligned, labels)
+    if len(table) > TOP_ROWS:
+        notes.append(f"{len(table):,} aligned op signatures; the {TOP_ROWS} with the largest saving or time gap kept")
+        table = table.head(TOP_ROWS)
+    return OpEfficiency(
+        gpus=[_gpu_entry(s + 1, r.gpu) for s, r in enumerate(rates)],
+        coverage=[{"side": s + 1, **r.coverage()} for s, r in enumerate(rates)],
+        calls1=rates[0].calls,
+        calls2=rates[1].calls,
+        signatures1=signatures(rates[0].calls, rates[0].gpu, calls[0]),
+        signatures2=signatures(rates[1].calls, rates[1].gpu, calls[1]),
+        aligned=table,
+        findings=finding_links(mappings, calls, rates, labels),
+        notes=notes,
+    )
+
+
+def _gpu_entry(side: int, gpu: Gpu) -> GpuEntry:
+    row = gpu.peaks
+    if row is None:
+        return GpuEntry(side, gpu.name, None, None, [], gpu.note)
+    return GpuEntry(side, gpu.name, row.name, row.hbm_tb_s, list(row.sources), gpu.note)
+
+
+def aligned_table(rates1: TraceRates, rates2: TraceRates, aligned: np.ndarray, labels: tuple[str, str]) -> pd.DataFrame:
+    """ALIGNED_COLUMNS per distinct (op, side-1 work, side-2 work) of the aligned calls, ranked by saving."""
+    if not len(aligned):
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in ALIGNED_COLUMNS})
+    sides = []
+    for s, (rates, column) in enumerate(((rates1, aligned[:, 0]), (rates2, aligned[:, 1])), start=1):
+        part = rates.calls.iloc[column][[*SIDE_KEYS, KERNELS, TIME_US]].reset_index(drop=True)
+        part[FLOPS], part[BYTES] = part[FLOPS].fillna(-1.0), part[BYTES].fillna(-1.0)
+        sides.append(part.add_suffix(str(s)))
+    pairs = pd.concat([rates1.calls[OP].iloc[aligned[:, 0]].reset_index(drop=True), *sides], axis=1)
+    keys = [OP, *(f"{c}{s}" for s in (1, 2) for c in SIDE_KEYS)]
+    grouped = pairs.groupby(keys, sort=False, dropna=False)
+    sums = {f"{c}{s}": (f"{c}{s}", "sum") for s in (1, 2) for c in (KERNELS, TIME_US)}
+    table = grouped.agg(**{CALLS: (f"{KERNELS}1", "size")}, **sums).reset_index()
+    for s, rates in ((1, rates1), (2, rates2)):
+        table[f"{FLOPS}{s}"] = table[f"{FLOPS}{s}"].where(table[f"{FLOPS}{s}"] >= 0)
+        table[f"{BYTES}{s}"] = table[f"{BYTES}{s}"].where(table[f"{BYTES}{s}"] >= 0)
+        summed = pd.DataFrame(
+            {
+                FLOPS: table[f"{FLOPS}{s}"] * table[CALLS],
+                BYTES: table[f"{BYTES}{s}"] * table[CALLS],
+                TIME_US: table[f"{TIME_US}{s}"],
+                DTYPE: table[f"{DTYPE}{s}"],
+                MATRIX: table[f"{MATRIX}{s}"],
+            }
+        )
+        rated = with_rates(summed, rates.gpu)
+        for name in RATE_COLUMNS:
+            table[f"{name}{s}"] = rated[name].to_numpy()
+    time1, time2 = table[f"{TIME_US}1"], table[f"{TIME_US}2"]
+    table[TIME_RATIO] = (time1 / time2).where((time1 > 0) & (time2 > 0))
+    side, saving = _savings(table)
+    table[SAVING_SIDE], table[SAVING_US] = side, saving
+    table[TEXT] = [_row_text(row, labels) for row in table.to_dict(orient="records")]
+    gap = (time1 - time2).abs().to_numpy()
+    order = np.lexsort((-gap, -np.nan_to_num(saving, nan=-1.0)))
+    return table.iloc[order].reset_index(drop=True)[list(ALIGNED_COLUMNS)]
+
+
+def _savings(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: the side that would save time at the other side's roofline efficiency (0: neither, or unknown),
+    and that time (NaN where an efficiency is unknown)."""
+    eff1, eff2 = (table[f"{ROOFLINE_PCT}{s}"].to_numpy(np.float64) for s in (1, 2))
+    time1, time2 = (table[f"{TIME_US}{s}"].to_numpy(np.float64) for s in (1, 2))
+    known = np.isfinite(eff1) & np.isfinite(eff2) & (eff1 > 0) & (eff2 > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        saving1 = np.where(known & (eff1 < eff2), time1 * (1 - eff1 / eff2), 0.0)
+        saving2 = np.where(known & (eff2 < eff1), time2 * (1 - eff2 / eff1), 0.0)
+    side = np.where(saving1 > 0, 1, np.where(saving2 > 0, 2, 0))
+    return side, np.where(known, saving1 + saving2, np.nan)
+
+
+def _row_text(row: dict[str, Any], labels: tuple[str, str]) -> str:
+    """'aten::mm 16×559×1024, 2816×1024 bf16 ×48: H100 617 TFLOP/s (62% of peak, compute-bound) vs MI300X 466
+    TFLOP/s (36% of peak, compute-bound): MI300X would save 1.89 ms at H100's efficiency'."""
+    shapes = shapes_text(row[f"{DIMS}1"])
+    head = " ".join(p for p in (row[OP], shapes, row[f"{DTYPE}1"]) if p) + f" ×{row[CALLS]:,}"
+    rates = [f"{labels[s - 1]} {rate_text(_side_rates(row, s))}" for s in (1, 2)]
+    text = f"{head}: {rates[0]} vs {rates[1]}"
+    side = int(row[SAVING_SIDE])
+    if side:
+        text += f": {labels[side - 1]} would save {row[SAVING_US] / 1e3:.3f} ms at {labels[2 - side]}'s efficiency"
+    return text
+
+
+def _side_rates(row: dict[str, Any], side: int) -> dict[str, Any]:
+    return {c: row[f"{c}{side}"] for c in (*RATE_COLUMNS, FLOPS, MATRIX)}
+
+
+def finding_links(
+    mappings: list[FusionMapping],
+    calls: tuple[OpCalls, OpCalls],
+    rates: tuple[TraceRates, TraceRates],
+    labels: tuple[str, str],
+) -> list[FindingLink]:
+    """One link per finding whose cited kernels lie in op calls that have rates on both sides."""
+    call_of_row = [_call_of_row(c) for c in calls]
+    links = []
+    for index, mapping in enumerate(mappings):
+        cited = [_cited_calls(mapping, call_of_row[s], s) for s in (0, 1)]
+        summed = [_summed(rates[s], cited[s]) for s in (0, 1)]
+        if any(total is None for total in summed):
+            continue
+        op = mapping.op or str(rates[0].calls[OP].iloc[cited[0][0]])
+        per_call = [float(rates[s].calls[KERNELS].iloc[cited[s]].mean()) for s in (0, 1)]
+        parts = [f"{labels[s]} runs {op} as {_count(per_call[s])} per call at {rate_text(summed[s])}" for s in (0, 1)]
+        text = f"{parts[0]}; {parts[1]} (the {len(cited[0])} and {len(cited[1])} calls the finding cites)"
+        links.append(FindingLink(index, op, len(cited[0]), len(cited[1]), text))
+    return links
+
+
+def _count(kernels: float) -> str:
+    whole = round(kernels)
+    if math.isclose(kernels, whole):
+        return f"{whole} kernel" + ("" if whole == 1 else "s")
+    return f"{kernels:.1f} kernels"
+
+
+def _call_of_row(calls: OpCalls) -> np.ndarray:
+    """Per kernel row of the trace, the op call that launched it (-1 for none)."""
+    out = np.full(len(calls.dur), -1, dtype=np.int64)
+    out[calls.rows] = np.repeat(np.arange(len(calls)), calls.counts)
+    return out
+
+
+def _cited_calls(mapping: FusionMapping, call_of_row: np.ndarray, side: int) -> list[int]:
+    """The op calls whose kernels the finding's evidence windows cite on one side (0-based side)."""
+    found: set[int] = set()
+    for ref in mapping.evidence_refs:
+        start, stop = ref.window1 if side == 0 else ref.window2
+        window = call_of_row[max(start, 0) : max(stop, 0)]
+        found.update(int(c) for c in np.unique(window[window >= 0]))
+    return sorted(found)
+
+
+def _summed(rates: TraceRates, cited: list[int]) -> dict[str, Any] | None:
+    """The rates of the cited calls' work over their time, when every cited call is rated; else None."""
+    if not cited:
+        return None
+    rows = rates.calls.iloc[cited]
+    if not rows[TFLOPS].notna().all():
+        return None
+    frame = pd.DataFrame(
+        {
+            FLOPS: [rows[FLOPS].sum()],
+            BYTES: [rows[BYTES].sum()],
+            TIME_US: [rows[TIME_US].sum()],
+            DTYPE: [rows[DTYPE].iloc[0] if rows[DTYPE].nunique() == 1 else ""],
+            MATRIX: [bool(rows[MATRIX].all())],
+        }
+    )
+    summed = with_rates(frame, rates.gpu).iloc[0]
+    return {c: summed[c] for c in (*RATE_COLUMNS, FLOPS, MATRIX)}

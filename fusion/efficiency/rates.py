@@ -1,0 +1,373 @@
+"""One trace's op calls with their work, achieved rates and place on the GPU's roofline; and per op signature.
+
+A call's time is the kernel time of the kernels it launched, as the op-level comparison attributes them (each
+kernel to its top-level op call, fusion.match.op_calls), so no kernel's time counts twice. Its work is counted
+at one level: the top-level op's, from the shapes that op recorded; where the top-level op is not modelled
+(aten::to, aten::reshape) and the call launched one kernel, the work of the innermost op that launched it
+(aten::copy_). Each distinct (op, shapes) is counted once.
+
+Rates: TFLOP/s = FLOPs / time, TB/s = bytes / time (10^12), arithmetic intensity = FLOPs / byte. Against the
+GPU's peaks (peaks.py): % of the dense peak for the work's dtype (matrix peak for GEMM, convolution and
+attention, vector peak otherwise; 16- and 8-bit vector work against the fp32 vector peak, see
+VECTOR_AS_FP32), % of the memory bandwidth, compute- or memory-bound by the roofline's ridge (peak / bandwidth)
+and the roofline efficiency: achieved over attainable, min(peak, intensity x bandwidth). A GPU the table does
+not name gets rates without any of these, and one note saying why.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fusion import settings
+from fusion.efficiency.peaks import DEFAULT_PATH, GpuPeaks, PeakTable, load_peaks
+from fusion.efficiency.work import Work, op_work
+from fusion.errors import ConfigError
+from fusion.match.op_calls import OpCalls, op_calls
+from fusion.model.trace import Trace
+
+TOP_LEVEL, INNERMOST = "top-level op", "innermost op"
+"""The level a call's work was counted at."""
+COMPUTE_BOUND, MEMORY_BOUND = "compute", "memory"
+VECTOR_AS_FP32 = frozenset({"bf16", "fp16", "fp8", "int8"})
+"""Vector (non-matrix) work in these dtypes is rated against the fp32 vector peak where the table gives no rate
+of its own: PyTorch's elementwise, norm and reduction kernels compute them in fp32, and datasheets give no
+16-bit vector rate."""
+TOP_KERNEL_NAMES = 3
+NOT_RATED = "not rated"
+
+# Columns of a call table (call_rates) and a signature table (signatures).
+CALL = "call"
+OP = "op"
+OP_NAME = "op_name"
+MODULE = "module"
+COUNTED_OP = "counted_op"
+LEVEL = "level"
+DIMS = "dims"
+TYPES = "types"
+FAMILY = "family"
+DTYPE = "dtype"
+MATRIX = "matrix"
+FLOPS = "flops"
+BYTES = "bytes"
+REASON = "reason"
+KERNELS = "kernels"
+TIME_US = "time_us"
+TFLOPS = "tflops"
+TBPS = "tb_s"
+INTENSITY = "intensity"
+PEAK_TFLOPS = "peak_tflops"
+PEAK_PCT = "peak_pct"
+BANDWIDTH_PCT = "bandwidth_pct"
+BOUND = "bound"
+ROOFLINE_PCT = "roofline_pct"
+CALLS = "calls"
+KERNEL_NAMES = "kernel_names"
+RATE_COLUMNS = (TFLOPS, TBPS, INTENSITY, PEAK_TFLOPS, PEAK_PCT, BANDWIDTH_PCT, BOUND, ROOFLINE_PCT)
+WORK_COLUMNS = (OP, OP_NAME, COUNTED_OP, LEVEL, DIMS, TYPES, FAMILY, DTYPE, MATRIX, FLOPS, BYTES, REASON)
+CALL_COLUMNS = (CALL, *WORK_COLUMNS[:2], MODULE, *WORK_COLUMNS[2:], KERNELS, TIME_US, *RATE_COLUMNS)
+SIGNATURE_COLUMNS = (*WORK_COLUMNS, CALLS, KERNELS, TIME_US, *RATE_COLUMNS, KERNEL_NAMES)
+"""Per op signature (op, counted op, shapes, dtypes, and so the same work per call): FLOPS and BYTES are per
+call, TIME_US and KERNELS summed, the rates of the summed work over the summed time."""
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """The GPU a trace ran on and its row of the peak table; `note` says why there is none (then '' peaks)."""
+
+    name: str
+    compute_units: int | None
+    peaks: GpuPeaks | None
+    note: str = ""
+
+    def peak_tflops(self, dtype: str, matrix: bool) -> float | None:
+        """The dense peak for work of `dtype` (VECTOR_AS_FP32 for 16- and 8-bit vector work); None if unknown."""
+        if self.peaks is None or not dtype:
+            return None
+        peak = self.peaks.peak_tflops(dtype, matrix)
+        if peak is None and not matrix and dtype in VECTOR_AS_FP32:
+            peak = self.peaks.peak_tflops("fp32", False)
+        return peak
+
+    @property
+    def bandwidth_tb_s(self) -> float | None:
+        return None if self.peaks is None else self.peaks.hbm_tb_s
+
+
+def peak_table() -> PeakTable:
+    """The built-in table plus FUSION_GPU_PEAKS; a bad user file is a ConfigError naming it."""
+    extra = settings.gpu_peaks_path()
+    stamp = Path(extra).stat().st_mtime_ns if extra and Path(extra).is_file() else 0
+    return _peak_table(extra, stamp)
+
+
+@functools.lru_cache(maxsize=4)
+def _peak_table(extra: str, stamp: int) -> PeakTable:
+    try:
+        return load_peaks(DEFAULT_PATH, extra or None)
+    except (ValueError, OSError) as exc:
+        raise ConfigError(f"FUSION_GPU_PEAKS={extra!r}: {exc}") from None
+
+
+def gpu_of(trace: Trace, table: PeakTable | None = None) -> Gpu:
+    """The trace's GPU (its first deviceProperties entry with a name) and its peaks, or a note why there are none."""
+    table = table if table is not None else peak_table()
+    props = next((p for p in trace.device_properties if isinstance(p.get("name"), str) and p["name"].strip()), None)
+    if props is None:
+        return Gpu(trace.gpu, None, None, "the trace records no GPU name: rates without % of peak")
+    name = props["name"].strip()
+    units = props.get("numSms") if isinstance(props.get("numSms"), int) else None
+    row = table.lookup(name, compute_units=units)
+    if row is None:
+        where = "the peak table (fusion/efficiency/gpu_peaks.toml; add a row with FUSION_GPU_PEAKS)"
+        return Gpu(name, units, None, f"{name} is not in {where}: rates without % of peak")
+    if units is not None and row.compute_units is not None and units != row.compute_units:
+        note = (
+            f"{name} records {units} compute units where the table's {row.name} has {row.compute_units} (a"
+            " partition?): rates without % of peak"
+        )
+        return Gpu(name, units, None, note)
+    return Gpu(name, units, row)
+
+
+def work_of(op: str, shapes: str) -> Work:
+    """The work of one call of `op` from its shapes text (fusion.loader.op_args: '' when none was recorded)."""
+    if not shapes:
+        return op_work(op, None, None)
+    dims, types, strides, concrete = json.loads(shapes)
+    return op_work(op, dims, types, strides, concrete)
+
+
+@dataclass
+class TraceRates:
+    """One trace's GPU, its op calls with their work and rates (CALL_COLUMNS), and the totals they cover."""
+
+    gpu: Gpu
+    calls: pd.DataFrame
+    kernel_time_us: float
+    """All kernel time of the trace (the share of it in rated calls is the coverage)."""
+
+    @property
+    def rated(self) -> np.ndarray:
+        return self.calls[TFLOPS].notna().to_numpy()
+
+    def coverage(self) -> dict[str, Any]:
+        """How much of the trace's kernel time sits in op calls, and in op calls with a rate."""
+        calls, rated = self.calls, self.rated
+        call_time = float(calls[TIME_US].sum())
+        rated_time = float(calls[TIME_US].to_numpy()[rated].sum())
+        total = self.kernel_time_us
+        return {
+            "op_calls": len(calls),
+            "rated_calls": int(rated.sum()),
+            "kernel_time_us": round(total, 3),
+            "op_call_time_us": round(call_time, 3),
+            "rated_time_us": round(rated_time, 3),
+            "rated_share": rated_time / total if total else None,
+            "rated_share_of_op_calls": rated_time / call_time if call_time else None,
+        }
+
+
+def trace_rates(trace: Trace, calls: OpCalls | None = None, table: PeakTable | None = None) -> TraceRates:
+    """The rates of every op call of `trace` (`calls`: its op calls, when already made)."""
+    calls = calls if calls is not None else op_calls(trace, 1)
+    gpu = gpu_of(trace, table)
+    return TraceRates(gpu, call_rates(calls, gpu), trace.kernel_time_us)
+
+
+def call_rates(calls: OpCalls, gpu: Gpu) -> pd.DataFrame:
+    """One row per op call (CALL_COLUMNS), in call order."""
+    if not len(calls):
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in CALL_COLUMNS})
+    kernels = calls.trace.kernels
+    heads = calls.rows[calls.offsets[:-1]]
+    time_us = np.add.reduceat(calls.dur[calls.rows], calls.offsets[:-1])
+    codes = np.column_stack(
+        [kernels[c].cat.codes.to_numpy()[heads] for c in ("op_top", "op_top_shapes", "op", "op_shapes")]
+        + [calls.counts == 1]
+    ).astype(np.int64)
+    distinct, inverse = np.unique(codes, axis=0, return_inverse=True)
+    category = {c: kernels[c].cat.categories for c in ("op_top", "op_top_shapes", "op", "op_shapes")}
+    works = [
+        _counted(
+            str(category["op_top"][row[0]]),
+            str(category["op_top_shapes"][row[1]]),
+            str(category["op"][row[2]]),
+            str(category["op_shapes"][row[3]]),
+            bool(row[4]),
+        )
+        for row in distinct.tolist()
+    ]
+    table = pd.DataFrame(
+        [(level, op, *_dims_types(shapes), work) for level, op, shapes, work in works],
+        columns=[LEVEL, COUNTED_OP, DIMS, TYPES, "work"],
+    ).iloc[inverse.reshape(-1)]
+    work = table.pop("work").tolist()
+    frame = pd.DataFrame(
+        {
+            CALL: np.arange(len(calls)),
+            OP: calls.ops,
+            OP_NAME: calls.raw_ops,
+            MODULE: calls.modules,
+            COUNTED_OP: table[COUNTED_OP].to_numpy(),
+            LEVEL: table[LEVEL].to_numpy(),
+            DIMS: table[DIMS].to_numpy(),
+            TYPES: table[TYPES].to_numpy(),
+            FAMILY: [w.family for w in work],
+            DTYPE: [w.dtype for w in work],
+            MATRIX: [w.matrix for w in work],
+            FLOPS: np.array([np.nan if w.flops is None else w.flops for w in work]),
+            BYTES: np.array([np.nan if w.bytes is None else w.bytes for w in work]),
+            REASON: [w.reason for w in work],
+            KERNELS: calls.counts,
+            TIME_US: time_us,
+        }
+    )
+    return with_rates(frame, gpu)
+
+
+def _counted(top: str, top_shapes: str, inner: str, inner_shapes: str, single: bool) -> tuple[str, str, str, Work]:
+    """(level, op, shapes, work) of a call: the top-level op's work, else (one kernel) the innermost op's."""
+    work = work_of(top, top_shapes)
+    if not _counted_fully(work) and single and inner and inner != top:
+        inner_work = work_of(inner, inner_shapes)
+        if _counted_fully(inner_work):
+            return INNERMOST, inner, inner_shapes, inner_work
+    return TOP_LEVEL, top, top_shapes, work
+
+
+def _counted_fully(work: Work) -> bool:
+    return work.flops is not None and work.bytes is not None
+
+
+def _dims_types(shapes: str) -> tuple[str, str]:
+    """The Input Dims and Input type of a shapes text, as compact JSON ('' where absent)."""
+    if not shapes:
+        return "", ""
+    dims, types, _, _ = json.loads(shapes)
+    return _compact(dims), _compact(types)
+
+
+def _compact(value: Any) -> str:
+    return "" if value is None else json.dumps(value, separators=(",", ":"))
+
+
+def with_rates(frame: pd.DataFrame, gpu: Gpu) -> pd.DataFrame:
+    """`frame` (FLOPS, BYTES, TIME_US, DTYPE, MATRIX per row) with the RATE_COLUMNS on `gpu`; rates only where
+    both FLOPs and bytes are counted and the time is positive."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return frame.assign(**_rates(frame, gpu))
+
+
+def _rates(frame: pd.DataFrame, gpu: Gpu) -> dict[str, np.ndarray]:
+    flops, nbytes = frame[FLOPS].to_numpy(np.float64), frame[BYTES].to_numpy(np.float64)
+    seconds = frame[TIME_US].to_numpy(np.float64) * 1e-6
+    ok = np.isfinite(flops) & np.isfinite(nbytes) & (seconds > 0)
+    tflops = np.where(ok, flops / seconds / 1e12, np.nan)
+    tbps = np.where(ok, nbytes / seconds / 1e12, np.nan)
+    intensity = np.where(ok & (nbytes > 0), flops / nbytes, np.nan)
+    kinds = list(zip(frame[DTYPE].tolist(), frame[MATRIX].astype(bool).tolist()))
+    peaks = {kind: gpu.peak_tflops(*kind) for kind in set(kinds)}
+    peak = np.array([peaks[kind] or np.nan for kind in kinds], dtype=np.float64)
+    bandwidth = gpu.bandwidth_tb_s or np.nan
+    memory_only = ok & (flops == 0)
+    roofline = np.where(memory_only, tbps / bandwidth, tflops / np.minimum(peak, intensity * bandwidth))
+    ridge = peak / bandwidth
+    known = ok & ~np.isnan(bandwidth) & (memory_only | ~np.isnan(ridge))
+    bound = np.where(memory_only | (intensity < ridge), MEMORY_BOUND, COMPUTE_BOUND)
+    return {
+        TFLOPS: tflops,
+        TBPS: tbps,
+        INTENSITY: intensity,
+        PEAK_TFLOPS: np.where(ok, peak, np.nan),
+        PEAK_PCT: np.where(ok & (flops > 0), 100 * tflops / peak, np.nan),
+        BANDWIDTH_PCT: np.where(ok, 100 * tbps / bandwidth, np.nan),
+        BOUND: np.where(known, bound, ""),
+        ROOFLINE_PCT: np.where(ok, 100 * roofline, np.nan),
+    }
+
+
+def signatures(calls: pd.DataFrame, gpu: Gpu, op_calls: OpCalls | None = None) -> pd.DataFrame:
+    """Per op signature (SIGNATURE_COLUMNS), most kernel time first; with the trace's `op_calls`, each signature's
+    kernel names by time (at most TOP_KERNEL_NAMES)."""
+    if calls.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in SIGNATURE_COLUMNS})
+    keys = list(WORK_COLUMNS)
+    filled = calls.assign(**{FLOPS: calls[FLOPS].fillna(-1.0), BYTES: calls[BYTES].fillna(-1.0)})
+    group = filled.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
+    first = np.unique(group, return_index=True)[1]
+    table = filled.iloc[first][keys].reset_index(drop=True)
+    for column in (FLOPS, BYTES):
+        table[column] = table[column].where(table[column] >= 0)
+    table[CALLS] = np.bincount(group)
+    table[KERNELS] = np.bincount(group, weights=filled[KERNELS].to_numpy(np.float64)).astype(np.int64)
+    table[TIME_US] = np.bincount(group, weights=filled[TIME_US].to_numpy(np.float64))
+    summed = table.assign(**{FLOPS: table[FLOPS] * table[CALLS], BYTES: table[BYTES] * table[CALLS]})
+    rated = with_rates(summed, gpu)
+    table = table.assign(**{c: rated[c].to_numpy() for c in RATE_COLUMNS})
+    table[KERNEL_NAMES] = _top_names(group, calls[CALL].to_numpy(), op_calls, len(table))
+    return table.sort_values(TIME_US, ascending=False, kind="stable").reset_index(drop=True)[list(SIGNATURE_COLUMNS)]
+
+
+def _top_names(group: np.ndarray, call: np.ndarray, calls: OpCalls | None, groups: int) -> list[list[str]]:
+    """Per signature, its kernel names by total time (at most TOP_KERNEL_NAMES); [] without the op calls."""
+    if calls is None:
+        return [[] for _ in range(groups)]
+    group_of_call = np.full(len(calls), -1, dtype=np.int64)
+    group_of_call[call] = group
+    per_row = np.repeat(group_of_call, calls.counts)
+    rows = pd.DataFrame({"group": per_row, "name": calls.names.codes[calls.rows], "dur": calls.dur[calls.rows]})
+    rows = rows[rows["group"] >= 0]
+    by_time = rows.groupby(["group", "name"])["dur"].sum().sort_values(ascending=False, kind="stable")
+    top = by_time.groupby(level=0, sort=False).head(TOP_KERNEL_NAMES)
+    names: list[list[str]] = [[] for _ in range(groups)]
+    for g, code in top.index.tolist():
+        names[g].append(str(calls.names.values[code]))
+    return names
+
+
+def shapes_text(dims: str) -> str:
+    """Input Dims as a person reads them: '16×559×1024, 1024×1024' (scalars and None left out)."""
+    if not dims:
+        return ""
+    parts = [
+        "×".join(str(d) for d in shape) if isinstance(shape, list) and all(isinstance(d, int) for d in shape) else ""
+        for shape in json.loads(dims)
+    ]
+    return ", ".join(p for p in parts if p)
+
+
+def rate_text(row: Any) -> str:
+    """The rate in the unit of the work: matrix work (gemm, conv, attention) in TFLOP/s and % of peak, with its
+    TB/s when it is memory-bound; other work in TB/s and % of bandwidth. '617 TFLOP/s (62% of peak,
+    compute-bound)', '46.6 TFLOP/s (4.7% of peak; 0.47 TB/s, 14% of bandwidth; memory-bound)', '2.61 TB/s (78% of
+    bandwidth, memory-bound)'."""
+    if not isinstance(row[TFLOPS], float) or math.isnan(row[TFLOPS]):
+        return NOT_RATED
+    bandwidth = _pct(row[BANDWIDTH_PCT], "of bandwidth")
+    if row[MATRIX] and row[FLOPS]:
+        head, details = f"{row[TFLOPS]:.3g} TFLOP/s", [_pct(row[PEAK_PCT], "of peak")]
+        if row[BOUND] == MEMORY_BOUND:
+            details.append(", ".join(p for p in (f"{row[TBPS]:.2f} TB/s", bandwidth) if p))
+    else:
+        head, details = f"{row[TBPS]:.2f} TB/s", [bandwidth]
+    details = [d for d in details if d] + ([f"{row[BOUND]}-bound"] if row[BOUND] else [])
+    separator = "; " if len(details) > 2 else ", "
+    return head + (f" ({separator.join(details)})" if details else "")
+
+
+def _pct(value: Any, of: str) -> str:
+    known = isinstance(value, float) and not math.isnan(value)
+    return f"{percent_text(value)} {of}" if known else ""
+
+
+def percent_text(value: float) -> str:
+    """62%, 4.7%, 0.37%: two significant digits below 10%."""
+    return f"{value:.0f}%" if value >= 10 else f"{value:.2g}%"
