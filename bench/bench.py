@@ -2,6 +2,8 @@
 
     python bench/bench.py --sizes 100 1000 --runs 1
     python bench/bench.py --pair manykernel --wafer
+    python bench/bench.py --first-run --runs 3     # a new install's first run against a warm one (first_run.py)
+    python bench/bench.py --scale --plot docs/scale.png   # time and memory from 10 MB to 2 GB (scale.py)
 
 `--pair sized` (default) generates, for each of --sizes (MB of JSON per trace), a pair with the
 project's generator, plain and gzipped. `--pair manykernel` generates issue 14's pair once: about
@@ -353,7 +355,25 @@ def main() -> None:
         "whose load is measured beside ours, as 'load was'",
     )
     parser.add_argument("--wafer", action="store_true", help=f"also run wafer-core {WAFER_VERSION} (own venv)")
+    parser.add_argument(
+        "--first-run", action="store_true", help="a new install's first compare against a warm one (bench/first_run.py)"
+    )
+    parser.add_argument("--scale", action="store_true", help="time and memory against size (bench/scale.py)")
+    parser.add_argument("--scale-sizes", type=int, nargs="+", default=[10, 100, 500, 1000, 2000], help="MB per trace")
+    parser.add_argument("--plot", type=Path, help="--scale: write the log-log plot to this PNG")
+    parser.add_argument("--keep", action="store_true", help="--scale: keep the generated pairs")
     args = parser.parse_args()
+    if args.scale:
+        import scale  # bench/scale.py, beside this file
+
+        args.data_dir.mkdir(parents=True, exist_ok=True)
+        scale.run(args.scale_sizes, args.runs, args.data_dir, args.plot, args.keep)
+        return
+    if args.first_run:
+        import first_run  # bench/first_run.py, beside this file
+
+        first_run.run(args.runs)
+        return
     args.data_dir.mkdir(parents=True, exist_ok=True)
     wafer = wafer_python(args.data_dir) if args.wafer else None
     if args.pair == "manykernel":
