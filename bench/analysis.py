@@ -10,12 +10,15 @@ loader is never what is measured. Two pairs are compared:
                kernels (the cut pattern differs per launch and per side): many distinct groups per trace
 With --traces A B, the pair of those trace files is compared too (loaded once; later runs read the table
 cache), such as bench.py's many-kernel pair. For each, the median of --runs compares and the time between the
-stages compare() reports are printed.
+stages compare() reports are printed. With --shared, every pairing of the shared real traces (one Kineto
+trace per folder of ../shared/traces, as tests.golden.pairs takes them) is compared too, each trace loaded
+once: the median and the slowest of those compares against SHARED_TARGET_S, and how many exceed it.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import pickle
 import statistics
 import sys
@@ -36,9 +39,12 @@ from fusion.cache.tables import TableCache  # noqa: E402
 from fusion.loader.columns import MISSING_ID  # noqa: E402
 from fusion.match.align import clear_cache  # noqa: E402
 from fusion.synthetic.pairs import PairSpec, write_pair  # noqa: E402
+from tests.golden.pairs import shared_traces  # noqa: E402
 
 TARGET_S = 0.4
 """Issue 14: compare() of a loaded 2.4 M-kernel pair."""
+SHARED_TARGET_S = 0.1
+"""Issue 34: compare() of any loaded pair of the shared traces."""
 PIECE_SIZES = (50, 150)
 """Kernels per piece when graph launches are cut into many groups: [low, high)."""
 CUT_PATTERNS = 4
@@ -124,12 +130,30 @@ def timed_compare(pair: tuple[Trace, Trace], runs: int) -> tuple[float, dict[str
     return statistics.median(totals), {s: statistics.median(v) for s, v in stages.items()}
 
 
+def shared_pairs(runs: int) -> None:
+    """Every pairing of the shared traces: the median of `runs` compares of each, summarised over the pairs."""
+    traces = {path.parent.name: load(path) for path in shared_traces()}
+    if not traces:
+        print("shared: no ../shared/traces here")
+        return
+    times = {}
+    for (a, first), (b, second) in itertools.combinations(traces.items(), 2):
+        times[f"{a} ~ {b}"] = timed_compare((first, second), runs)[0]
+    slowest = max(times, key=times.__getitem__)
+    over = sum(t > SHARED_TARGET_S for t in times.values())
+    print(
+        f"shared: {len(times)} pairs of {len(traces)} traces, compare median {statistics.median(times.values()):.3f} s"
+    )
+    print(f"  slowest {times[slowest]:.3f} s ({slowest}); {over} over the target of {SHARED_TARGET_S} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "fusion-bench-analysis")
     parser.add_argument("--target-mb", type=float, default=800)
     parser.add_argument("--copies", type=int, default=2, help="repeats of the pair in the many_groups pair")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--shared", action="store_true", help="also compare every pairing of ../shared/traces")
     parser.add_argument(
         "--traces",
         nargs=2,
@@ -155,6 +179,8 @@ def main() -> None:
         )
         print(f"  compare {total:.3f} s (median of {args.runs}), target {TARGET_S} s: {total / TARGET_S:.2f}x")
         print("  " + ", ".join(f"{stage} {seconds:.3f} s" for stage, seconds in stages.items()))
+    if args.shared:
+        shared_pairs(args.runs)
 
 
 if __name__ == "__main__":

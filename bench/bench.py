@@ -2,6 +2,9 @@
 
     python bench/bench.py --sizes 100 1000 --runs 1
     python bench/bench.py --pair manykernel --wafer
+    python bench/bench.py --first-run --runs 3     # a new install's first run against a warm one (first_run.py)
+    python bench/bench.py --scale --plot docs/scale.png   # time and memory from 10 MB to 2 GB (scale.py)
+    python bench/bench.py --margin --runs 5 --wafer       # compare --no-cache / orjson run by run, wafer-core
 
 `--pair sized` (default) generates, for each of --sizes (MB of JSON per trace), a pair with the
 project's generator, plain and gzipped. `--pair manykernel` generates issue 14's pair once: about
@@ -230,6 +233,42 @@ def bench_pair(
     return steps
 
 
+MARGIN_GOAL = 0.12
+WAFER_GOAL = 15
+
+
+def margin(files: tuple[Path, Path], runs: int, wafer: Path | None) -> None:
+    """Issue 34's load with margin: per run, side by side, `orjson.loads` of each file in its own process (summed)
+    and `compare --no-cache`; each run's ratio, how many meet MARGIN_GOAL; then wafer-core once against the
+    median command."""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(PROJECT)}
+    args = [str(files[0]), str(files[1])]
+    _warm(files)
+    cli = [sys.executable, "-m", "fusion", "compare", *args, "--format", "json", "--no-cache"]
+    print(f"  {'run':<5}{'orjson s':>10}{'cli s':>8}{'ratio':>8}{'cli peak MB':>13}{'load average':>16}", flush=True)
+    clis, met = [], 0
+    for index in range(runs):
+        base = per_file(SNIPPETS["orjson"], args, env, 1)
+        run = measure_command(cli, env)
+        clis.append(run)
+        ratio = run.wall / base.wall
+        met += ratio <= MARGIN_GOAL
+        print(
+            f"  {index + 1:<5}{base.wall:>10.2f}{run.wall:>8.2f}{ratio:>8.3f}{run.rss / _MB:>13.0f}"
+            f"{_load_average():>16}",
+            flush=True,
+        )
+    print(f"  compare --no-cache <= {MARGIN_GOAL}x orjson in {met} of {runs} runs (goal: 4 of 5)")
+    if wafer is not None:
+        wafer_run = _wafer(wafer, args)
+        if wafer_run is not None:
+            ours = median(clis)
+            print(
+                f"  wafer-core {WAFER_VERSION}: {wafer_run.wall:.1f} s, peak {wafer_run.rss / _MB:.0f} MB: "
+                f"{wafer_run.wall / ours.wall:.1f}x our median {ours.wall:.2f} s (goal >= {WAFER_GOAL}x)"
+            )
+
+
 def _warm(files: tuple[Path, Path]) -> None:
     """Read both files once, so that every step (the floor first) reads them from the page cache, as a
     person re-running a comparison does, not the first one from disk."""
@@ -389,7 +428,34 @@ def main() -> None:
         "whose load is measured beside ours, as 'load was'",
     )
     parser.add_argument("--wafer", action="store_true", help=f"also run wafer-core {WAFER_VERSION} (own venv)")
+    parser.add_argument(
+        "--first-run", action="store_true", help="a new install's first compare against a warm one (bench/first_run.py)"
+    )
+    parser.add_argument(
+        "--margin", action="store_true", help="manykernel: per-run ratio of compare --no-cache to orjson (issue 34)"
+    )
+    parser.add_argument("--scale", action="store_true", help="time and memory against size (bench/scale.py)")
+    parser.add_argument("--scale-sizes", type=int, nargs="+", default=[10, 100, 500, 1000, 2000], help="MB per trace")
+    parser.add_argument("--plot", type=Path, help="--scale: write the log-log plot to this PNG")
+    parser.add_argument("--keep", action="store_true", help="--scale: keep the generated pairs")
     args = parser.parse_args()
+    if args.scale:
+        import scale  # bench/scale.py, beside this file
+
+        args.data_dir.mkdir(parents=True, exist_ok=True)
+        scale.run(args.scale_sizes, args.runs, args.data_dir, args.plot, args.keep)
+        return
+    if args.margin:
+        print(f"load average at the start {_load_average()}", flush=True)
+        for name, files in generate_manykernel(args.data_dir).items():
+            print(f"\n{name}")
+            margin(files, args.runs, wafer_python(args.data_dir) if args.wafer else None)
+        return
+    if args.first_run:
+        import first_run  # bench/first_run.py, beside this file
+
+        first_run.run(args.runs)
+        return
     args.data_dir.mkdir(parents=True, exist_ok=True)
     wafer = wafer_python(args.data_dir) if args.wafer else None
     if args.pair == "manykernel":

@@ -36,7 +36,7 @@ from urllib.parse import urlencode
 from playwright.sync_api import Page, sync_playwright
 
 PROJECT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PROJECT / "tests"))
+sys.path[:0] = [str(PROJECT / "tests"), str(PROJECT / "tests" / "ui")]  # builders, test_e2e
 
 from test_e2e import BROWSER_ARGS, CHROMIUM, _free_port, _wait_until_serving  # noqa: E402
 

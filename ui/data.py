@@ -22,6 +22,7 @@ import pandas as pd
 import streamlit as st
 
 from fusion import settings
+from fusion.cache import machine_code
 from fusion.cache.loading import Request, load_traces
 from fusion.cache.results import ResultCache, cached_compare
 from fusion.cache.store import StoreError, TraceStore, TraceUnavailable
@@ -381,8 +382,16 @@ class Analysis:
     """Why the view's phase was not compared ('all' was), when it was not."""
 
 
+@st.cache_resource
+def compiled_code() -> None:
+    """Fill numba's cache of the loader's scan and the alignment's DP in a background process, once per server:
+    until it is done, large traces are read by msgspec (a new install never waits 20 s for a compile)."""
+    machine_code.fill_in_background()
+
+
 def analyse(view: View) -> Analysis:
     """Load both traces and compare them, from the caches when possible, else with visible progress."""
+    compiled_code()
     found, errors = sources(view)
     progress = Progress("Analysing traces")
     traces = _load_sides(found, errors, progress)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fusion import settings
+from fusion.cache import machine_code
 from fusion.cache.tables import TableCache
 from fusion.errors import TraceError
 from fusion.loader.reader import GZIP_MAGIC, TraceSource
@@ -127,7 +128,8 @@ def load_traces(
     Files loaded before come from `cache`; the rest are parsed at once when two or more need parsing
     and together are large enough; newly parsed files enter the cache. At once means in a thread each:
     the compiled scan that reads large pieces releases the interpreter's lock, so the threads use both
-    cores with one interpreter and one copy of numba. The threads run in one child process, so that a
+    cores with one interpreter and one copy of numba; a one-shot caller (`isolated=False`) makes the compiled
+    code ready before the threads start (machine_code.fill: on a new install, announced). The threads run in one child process, so that a
     parser that runs out of memory cannot take the caller (a dashboard) down, or, with `isolated=False`
     (a one-shot caller such as the CLI), in this process, where the tables need no copy back.
     `meanwhile` runs once the first of two or more loaders has finished, if another still runs.
@@ -137,6 +139,8 @@ def load_traces(
     todo = [i for i, result in enumerate(results) if result is None]
     if parallel is None:
         parallel = _worth_parallel([requests[i].source for i in todo])
+    if not isolated and _scanned([requests[i].source for i in todo]):
+        machine_code.fill()  # compiled before the loaders start (a new install: announced, about 20 s)
     if parallel and len(todo) > 1:
         at_once = _load_in_child if isolated else _load_in_threads
         loaded = at_once([requests[i] for i in todo], progress, todo, max_bytes, meanwhile)
@@ -260,6 +264,16 @@ def _worth_parallel(sources: list[TraceSource]) -> bool:
         if not all(Path(src).is_file() for src in sources):  # type: ignore[arg-type]
             return False
         return sum(json_size(Path(src)) for src in sources) >= PARALLEL_MIN_BYTES  # type: ignore[arg-type]
+    except OSError:
+        return False
+
+
+def _scanned(sources: list[TraceSource]) -> bool:
+    """Some of these files is large enough for the loader's compiled scan."""
+    from fusion.loader.events import COMPILED_SCAN_MIN_BYTES
+
+    try:
+        return any(json_size(Path(src)) >= COMPILED_SCAN_MIN_BYTES for src in sources if _is_path(src))  # type: ignore[arg-type]
     except OSError:
         return False
 

@@ -108,12 +108,12 @@ class CpuRows:
         self.ranges.append((kinds, start[keep], end[keep], thread.astype(np.int32)[keep], name.astype(np.int32)[keep]))
 
     def events(self) -> CpuEvents:
+        """The columns; these formats record no launched kernel's name and no op's shapes (NO_ARGS)."""
         launches = _concat(self.launches, (np.int64, np.float64, np.float64, np.int32, np.int32))
         ranges = _concat(self.ranges, (np.int8, np.float64, np.float64, np.int32, np.int32))
-        none = [np.full(len(columns[0]), NO_ARGS, dtype=np.int32) for columns in (launches, ranges)]
-        return CpuEvents(  # these formats record no launched kernel's name and no op's shapes
-            Launches(*launches, kernel=none[0]), Ranges(*ranges, shapes=none[1]), list(self.names), list(self.threads)
-        )
+        launches.append(np.full(len(launches[0]), NO_ARGS, dtype=np.int32))
+        ranges.append(np.full(len(ranges[0]), NO_ARGS, dtype=np.int32))
+        return CpuEvents(Launches(*launches), Ranges(*ranges), list(self.names), list(self.threads))
 
 
 def _concat(parts: list[tuple[np.ndarray, ...]], dtypes: tuple[type, ...]) -> list[np.ndarray]:

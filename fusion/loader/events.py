@@ -3,8 +3,8 @@
 A trace is one object whose `traceEvents` array holds millions of events. Decoding it whole
 needs several times the file size in memory, so the array is cut into pieces at its top-level
 element boundaries and each piece is decoded on its own into the columns of the events the caller keeps
-(EventColumns): a large piece by the compiled scan of piece_scan.py, a small one, or one the scan
-declines, with a typed msgspec schema, which also names what is wrong with a piece.
+(EventColumns): the pieces of a large trace by the compiled scan of piece_scan.py, those of a small one, or one
+the scan declines, with a typed msgspec schema, which also names what is wrong with a piece.
 
 Cutting costs a bounded amount of work per byte, whatever the content:
 - a piece is first tried at a likely boundary (the last `}` followed by a comma near its end); the
@@ -26,6 +26,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from fusion.compiled import compiling_elsewhere
 from fusion.errors import TraceError
 from fusion.loader.event_columns import EventColumns, of_events
 from fusion.loader.op_args import EventArgs, ValueMasks, decode_args
@@ -33,9 +34,10 @@ from fusion.loader.reader import RawInput
 from fusion.loader.scan import CLOSE_ARRAY, CLOSE_OBJECT, COLON, COMMA, OBJECT_MARKS, QUOTE, Marks, Scanner
 
 PIECE_SIZE = 16 << 20
-COMPILED_SCAN_MIN_BYTES = 4 << 20
-"""Pieces at least this large are decoded by the compiled scan: importing numba and loading the scan's machine
-code (about 0.5 s, once per process) pays off on a trace of some tens of MB, not on a small one."""
+COMPILED_SCAN_MIN_BYTES = 64 << 20
+"""Traces of at least this much JSON are decoded by the compiled scan: it takes about 5 ns a byte where msgspec
+takes 11, but importing numba and loading the scan's machine code cost about 0.5 s per process, which a
+smaller trace does not win back (and a first run would compile it)."""
 MAX_HEADER_BYTES = 256 << 20
 MAX_EVENT_BYTES = 256 << 20
 """The longest stretch of the array without a boundary: bounds the buffer, whatever the input."""
@@ -101,12 +103,13 @@ class EventStream:
 
 
 def scan_compile_pending(size: int) -> bool:
-    """Reading `size` bytes of JSON would first compile the piece scan (about 20 s on a new install)."""
+    """Reading `size` bytes of JSON would first compile the piece scan here (about 20 s on a new install); not
+    while another process compiles it (reading then takes the msgspec path)."""
     if size < COMPILED_SCAN_MIN_BYTES:
         return False
     from fusion.loader import piece_scan  # imports numba
 
-    return piece_scan.USABLE and piece_scan.compile_pending()
+    return piece_scan.compile_pending() and not compiling_elsewhere()
 
 
 def read_events(
@@ -119,40 +122,43 @@ def read_events(
     stream = EventStream()
     chunks = iter(raw.chunks)
     pending = _read_header(raw.source, chunks, stream)
-    decoder = _Decoder(raw.source, bucket_of or {}, value_masks or {})
+    scans = max(raw.json_size, raw.size) >= COMPILED_SCAN_MIN_BYTES
+    decoder = _Decoder(raw.source, bucket_of or {}, scans, value_masks or {})
     stream.pieces = _Pieces(raw.source, chunks, pending, stream, decoder).run()
     return stream
 
 
 @dataclass
 class _Decoder:
-    """Decodes pieces into EventColumns: large ones with the compiled scan, the rest (and what it declines) with msgspec."""
+    """Decodes pieces into EventColumns: a large trace's with the compiled scan, the rest (and what it declines)
+    with msgspec."""
 
     source: str
     bucket_of: dict[str, int]
+    scans: bool
+    """The trace is large enough for the compiled scan (COMPILED_SCAN_MIN_BYTES)."""
     value_masks: ValueMasks = field(default_factory=dict)
     table: Any = None
+    """The compiled scan's category table, made on the first piece it scans (importing numba only then)."""
     masks: Any = None
     """The compiled scan's form of value_masks, made with its category table."""
-    """The compiled scan's category table, made on the first large piece (importing numba only then)."""
 
     def decode(self, data: bytes, offset: int, index: int) -> EventColumns:
         """The events of `data` (see _decode_events); raises _BadCut or TraceError as it does."""
-        if len(data) >= COMPILED_SCAN_MIN_BYTES:
+        if self.scans:
             scanned = self._scan(data)
             if scanned is not None:
                 return scanned
         return of_events(_decode_events(self.source, data, offset, index), self.bucket_of, self.value_masks)
 
     def _scan(self, data: bytes) -> EventColumns | None:
-        from fusion.loader import piece_scan  # imports numba: only once a piece is large
+        from fusion.loader import piece_scan  # imports numba: only for a large trace
 
-        if not piece_scan.USABLE:
+        if not piece_scan.ready():
             return None
         if self.table is None:
             self.table = piece_scan.category_table(self.bucket_of)
             self.masks = piece_scan.value_mask_table(self.value_masks)
-            piece_scan.announce_compile()
         return piece_scan.scan_piece(data, self.table, self.masks)
 
 

@@ -5,7 +5,8 @@ those objects again to make columns; many events (flows, metadata) are dropped a
 This scan reads the bytes once in compiled code (numba) and writes the fields of the events in kept
 categories straight into arrays; names are deduplicated as byte spans, so Python only decodes each
 distinct name once per piece. Its machine code comes from numba's disk cache (compiled once, about 18 s,
-the first time a machine loads a large trace); where numba cannot cache, it is not used (`USABLE`).
+the first time a machine loads a large trace, under fusion.compiled's lock); where numba cannot cache, it is
+not used (`USABLE`).
 
 It is strict on purpose: it accepts a piece only when the piece is valid JSON that msgspec would decode
 to the same values. Anything outside that envelope (a `\\u` escape, a byte that is not ASCII, an escaped
@@ -16,10 +17,7 @@ which also names any problem. The tests check both paths give the same columns.
 
 from __future__ import annotations
 
-import logging
-import os
 import sys
-from functools import cache
 
 import msgspec
 import numpy as np
@@ -28,7 +26,8 @@ from numba.core import types
 from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic
 
-from fusion.compiled import UNCACHED, compiled
+from fusion.compiled import cacheable, compile_here, compiled
+from fusion.compiled import compile_pending as compiled_pending
 from fusion.loader.event_columns import EventColumns, distinct_pairs
 from fusion.loader.op_args import KERNEL_KEY, SHAPE_KEYS, region_values
 
@@ -895,27 +894,25 @@ def _decoded(quoted: bytes) -> str:
     return quoted[1:-1].decode("ascii")
 
 
-USABLE = sys.byteorder == "little" and not any(name.startswith(__name__ + ".") for name in UNCACHED)
+USABLE = sys.byteorder == "little" and cacheable(_scan)
 """False where numba cannot cache the scan (compiling it in each process would cost more than it saves),
 or on a big-endian machine (_word)."""
+COMPILED = (_scan,)
+"""What warm() compiles (its helpers compile with it)."""
+_WARM_PIECE = b'[{"cat":"kernel","name":"k","ts":1,"dur":1,"pid":1,"tid":1,"args":{"correlation":1}}]'
 
-log = logging.getLogger(__name__)
+
+def ready() -> bool:
+    """The scan can run now: its machine code loaded, or compiled here first (announced; about 20 s on a new
+    install). False where it is not usable, or while another process compiles it (compiled.compile_lock)."""
+    return USABLE and compile_here(COMPILED, warm)
 
 
-def announce_compile() -> None:
-    """Say once per process, as a notice, that the first large piece compiles the scan, when numba's disk
-    cache has no index for it yet (a new install: about 20 s of silence otherwise)."""
-    if compile_pending():
-        _announce()
+def warm() -> None:
+    """Compile the scan (or load its machine code) by scanning a one-event piece, as a trace's pieces are."""
+    scan_piece(_WARM_PIECE, category_table({"kernel": 0}))
 
 
 def compile_pending() -> bool:
-    """numba keeps a cached function's index file next to its machine code; no index, nothing cached. (numba
-    offers no public query; where its internals differ, say nothing.)"""
-    index = getattr(getattr(getattr(_scan, "_cache", None), "_cache_file", None), "_index_path", None)
-    return isinstance(index, str) and not os.path.exists(index)
-
-
-@cache
-def _announce() -> None:
-    log.info("compiling the trace scanner for this machine (about 20 s, once; later loads reuse it)")
+    """The next scan would compile it first (numba's disk cache has no machine code for it yet)."""
+    return USABLE and compiled_pending(_scan)

@@ -92,6 +92,9 @@ class RawInput:
     gzipped: bool
     chunks: Iterator[bytes]
     digest: Digest = field(default_factory=Digest)
+    json_size: int = 0
+    """The decompressed size: `size`, or for gzip what its trailer records (mod 4 GiB, at least `size`); 0 when
+    a gzip stream cannot seek to its trailer."""
 
     @property
     def sha256(self) -> str:
@@ -131,6 +134,7 @@ def open_input(
     head = stream.read(2)
     gzipped = head == GZIP_MAGIC
     raw = RawInput(source=label, size=size, gzipped=gzipped, chunks=iter(()))
+    raw.json_size = _gzip_size(stream, size) if gzipped else size
     owned = isinstance(source, (str, os.PathLike))
     raw.chunks = _chunks(stream, head, raw, progress, max_bytes, close=owned)
     if not gzipped and size > max_bytes:
@@ -186,6 +190,18 @@ def _await_data(fd: int, label: str) -> None:
             label,
             f"is a named pipe that nothing wrote to within {PIPE_WAIT_SECONDS} s; give a trace file, or write one into it",
         )
+
+
+def _gzip_size(stream: BinaryIO, size: int) -> int:
+    """The decompressed size a gzip file's trailer records (its last four bytes), read without moving on."""
+    try:
+        here = stream.tell()
+        stream.seek(-4, io.SEEK_END)
+        trailer = stream.read(4)
+        stream.seek(here)
+    except (OSError, AttributeError, ValueError):
+        return 0
+    return max(size, int.from_bytes(trailer, "little")) if len(trailer) == 4 else 0
 
 
 def _remaining_size(stream: BinaryIO) -> int:

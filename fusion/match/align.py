@@ -6,16 +6,21 @@ one-sided kernels). A kernel whose type is unknown (no rule knows its name) may 
 a different type costs -3, cheaper than two gaps. Codes carry two flag bits for this (FOLDED, UNKNOWN; see
 unit_codes). Alignments are cached by the pair of code sequences: identical decode steps are aligned once.
 
-The DP runs in compiled code (dp.py, numba): about 2.5 ns a cell, where numpy rows took about 20.
+The DP runs in compiled code (dp.py, numba: about 2.5 ns a cell) in a process that has loaded numba (a large
+trace's loader did) or has aligned enough cells to win back loading it; otherwise in numpy rows (dp_rows.py:
+about 15-25 ns a cell, the same cells), so that a small pair never waits for numba, let alone its compile.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from fusion.compiled import cacheable, compile_here, numba_loaded
+from fusion.match import dp_rows
 from fusion.vocabulary import SPLIT_ROLES
 
 MATCH_SCORE, MISMATCH_SCORE, UNKNOWN_MISMATCH_SCORE, GAP_SCORE = 2, -5, -3, -2
@@ -24,6 +29,9 @@ MATCH, SUBSTITUTE, ONLY1, ONLY2 = 0, 1, 2, 3
 OP_NAMES = np.array(["match", "substitute", "only1", "only2"])
 _SCORES = np.array([MATCH_SCORE, MISMATCH_SCORE, UNKNOWN_MISMATCH_SCORE, GAP_SCORE], dtype=np.int32)
 """dp.fill's scores; a cell's magnitude is at most 5 x (n + m), far inside int32 for any trace."""
+ROWS_BUDGET_CELLS = 32 << 20
+"""Cells a process aligns in numpy rows (about 0.6 s) before it loads the compiled DP (numba's import and the
+DP's machine code: about 0.5-1 s in a new process, more than a small pair's alignments take in rows)."""
 STREAM_CHUNK = 512
 """Kernels per side aligned at once when walking a long eager stream."""
 STREAM_KEEP = 0.75
@@ -84,8 +92,21 @@ def align_codes(a: np.ndarray, b: np.ndarray, free_end: bool = False, free_start
 
 def prepare() -> None:
     """Load the compiled DP now (numba's import and its cached machine code: a few tenths of a second in a
-    new process), for a caller with a core to spare before its first alignment."""
-    align_codes(np.zeros(1, CODE_DTYPE), np.zeros(1, CODE_DTYPE))
+    new process; compiled first, announced, where numba's cache has none), for a caller with a core to spare
+    before the alignments of a large pair."""
+    from fusion.match import dp
+
+    if compile_here(dp.COMPILED, warm):
+        warm()  # loads the machine code where compile_here found it cached
+
+
+def warm() -> None:
+    """Run the compiled DP once on inputs typed as align_codes passes them (compiling it if it is not cached)."""
+    from fusion.match import dp
+
+    one = np.frombuffer(np.zeros(1, CODE_DTYPE).tobytes(), dtype=CODE_DTYPE)
+    direction, _, _ = dp.fill(one, one, _SCORES, UNKNOWN, False)
+    dp.traceback(direction, 1, 1)
 
 
 def ops(path: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -114,11 +135,27 @@ def _needleman_wunsch(a: np.ndarray, b: np.ndarray, free_end: bool, free_start: 
     n, m = len(a), len(b)
     if n == 0 or m == 0:
         return _gaps_only(n, m, free_end)
-    from fusion.match import dp  # numba: imported and its compiled code loaded only by a process that aligns
-
+    dp = _dp(n * m)
     direction, last_row, last_col = dp.fill(a, b, _SCORES, UNKNOWN, free_start)
     end = _free_end_cell(last_row, last_col, n, m) if free_end else (n, m)
     return dp.traceback(direction, *end)
+
+
+_rows_cells = 0
+"""Cells aligned in numpy rows so far in this process."""
+
+
+def _dp(cells: int) -> Any:
+    """The DP module to fill `cells` cells with: the compiled one where it is ready (or worth loading, and no
+    other process is compiling it), else numpy rows."""
+    global _rows_cells
+    if numba_loaded() or _rows_cells + cells > ROWS_BUDGET_CELLS:
+        from fusion.match import dp  # numba: imported and its compiled code loaded only here
+
+        if cacheable(dp.fill) and compile_here(dp.COMPILED, warm):
+            return dp
+    _rows_cells += cells
+    return dp_rows
 
 
 def _free_end_cell(last_row: np.ndarray, last_col: np.ndarray, n: int, m: int) -> tuple[int, int]:

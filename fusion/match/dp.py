@@ -1,8 +1,9 @@
 """The Needleman-Wunsch DP of align.py in compiled code (numba), one cell at a time.
 
 Kept apart from align.py so that numba is imported (and its compiled code loaded from numba's on-disk cache,
-or compiled once, about a second) only by a process that aligns. The scores come in as an argument, so the
-compiled code holds no copy of align.py's constants. On equal scores a diagonal move wins over an up move
+or compiled once, a few seconds) only by a process that aligns enough to need it (align._dp; dp_rows.py does
+the same in numpy otherwise). The scores come in as an argument, so the compiled code holds no copy of
+align.py's constants. On equal scores a diagonal move wins over an up move
 (a gap on side 2), and that over a left move.
 """
 
@@ -11,10 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from fusion.compiled import compiled
-
-_DIAG, _UP, _LEFT = 0, 1, 2
-GAP = -1
-"""A gap in a path (align.GAP)."""
+from fusion.match.dp_rows import DIAG, GAP, LEFT, UP
 
 
 @compiled
@@ -33,14 +31,14 @@ def fill(
     lead = 0 if free_start else gap
     for j in range(m + 1):
         row[j] = j * lead
-        direction[0, j] = _LEFT
+        direction[0, j] = LEFT
     last_col[0] = row[m]
     for i in range(1, n + 1):
         ai = a[i - 1]
         a_unknown = (ai & unknown) != 0
         above_left = row[0]
         row[0] = i * lead
-        direction[i, 0] = _UP
+        direction[i, 0] = UP
         for j in range(1, m + 1):
             bj = b[j - 1]
             if ai == bj:
@@ -53,11 +51,11 @@ def fill(
             up = above_left + gap
             left = row[j - 1] + gap
             if left > diag and left > up:
-                row[j], direction[i, j] = left, _LEFT
+                row[j], direction[i, j] = left, LEFT
             elif up > diag:
-                row[j], direction[i, j] = up, _UP
+                row[j], direction[i, j] = up, UP
             else:
-                row[j], direction[i, j] = diag, _DIAG
+                row[j], direction[i, j] = diag, DIAG
         last_col[i] = row[m]
     return direction, row, last_col
 
@@ -70,14 +68,18 @@ def traceback(direction: np.ndarray, i: int, j: int) -> np.ndarray:
     while i > 0 or j > 0:
         k -= 1
         step = direction[i, j]
-        if step == _DIAG:
+        if step == DIAG:
             i -= 1
             j -= 1
             out[k, 0], out[k, 1] = i, j
-        elif step == _UP:
+        elif step == UP:
             i -= 1
             out[k, 0], out[k, 1] = i, GAP
         else:
             j -= 1
             out[k, 0], out[k, 1] = GAP, j
     return out[k:].copy()
+
+
+COMPILED = (fill, traceback)
+"""What align.warm() compiles."""

@@ -24,6 +24,7 @@ from builders import SHARED_TRACES, kernel_event, shared_absent, trace_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fusion import compiled
 from fusion.__main__ import main
 from fusion.classify.trace import load
 from fusion.errors import TraceError
@@ -545,18 +546,24 @@ def _counting(declined: list[str]):
     return counting
 
 
-def test_a_large_trace_is_scanned_and_a_small_one_is_not(monkeypatch) -> None:
+@pytest.mark.parametrize("gzipped", [False, True], ids=["plain", "gzip"])
+def test_a_large_trace_is_scanned_and_a_small_one_is_not(monkeypatch, gzipped: bool) -> None:
+    """Every piece of a trace of COMPILED_SCAN_MIN_BYTES of JSON goes to the scan, none of a smaller one; for
+    gzip, the size its trailer records counts, not the compressed size."""
     events = [kernel_event(f"k{i % 5}", float(i), 1.0, i) for i in range(20_000)]
     data = trace_json(events)
-    sizes: list[int] = []
-    original = piece_scan.scan_piece
-    monkeypatch.setattr(piece_scan, "scan_piece", lambda d, t, m: sizes.append(len(d)) or original(d, t, m))
-    monkeypatch.setattr(events_module, "COMPILED_SCAN_MIN_BYTES", len(data) // 4)
+    paths: list[str] = []
+    scan, decode = piece_scan.scan_piece, events_module._decode_events
+    monkeypatch.setattr(piece_scan, "scan_piece", lambda *a: paths.append("scan") or scan(*a))
+    monkeypatch.setattr(events_module, "_decode_events", lambda *a: paths.append("msgspec") or decode(*a))
     monkeypatch.setattr(events_module, "PIECE_SIZE", len(data) // 3)
-    table = load(data).kernels
-    assert sizes and all(size >= len(data) // 4 for size in sizes)
-    assert len(table) == len(events)
-    assert np.array_equal(table["correlation"].to_numpy(), np.arange(len(events)))
+    stored = gzip.compress(data) if gzipped else data
+    for threshold, path in ((len(data), "scan"), (len(data) + 1, "msgspec")):
+        paths.clear()
+        monkeypatch.setattr(events_module, "COMPILED_SCAN_MIN_BYTES", threshold)
+        table = load(stored).kernels
+        assert len(paths) > 1 and set(paths) == {path}
+        assert np.array_equal(table["correlation"].to_numpy(), np.arange(len(events)))
 
 
 def _summary_with_the_scan(monkeypatch, tmp_path: Path, runs: int) -> None:
@@ -569,7 +576,7 @@ def _summary_with_the_scan(monkeypatch, tmp_path: Path, runs: int) -> None:
         assert main(["summary", str(path), "--format", "json"]) == 0
 
 
-COMPILE_NOTE = "note: compiling the trace scanner for this machine (about 20 s, once; later loads reuse it)"
+COMPILE_NOTE = f"note: {compiled.COMPILE_NOTE}"
 
 
 @pytest.mark.parametrize(
@@ -583,31 +590,52 @@ COMPILE_NOTE = "note: compiling the trace scanner for this machine (about 20 s, 
 def test_a_scan_not_yet_compiled_is_announced_once_on_a_terminal(
     monkeypatch, tmp_path, capsys, pending: bool, terminal: bool, expected: list[str]
 ) -> None:
-    """A new install compiles the scan on its first large piece (about 20 s): the CLI says so in one note line,
+    """A new install compiles the scan on its first large trace (about 20 s): the CLI says so in one note line,
     however many pieces and loads follow in the process; not when the scan is cached, and not when stderr is no
     terminal (a script's stderr does not depend on what the machine compiled before)."""
-    monkeypatch.setattr(piece_scan, "compile_pending", lambda: pending)
+    monkeypatch.setattr(compiled, "compile_pending", lambda function: pending)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)
-    piece_scan._announce.cache_clear()
+    compiled.announce_compile.cache_clear()
     try:
         _summary_with_the_scan(monkeypatch, tmp_path, runs=2)
         err = capsys.readouterr().err
     finally:
-        piece_scan._announce.cache_clear()
+        compiled.announce_compile.cache_clear()
     assert [line for line in err.splitlines() if not line.startswith("warning:")] == expected
 
 
 def test_compile_pending_follows_numbas_index_file(monkeypatch, tmp_path) -> None:
-    """The check reads where numba keeps the scan's cache index: missing means the next call compiles."""
+    """The check reads where numba keeps the scan's cache index: missing means the next call compiles (unless
+    this process has the scan compiled or loaded already)."""
     cache_file = piece_scan._scan._cache._cache_file
     index = tmp_path / "piece_scan._scan.nbi"
     monkeypatch.setattr(cache_file, "_index_path", str(index))
+    monkeypatch.setattr(piece_scan._scan, "overloads", {})  # as in a process that has not run it yet
     assert piece_scan.compile_pending()
     index.write_bytes(b"")
     assert not piece_scan.compile_pending()
 
 
-def test_only_a_read_large_enough_for_the_scan_waits_for_its_compile(monkeypatch) -> None:
+def test_a_large_trace_read_while_another_process_compiles_takes_the_msgspec_path(monkeypatch, tmp_path) -> None:
+    """A dashboard's background fill holds the compile lock: a large trace is read meanwhile, by msgspec, not
+    after a wait; the same columns."""
+    monkeypatch.setattr(compiled, "lock_path", lambda: tmp_path / "compile.lock")
+    data = trace_json([kernel_event(f"k{i % 5}", float(i), 1.0, i) for i in range(2_000)])
+    monkeypatch.setattr(events_module, "COMPILED_SCAN_MIN_BYTES", 0)
+    monkeypatch.setattr(events_module, "PIECE_SIZE", len(data) // 3)
+    scanned = load(data).kernels
+    monkeypatch.setattr(compiled, "compile_pending", lambda function: True)
+    with mock.patch.object(piece_scan, "scan_piece", side_effect=AssertionError("scanned")):
+        with compiled.compile_lock(wait=False) as held:
+            assert held and compiled.compiling_elsewhere()
+            assert not events_module.scan_compile_pending(0)
+            decoded = load(data).kernels
+    pd.testing.assert_frame_equal(scanned, decoded)
+    assert not compiled.compiling_elsewhere()
+
+
+def test_only_a_read_large_enough_for_the_scan_waits_for_its_compile(monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr(compiled, "lock_path", lambda: tmp_path / "compile.lock")
     monkeypatch.setattr(piece_scan, "compile_pending", lambda: True)
     assert events_module.scan_compile_pending(events_module.COMPILED_SCAN_MIN_BYTES)
     assert not events_module.scan_compile_pending(events_module.COMPILED_SCAN_MIN_BYTES - 1)

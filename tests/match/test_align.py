@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kernels import make_trace
 
-from fusion.match import dp
+from fusion.match import dp, dp_rows
 from fusion.match.align import (
+    _SCORES,
     CODE_DTYPE,
     FOLDED,
     GAP,
@@ -181,17 +182,54 @@ def test_alignment_is_a_complete_path_with_the_optimal_score(a, b):
 
 
 def test_alignment_works_where_numba_finds_no_writable_cache(tmp_path):
-    """A read-only install without a writable home: numba has no cache location; the DP compiles per process."""
+    """A read-only install without a writable home: numba has no cache location, so the compiled DP would compile
+    in every process; the DP stays in numpy rows instead, however much it aligns."""
     script = """
 import numpy as np
 from numba.core import caching
 caching.CacheImpl._locator_classes = []  # as if no folder numba could use were writable
-from fusion.match.align import align_codes
-print(align_codes(np.array([1, 2, 3]), np.array([1, 3])).tolist())
+from fusion.match import align, dp
+align.ROWS_BUDGET_CELLS = 0
+print(align.align_codes(np.array([1, 2, 3]), np.array([1, 3])).tolist(), dp.fill.signatures)
 """
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[[0, 0], [1, -1], [2, 1]]"
+    assert done.stdout.strip() == "[[0, 0], [1, -1], [2, 1]] []"
+
+
+def test_a_small_pair_aligns_without_numba_and_a_large_one_loads_the_compiled_dp():
+    """numba is imported only once a process has aligned more cells than it takes to win back loading it."""
+    script = """
+import sys
+import numpy as np
+from fusion.match import align
+codes = np.arange(40) % 7
+align.align_codes(codes, codes[::-1])
+print("numba" in sys.modules)
+align.ROWS_BUDGET_CELLS = 2000
+align.align_codes(codes, codes[1:])
+from fusion.match import dp
+print(bool(dp.fill.signatures))
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]
+
+
+_flagged = st.lists(st.sampled_from([0, 1, 2, 3, 1 | FOLDED, 2 | FOLDED, 4 | UNKNOWN, 1 | UNKNOWN]), max_size=60)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(_flagged, _flagged, st.booleans(), st.data())
+def test_numpy_rows_fill_the_same_cells_as_the_compiled_dp(a, b, free_start, data):
+    """Directions, last row and last column cell for cell, and the path from any end cell: the tie-breaks too."""
+    a, b = np.array(a, dtype=CODE_DTYPE), np.array(b, dtype=CODE_DTYPE)
+    compiled = dp.fill(a, b, _SCORES, UNKNOWN, free_start)
+    rows = dp_rows.fill(a, b, _SCORES, UNKNOWN, free_start)
+    for got, expected in zip(rows, compiled):
+        assert np.array_equal(got, expected)
+    i, j = data.draw(st.integers(0, len(a))), data.draw(st.integers(0, len(b)))
+    assert np.array_equal(dp_rows.traceback(rows[0], i, j), dp.traceback(compiled[0], i, j))
 
 
 def test_distinct_large_codes_never_align_as_the_same():
