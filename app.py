@@ -16,6 +16,8 @@ from ui.state import View, clean_label
 UPLOAD_FILES, SAMPLE_PAIR, SERVER_PATH = "Upload files", "Sample pair", "Server path"
 UNKNOWN_SHARE_WARN = 0.10
 TOP_FINDINGS = 5
+KEEP_LABEL = "Keep kernels without a launch event"
+"""The toggle the comparability warning on left-out kernels names (fusion.detect.comparability)."""
 
 
 def modes() -> list[str]:
@@ -131,7 +133,7 @@ def path_side(view: View, side: int) -> None:
 
 
 def controls(view: View, comparison: Comparison) -> None:
-    """Labels, swap and the minimum group size."""
+    """Labels, swap, the minimum group size and whether kernels without a launch event are kept."""
     label_cols = st.columns([2, 2, 1, 1], vertical_alignment="bottom")
     for side, column in zip((1, 2), label_cols):
         ui.bind(f"label{side}", view.label(side) or "")
@@ -153,6 +155,14 @@ def controls(view: View, comparison: Comparison) -> None:
         help="A correlation group (kernels of one graph launch) counts as significant from this many kernels.",
     )
     label_cols[3].button("⇄ Swap traces", on_click=on_swap, width="stretch")
+    ui.bind("keep", view.keep)
+    st.toggle(
+        KEEP_LABEL,
+        key="keep",
+        on_change=lambda: ui.set_view(ui.session_view().with_keep(bool(st.session_state["keep"]))),
+        help="Kernels with no runtime launch event in the trace (launched before the profiled CPU window opened, "
+        "or not recorded) are left out by default: no op or phase can be told for them.",
+    )
 
 
 def headline(comparison: Comparison) -> None:

@@ -38,7 +38,7 @@ from fusion.match.align import UNKNOWN_TYPE, stream_windows, unit_codes
 from fusion.match.cut_pairs import CutPairs, cut_differently
 from fusion.match.groups import Groups, correlation_groups, type_codes, unique_rows
 from fusion.match.pairing import Matching, candidate_size, keep_pairs, match_across_threshold, similarity
-from fusion.model.ops import launched_only
+from fusion.model.ops import LeftOut, launched_only, unlaunched_share
 from fusion.model.phases import ALL, phase_view
 from fusion.model.trace import Trace
 from fusion.result import (
@@ -119,10 +119,12 @@ def compare(
     Kernels without a launch event (launch 'none') are left out, with a warning, unless `keep_unlaunched`;
     only the kernels of `phase` are compared (phases.PHASES; 'all': every kernel). The result's `phases`
     section compares each phase on its own as well."""
+    left_out = (LeftOut(), LeftOut())
     if not keep_unlaunched:
+        left_out = (unlaunched_share(trace1.kernels), unlaunched_share(trace2.kernels))
         trace1, trace2 = launched_only(trace1), launched_only(trace2)
     trace1, trace2 = phase_view(trace1, phase), phase_view(trace2, phase)
-    result = _compare_kernels(trace1, trace2, min_group_size, progress, Thresholds(**thresholds))
+    result = _compare_kernels(trace1, trace2, min_group_size, progress, Thresholds(**thresholds), left_out)
     result.params.update(keep_unlaunched=keep_unlaunched, phase=phase)
     result.phases = phase_summary(result, phase, _compare_phase)
     return result
@@ -166,10 +168,15 @@ class Findings:
 
 
 def _compare_kernels(
-    trace1: Trace, trace2: Trace, min_group_size: int, progress: Progress | None, limits: Thresholds
+    trace1: Trace,
+    trace2: Trace,
+    min_group_size: int,
+    progress: Progress | None,
+    limits: Thresholds,
+    left_out: tuple[LeftOut, LeftOut],
 ) -> Comparison:
     walked = _walk(trace1, trace2, min_group_size, progress, limits)
-    result = _assemble(walked, _findings(walked, with_op_table=True), min_group_size)
+    result = _assemble(walked, _findings(walked, with_op_table=True, left_out=left_out), min_group_size)
     if progress:
         progress("detect", 1.0)
     return result
@@ -233,8 +240,11 @@ def _without_cut_pairs(
     return (*keep_pairs(groups[0], groups[1], matching, ~cut), CutPairs(int(cut.sum()), realigned=True))
 
 
-def _findings(walked: _Walked, with_op_table: bool) -> Findings:
-    """Mappings (op-level first), one-sided notes, opportunities and comparability; the op table only if asked."""
+def _findings(
+    walked: _Walked, with_op_table: bool, left_out: tuple[LeftOut, LeftOut] = (LeftOut(), LeftOut())
+) -> Findings:
+    """Mappings (op-level first), one-sided notes, opportunities and comparability; the op table only if asked.
+    `left_out`: what the comparison dropped from each trace (a phase's own findings are judged without it)."""
     sides, groups, matching, types, limits = walked.sides, walked.groups, walked.matching, walked.types, walked.limits
     counts1 = groups[0].type_counts[matching.pairs[:, 0]]
     counts2 = groups[1].type_counts[matching.pairs[:, 1]]
@@ -245,6 +255,7 @@ def _findings(walked: _Walked, with_op_table: bool) -> Findings:
         len(matching.pairs),
         _attention_per_pair(counts1, counts2, types),
         limits,
+        left_out,
     )
     mappings, notes = fusion_mappings(walked.evidence, sides, limits, same_workload=check.ok)
     mappings += group_imbalance(

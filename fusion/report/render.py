@@ -73,8 +73,8 @@ def to_json(comparison: Comparison) -> str:
 
 def to_text(comparison: Comparison, *, warnings: bool = True) -> str:
     """A report for a person: traces, comparability, type table, top opportunities, op-level findings,
-    mappings, the ops with the largest time gap, one-sided notes. `warnings=False` leaves the warnings out (the
-    CLI prints them on stderr, as in every format)."""
+    mappings, the ops with the largest time gap, one-sided notes. `warnings=False` leaves out the warnings but
+    the verdict's own reasons (the CLI prints them all on stderr, as in every format)."""
     sections = [
         _header(comparison),
         _comparability(comparison, warnings),
@@ -179,8 +179,10 @@ def _header(c: Comparison) -> str:
 
 
 def _comparability(c: Comparison, warnings: bool = True) -> str:
+    """The verdict with its reasons (the comparability warnings), and the other warnings when `warnings`."""
     head = f"Comparability: {c.comparability.level}"
-    return "\n".join([head] + ([f"  ! {w}" for w in c.warnings] if warnings else []))
+    shown = c.warnings if warnings else c.comparability.warnings
+    return "\n".join([head] + [f"  ! {w}" for w in shown])
 
 
 def _type_table(c: Comparison) -> str:

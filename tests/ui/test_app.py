@@ -277,6 +277,24 @@ def test_server_paths_work_locally() -> None:
     assert any("/nonexistent/trace.json" in unescaped(e.value) for e in missing.error)
 
 
+@pytest.mark.skipif(not (SHARED / "tl_mi300_qwen1.5-0.5b").is_dir(), reason=shared_absent(SHARED))
+def test_the_verdict_says_what_was_left_out_and_a_toggle_keeps_it() -> None:
+    """Issue 39 #2: about 31% of each Qwen trace's kernel time has no launch event; the page warns naming it, and
+    the toggle the warning names keeps those kernels (in the link too)."""
+    amd = next((SHARED / "tl_mi300_qwen1.5-0.5b").glob("*.json.gz"))
+    nvidia = next((SHARED / "tl_h100_qwen1.5-0.5b").glob("*.json.gz"))
+    at = run("app.py", p1=str(amd), p2=str(nvidia))
+    shown = "\n".join(unescaped(w.value) for w in at.warning)
+    assert "31% of trace 1's kernel time and 30% of trace 2's (463 and 436 kernels" in shown
+    assert "'Keep kernels without a launch event'" in shown
+    at.toggle(key="keep").set_value(True).run()
+    assert at.query_params["keep"] in ("1", ["1"])
+    assert not any("max_left_out_share" in unescaped(w.value) for w in at.warning)
+    kept = compare(load(amd), load(nvidia), keep_unlaunched=True)
+    assert metrics(at)["Kernels compared"] == [f"{kept.trace1.kernel_count:,}", f"{kept.trace2.kernel_count:,}"]
+    assert run("app.py", p1=str(amd), p2=str(nvidia), keep="1").toggle(key="keep").value is True
+
+
 def test_local_mode_opens_no_server_path_outside_the_allowed_folders(tmp_path: Path, monkeypatch) -> None:
     """?p1=/etc/passwd&p2=/etc/shadow answered 'not valid JSON': both files were read (issue 40 #6). Now the answer
     is the same for a file that exists and one that does not, and nothing is opened."""
