@@ -30,8 +30,9 @@ from fusion.cache.reopen import EXPORT_PART, FORMAT_VERSION, result_key_of
 from fusion.cache.sealed import Damaged, frame_bytes, frame_from, seal
 from fusion.cache.tables import RESULT_SUFFIX, CacheDir
 from fusion.comparison import result as result_module
-from fusion.comparison.pair import Progress, compare
+from fusion.comparison.pair import Progress, compare, compared_views
 from fusion.comparison.result import Comparison
+from fusion.model.phases import ALL
 from fusion.model.trace import Trace
 from fusion.report.render import to_json
 
@@ -56,7 +57,8 @@ class ResultCache(CacheDir):
         if found is None:
             return None
         try:
-            return decode(found[1][_FIELDS_PART], trace1, trace2)
+            views = compared_views(trace1, trace2, bool(params.get("keep_unlaunched")), params.get("phase", ALL))
+            return decode(found[1][_FIELDS_PART], *views)
         except (Damaged, AttributeError, KeyError, TypeError, ValueError, msgspec.MsgspecError) as exc:
             log.warning("%s: %s: ignored and rebuilt", self._name(entry), exc)
             return None

@@ -122,12 +122,19 @@ def compare(
     left_out = (LeftOut(), LeftOut())
     if not keep_unlaunched:
         left_out = (unlaunched_share(trace1.kernels), unlaunched_share(trace2.kernels))
-        trace1, trace2 = launched_only(trace1), launched_only(trace2)
-    trace1, trace2 = phase_view(trace1, phase), phase_view(trace2, phase)
+    trace1, trace2 = compared_views(trace1, trace2, keep_unlaunched, phase)
     result = _compare_kernels(trace1, trace2, min_group_size, progress, Thresholds(**thresholds), left_out)
     result.params.update(keep_unlaunched=keep_unlaunched, phase=phase)
     result.phases = phase_summary(result, phase, _compare_phase)
     return result
+
+
+def compared_views(trace1: Trace, trace2: Trace, keep_unlaunched: bool, phase: str) -> tuple[Trace, Trace]:
+    """The traces as compare() compares them (and a cached comparison must be attached to): without the kernels
+    without a launch event unless kept, then `phase`'s view."""
+    if not keep_unlaunched:
+        trace1, trace2 = launched_only(trace1), launched_only(trace2)
+    return phase_view(trace1, phase), phase_view(trace2, phase)
 
 
 def _compare_phase(trace1: Trace, trace2: Trace, *, min_group_size: int, **params: Any) -> Findings:
