@@ -174,10 +174,10 @@ def headline(comparison: Comparison) -> None:
             st.caption(text.md(f"{trace.platform} ({trace.platform_evidence}) · {trace.gpu} · {trace.source}"))
             cells = st.columns(3)
             compared = "Only the kernels compared: those with a launch event, in the phase chosen (the warnings say what was left out)"
-            cells[0].metric("Kernels compared", f"{trace.kernel_count:,}", help=compared)
+            cells[0].metric("Kernels", f"{trace.kernel_count:,}", help=compared)
             cells[1].metric("Kernel time", text.ms(trace.kernel_time_us), help=compared)
             cells[2].metric(
-                "Unclassified time",
+                "Unclassified",
                 f"{other_share(comparison, side):.1%}",
                 help="Share of kernel time in names no rule matched (type Other)",
             )
