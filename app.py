@@ -16,6 +16,8 @@ from ui.state import View, clean_label
 UPLOAD_FILES, SAMPLE_PAIR, SERVER_PATH = "Upload files", "Sample pair", "Server path"
 UNKNOWN_SHARE_WARN = 0.10
 TOP_FINDINGS = 5
+KEEP_LABEL = "Keep kernels without a launch event"
+"""The toggle the comparability warning on left-out kernels names (fusion.detect.comparability)."""
 
 
 def modes() -> list[str]:
@@ -166,7 +168,7 @@ def path_side(view: View, side: int) -> None:
 
 
 def controls(view: View, comparison: Comparison) -> None:
-    """Labels, swap and the minimum group size."""
+    """Labels, swap, the minimum group size and whether kernels without a launch event are kept."""
     label_cols = st.columns([2, 2, 1, 1], vertical_alignment="bottom")
     for side, column in zip((1, 2), label_cols):
         ui.bind(f"label{side}", view.label(side) or "")
@@ -188,6 +190,14 @@ def controls(view: View, comparison: Comparison) -> None:
         help="A correlation group (kernels of one graph launch) counts as significant from this many kernels.",
     )
     label_cols[3].button("⇄ Swap traces", on_click=on_swap, width="stretch")
+    ui.bind("keep", view.keep)
+    st.toggle(
+        KEEP_LABEL,
+        key="keep",
+        on_change=lambda: ui.set_view(ui.session_view().with_keep(bool(st.session_state["keep"]))),
+        help="Kernels with no runtime launch event in the trace (launched before the profiled CPU window opened, "
+        "or not recorded) are left out by default: no op or phase can be told for them.",
+    )
 
 
 def headline(comparison: Comparison) -> None:
@@ -199,10 +209,10 @@ def headline(comparison: Comparison) -> None:
             st.caption(text.md(f"{trace.platform} ({trace.platform_evidence}) · {trace.gpu} · {trace.source}"))
             cells = st.columns(3)
             compared = "Only the kernels compared: those with a launch event, in the phase chosen (the warnings say what was left out)"
-            cells[0].metric("Kernels compared", f"{trace.kernel_count:,}", help=compared)
+            cells[0].metric("Kernels", f"{trace.kernel_count:,}", help=compared)
             cells[1].metric("Kernel time", text.ms(trace.kernel_time_us), help=compared)
             cells[2].metric(
-                "Unclassified time",
+                "Unclassified",
                 f"{other_share(comparison, side):.1%}",
                 help="Share of kernel time in names no rule matched (type Other)",
             )

@@ -385,12 +385,15 @@ def _compare(args: argparse.Namespace) -> int:
     comparison = _comparison(args, params)
     from fusion.report import render as report
 
+    in_report: list[str] = []
     if args.format == "csv":
         _write_csv(report.to_csv(comparison), args.output)
-    else:
-        text = report.to_json(comparison) if args.format == "json" else report.to_text(comparison, warnings=False)
-        _write(text, args.output)
-    _warn(comparison.warnings)
+    elif args.format == "json":
+        _write(report.to_json(comparison), args.output)
+    else:  # the text report's verdict carries its own reasons; the other warnings go to stderr only
+        _write(report.to_text(comparison, warnings=False), args.output)
+        in_report = comparison.comparability.warnings
+    _warn([w for w in comparison.warnings if w not in in_report])
     return 0
 
 

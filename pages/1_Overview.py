@@ -29,7 +29,7 @@ with ui.page("Overview") as shown:
         st.subheader("Time ratio")
         ui.plot(charts.ratio_chart(stats, TIME_RATIO, "trace 1 / trace 2 time"), "time_ratio")
     st.subheader("Per type")
-    st.dataframe(
+    ui.table(
         tables.type_table(stats),
         column_config={
             c: st.column_config.NumberColumn(format="%.3f") for c in ("trace 1 time (ms)", "trace 2 time (ms)")
@@ -42,7 +42,7 @@ with ui.page("Overview") as shown:
             "Each phase compared on its own: both traces' kernel counts and, where both record steps, "
             "the ratio per step (so 4 prefill steps compare with 1)."
         )
-        st.dataframe(by_phase)
+        ui.table(by_phase)
     gaps = top_gaps(comparison)
     if not gaps.empty:
         st.subheader("Largest efficiency gaps")

@@ -109,7 +109,7 @@ def op_table(view: View, comparison: Comparison) -> None:
         return
     ui.op_rows(table.head(OP_ROWS))
     if len(table) > OP_ROWS:
-        st.caption(f"The {OP_ROWS} ops with the largest time gap of {len(table):,}.")
+        st.caption(text.top_of(OP_ROWS, len(table), "ops", "with the largest time gap") + ".")
     ui.link("ops", "Every op, and what each op's calls launched on both traces →", view)
 
 
@@ -117,7 +117,7 @@ def one_sided(comparison: Comparison) -> None:
     if not comparison.one_sided:
         return
     st.subheader("Kernels on one side only, not explained as fusion")
-    st.dataframe(
+    ui.table(
         pd.DataFrame(
             {
                 "trace": [n.side for n in comparison.one_sided],
@@ -139,7 +139,7 @@ with ui.page("Fusion") as shown:
     st.subheader("Fusion opportunities by time impact")
     if opportunities:
         ui.picture(impact_chart(opportunities), "Fusion opportunities by time impact")
-        st.dataframe(
+        ui.table(
             tables.opportunity_table(comparison, opportunities),
             hide_index=True,
             column_config={

@@ -66,13 +66,13 @@ def choose_pair(view: View, comparison: Comparison, rows: pd.DataFrame) -> int |
         if picked:
             ui.set_view(ui.session_view().with_pair(listed[picked[0]]))
 
-    st.dataframe(
+    ui.table(
         tables.pair_table(rows.head(MAX_PAIR_ROWS)),
         key="pairs_table",
         on_select=ticked,
         selection_mode="single-row",
         hide_index=True,
-        height=min(38 + 35 * len(listed), 320),
+        height=320,
         column_config={
             "time 1 (ms)": st.column_config.NumberColumn(format="%.3f"),
             "time 2 (ms)": st.column_config.NumberColumn(format="%.3f"),
@@ -145,7 +145,9 @@ def timeline(rows: pd.DataFrame, comparison: Comparison, kernels_only: bool) -> 
             showlegend=False,
         )
     axis = "µs of kernel time before it (idle gaps removed)" if kernels_only else "µs from the pair's first kernel"
-    fig.update_layout(barmode="overlay", height=220, xaxis_title=axis)
+    present = sorted({str(t) for side in (1, 2) for t in rows[f"type{side}"].dropna()})
+    charts.type_legend(fig, present)
+    fig.update_layout(barmode="overlay", height=260 + 22 * (len(present) // 6), xaxis_title=axis)
     fig.update_yaxes(autorange="reversed")
     return fig
 
@@ -181,7 +183,7 @@ def show_pair(view: View, comparison: Comparison, pair_id: int) -> None:
         f'<div style="font-size:0.85em">Middle lane: {LEGEND}. Top and bottom lanes: each kernel\'s type; '
         "blank: no kernel on that side. The axis numbers the rows of the table below, which names each kernel.</div>"
     )
-    st.dataframe(
+    ui.table(
         tables.aligned_table(rows, marked[window]),
         height=420,
         column_config={
@@ -215,7 +217,7 @@ def show_pair(view: View, comparison: Comparison, pair_id: int) -> None:
     with cells[1]:
         ui.perfetto_button(comparison, Scope("pair", pair_id), "groups_perfetto")
     st.subheader("Composition")
-    st.dataframe(tables.composition(alignment))
+    ui.table(tables.composition(alignment))
 
 
 with ui.page("Groups") as shown:

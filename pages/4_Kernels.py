@@ -72,16 +72,12 @@ def show_joined(comparison: Comparison, query: str) -> None:
         + "; most time first. Kernels outside any pair are listed per trace in the other views."
     )
     table = tables.name_filter(table, ["kernel name, trace 1", "kernel name, trace 2"], query)
-    st.dataframe(
-        limited(table, "name pairs"),
-        hide_index=True,
+    ui.name_table(
+        limited(table, "name pairs").reset_index(drop=True),
+        ["kernel name, trace 1", "kernel name, trace 2"],
+        "joined_names",
         height=520,
-        column_config={
-            "kernel name, trace 1": st.column_config.TextColumn(width="large"),
-            "kernel name, trace 2": st.column_config.TextColumn(width="large"),
-            "time 1 (ms)": TIME,
-            "time 2 (ms)": TIME,
-        },
+        column_config={"time 1 (ms)": TIME, "time 2 (ms)": TIME},
     )
 
 
@@ -93,12 +89,12 @@ def show_side(comparison: Comparison, side: int, query: str) -> None:
         f"{ui.side_name(comparison, side)} — {len(table):,} distinct names, {len(other):,} unclassified "
         f"({other['total time (ms)'].sum():,.3f} ms)"
     )
-    st.dataframe(
-        limited(tables.name_filter(table, ["kernel name"], query), "names"),
-        hide_index=True,
+    ui.name_table(
+        limited(tables.name_filter(table, ["kernel name"], query), "names").reset_index(drop=True),
+        ["kernel name"],
+        f"names{side}",
         height=460,
         column_config={
-            "kernel name": st.column_config.TextColumn(width="large"),
             "total time (ms)": TIME,
             "mean time (µs)": st.column_config.NumberColumn(format="%.2f"),
             "share of time": st.column_config.ProgressColumn(min_value=0.0, max_value=1.0, format="percent"),

@@ -57,8 +57,8 @@ def op_list(view: View, comparison: Comparison) -> None:
     ui.op_rows(listed, key="ops_table", on_select=picked, selection_mode="single-row")
     if len(comparison.op_table) > OP_ROWS:
         st.caption(
-            f"The {OP_ROWS:,} ops with the largest time gap of {len(comparison.op_table):,}; "
-            "all are in the JSON and CSV exports."
+            text.top_of(OP_ROWS, len(comparison.op_table), "ops", "with the largest time gap")
+            + "; all are in the JSON and CSV exports."
         )
     ui.perfetto_button(comparison, Scope(), "ops_perfetto")
     if comparison.op_notes:
@@ -126,7 +126,7 @@ def op_detail(view: View, comparison: Comparison, op: str) -> None:
             st.caption("No call of this op on this trace.")
             continue
         st.caption("Kernel rows are positions in this comparison's kernel table, as in the evidence of the findings.")
-        st.dataframe(tables.sequence_rows(sequences), hide_index=True, column_config=MS)
+        ui.table(tables.sequence_rows(sequences), hide_index=True, column_config=MS)
 
 
 with ui.page("Ops") as shown:

@@ -70,6 +70,23 @@ def type_color(kernel_type: object) -> str:
     return TYPE_COLORS.get(str(kernel_type), TYPE_COLORS.get(OTHER_TYPE, "#999"))
 
 
+def type_legend(fig: go.Figure, types: list[str]) -> go.Figure:
+    """A legend of the kernel types a chart colours its bars by (per-bar colours give Plotly no legend of their
+    own): one entry per type, in type_color's colour, drawing nothing."""
+    for kernel_type in types:
+        fig.add_scatter(
+            x=[None],
+            y=[None],
+            mode="markers",
+            marker={"color": type_color(kernel_type), "symbol": "square", "size": 10},
+            name=text.plotly(kernel_type),
+            showlegend=True,
+            hoverinfo="skip",
+        )
+    fig.update_layout(legend={"title": {"text": "kernel type"}, "orientation": "h", "y": -0.35})
+    return fig
+
+
 def clear_toolbar(fig: go.Figure) -> go.Figure:
     """Room above the plot for the toolbar."""
     top = fig.layout.margin.t

@@ -309,6 +309,7 @@ def derived(comparison: Comparison, what: Hashable, make: Callable[[Comparison],
         comparison.trace2.digest,
         comparison.params.get("min_group_size"),
         comparison.params.get("phase"),
+        comparison.params.get("keep_unlaunched"),
         comparison.trace1.label,
         comparison.trace2.label,
         what,
@@ -408,7 +409,7 @@ def analyse(view: View) -> Analysis:
             f"{', '.join(phases)}. Showing all phases."
         )
     )
-    comparison = _compare(traces[0], traces[1], view.mgs, phase, progress)
+    comparison = _compare(traces[0], traces[1], view.mgs, phase, view.keep, progress)
     progress.done(f"Compared {comparison.trace1.kernel_count:,} and {comparison.trace2.kernel_count:,} kernels")
     return Analysis(traces, errors, relabel(comparison, view), phases, problem)
 
@@ -460,8 +461,10 @@ def _load_sides(found: list[Source | None], errors: list[str | None], progress: 
     return traces
 
 
-def _compare(trace1: Trace, trace2: Trace, min_group_size: int, phase: str, progress: Progress) -> Comparison:
-    key = (trace1.digest, trace2.digest, min_group_size, phase)
+def _compare(
+    trace1: Trace, trace2: Trace, min_group_size: int, phase: str, keep: bool, progress: Progress
+) -> Comparison:
+    key = (trace1.digest, trace2.digest, min_group_size, phase, keep)
     comparison = _comparisons().get(key)
     if comparison is None:
 
@@ -469,7 +472,13 @@ def _compare(trace1: Trace, trace2: Trace, min_group_size: int, phase: str, prog
             progress.update(0.7 + 0.3 * fraction, f"{COMPARE_STAGES.get(stage, stage)}…")
 
         comparison = cached_compare(
-            trace1, trace2, cache=result_cache(), progress=report, min_group_size=min_group_size, phase=phase
+            trace1,
+            trace2,
+            cache=result_cache(),
+            progress=report,
+            min_group_size=min_group_size,
+            phase=phase,
+            keep_unlaunched=keep,
         )
         _comparisons().put(key, comparison)
     return comparison

@@ -100,6 +100,8 @@ class View:
     q: str = ""
     phase: str = ALL_PHASES
     """The phase compared (fusion.model.phases.PHASES); 'all' compares every kernel."""
+    keep: bool = False
+    """Keep the kernels without a launch event in the comparison (compare's keep_unlaunched)."""
     op: str | None = None
     """The op the Ops page shows (a canonical op as in the op table), only ever looked up and shown as text."""
     tl: str | None = None
@@ -140,6 +142,10 @@ class View:
     def with_phase(self, phase: str) -> View:
         """Another phase is another comparison: its pair ids, kernel windows and findings differ, so they go."""
         return self.with_pair(None).with_(phase=phase, call=None, finding=None)
+
+    def with_keep(self, keep: bool) -> View:
+        """Keeping the unlaunched kernels is another comparison: its pair ids and kernel windows differ."""
+        return self.with_pair(None).with_(keep=keep)
 
     def with_min_group_size(self, mgs: int) -> View:
         """Groups change with the size threshold, so pair ids, windows and findings no longer apply."""
@@ -189,6 +195,8 @@ class View:
             params["mgs"] = str(self.mgs)
         if self.swap:
             params["swap"] = "1"
+        if self.keep:
+            params["keep"] = "1"
         if self.pair is not None:
             params["pair"] = str(self.pair)
         if self.bpair is not None:
@@ -246,6 +254,7 @@ def parse(params: Mapping[str, str]) -> Link:
         mgs=keep("mgs", _int(params.get("mgs"), 1, 1_000_000), _int(params.get("mgs"), 1, 1_000_000) is not None)
         or DEFAULT_MIN_GROUP_SIZE,
         swap=params.get("swap") == "1",
+        keep=params.get("keep") == "1",
         type=keep("type", params.get("type"), params.get("type") in KERNEL_TYPES),
         pair=keep("pair", _int(params.get("pair"), 0, 10**9), _int(params.get("pair"), 0, 10**9) is not None),
         **windows,

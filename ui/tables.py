@@ -50,6 +50,22 @@ OP_LABELS = {
 }
 
 
+ROW_PX, HEADER_PX = 35, 38
+"""A table row's and its header's height in Streamlit's dataframe."""
+
+
+def fitted_height(rows: int, most: int) -> int:
+    """A table's height in px: its rows (at least one), at most `most`, so a filtered table has no blank rows."""
+    return min(most, HEADER_PX + ROW_PX * max(rows, 1) + 2)
+
+
+def numbers_first(frame: pd.DataFrame) -> list[str]:
+    """The frame's columns with the numeric ones (counts, times, ratios) first, each group in its own order, so the
+    numbers stay on screen when long names follow."""
+    numeric = [c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c])]
+    return numeric + [c for c in frame.columns if c not in numeric]
+
+
 def compared(comparison: Comparison) -> list[str]:
     """What the comparison put side by side, in a user's words (plain text)."""
     meta = comparison.metadata
@@ -263,7 +279,8 @@ def pair_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def aligned_table(rows: pd.DataFrame, marked: np.ndarray) -> pd.DataFrame:
-    """Aligned kernels: types first, then both names, so trace 2's name is on screen next to trace 1's."""
+    """Aligned kernels: types, durations and kernel indices first, then both names, so trace 2's name is on screen
+    next to trace 1's and the numbers stay on screen."""
     return pd.DataFrame(
         {
             "evidence": np.where(marked, "◆", ""),
@@ -272,13 +289,18 @@ def aligned_table(rows: pd.DataFrame, marked: np.ndarray) -> pd.DataFrame:
             "type 2": rows["type2"].fillna(""),
             "dur 1 (µs)": rows["dur1"].map(duration),
             "dur 2 (µs)": rows["dur2"].map(duration),
+            "kernel 1": rows["index1"].map(_identifier),
+            "kernel 2": rows["index2"].map(_identifier),
             "kernel name, trace 1": rows["name1"].fillna(""),
             "kernel name, trace 2": rows["name2"].fillna(""),
-            "kernel 1": rows["index1"].map(lambda i: str(i) if i >= 0 else ""),
-            "kernel 2": rows["index2"].map(lambda i: str(i) if i >= 0 else ""),
         },
         index=rows.index,
     )
+
+
+def _identifier(value: int) -> str:
+    """A kernel index as text, blank where the row has no kernel on that side."""
+    return str(int(value)) if value >= 0 else ""
 
 
 def duration(us: float) -> str:

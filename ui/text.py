@@ -22,6 +22,14 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _AUTOLINK = re.compile(r"(?i)(?<=www)(?=\.)|(?<=:)(?=//)|(?=@)")
 """Where GFM would start an autolink (www., scheme://, a@b); escapes do not stop it, an invisible joiner does."""
 WORD_JOINER = "\u2060"
+SHORT_NAME_CHARS = 80
+"""A kernel name longer than this is shown shortened (short_name); tables fit a 1280 px screen with two of them."""
+_QUALIFIER = re.compile(r"(?:\(anonymous namespace\)|[A-Za-z_]\w*)::")
+"""A namespace or class qualifier (at::native::, (anonymous namespace)::): the same in most names of a family."""
+ELLIPSIS = "…"
+_CLOSURE = re.compile(r"(?:\([^()]*\))?(?:::\{lambda\([^()]*\)#\d+\}|::operator\(\)\(\) const)+")
+"""A lambda's path inside the function that defines it (silu_kernel(...)::{lambda()#1}::operator()() const::...):
+the defining function names it."""
 
 
 def md(text: object) -> str:
@@ -35,6 +43,37 @@ def code(text: object) -> str:
     plain = _CONTROL.sub(" ", str(text))
     fence = "`" * (max((len(run) for run in re.findall("`+", plain)), default=0) + 1)
     return f"{fence} {plain} {fence}"
+
+
+def short_name(name: str, limit: int = SHORT_NAME_CHARS) -> str:
+    """A long kernel name as a table shows it: without the leading 'void ', namespace qualifiers, lambda paths and
+    the trailing parameter list, then cut in the middle (three quarters kept from the start: the family and its
+    first template arguments or tile, a quarter from the end: the last ones), so names of one family stay told
+    apart."""
+    if len(name) <= limit:
+        return name
+    core = _QUALIFIER.sub("", _CLOSURE.sub("", _without_parameters(name.removeprefix("void "))))
+    if len(core) <= limit:
+        return core
+    head = (limit - 1) * 3 // 4
+    return core[:head] + ELLIPSIS + core[len(core) - (limit - 1 - head) :]
+
+
+def _without_parameters(name: str) -> str:
+    """The name without a trailing '(...)' parameter list (balanced), when something precedes it."""
+    if not name.endswith(")"):
+        return name
+    depth = 0
+    for i in range(len(name) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(name[i], 0)
+        if depth == 0:
+            return name[:i].rstrip() or name
+    return name
+
+
+def top_of(shown: int, total: int, noun: str, criterion: str) -> str:
+    """A caption for the first rows of a ranked table, as a sentence: 'The 10 of 33 ops with the largest time gap'."""
+    return f"The {shown:,} of {total:,} {noun} {criterion}"
 
 
 def label(text: object) -> str:

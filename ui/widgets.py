@@ -57,7 +57,7 @@ STYLE = """
 """
 
 
-COPY_BUTTON = """<button type="button" class="fx-copy" data-url="{url}">Copy link</button>
+COPY_BUTTON = """<button type="button" class="fx-copy" data-url="{url}">{label}</button>
 <script>
 if (!window.fxCopyLinks) {{
   window.fxCopyLinks = true;
@@ -209,7 +209,43 @@ def share_box(view: View, key: str) -> None:
     url = share_url(view)
     bind(key, url)
     st.text_input("Link to this view", key=key, help="The link that reopens this view; editing it changes nothing.")
-    st.html(COPY_BUTTON.format(url=html.escape(url, quote=True)), unsafe_allow_javascript=True)
+    copy_button(url, "Copy link")
+
+
+def copy_button(value: str, label: str) -> None:
+    """A button that copies `value` (COPY_BUTTON); `label` is our own text."""
+    st.html(COPY_BUTTON.format(url=html.escape(value, quote=True), label=label), unsafe_allow_javascript=True)
+
+
+NAME_HELP = "Long names are shortened in the middle; select a row for the full name and a 'Copy full name' button."
+
+
+def table(frame: pd.DataFrame, **options: Any) -> Any:
+    """st.dataframe with the numbers (counts, times, ratios) before the names (tables.numbers_first); a given
+    height is an upper bound, so a filtered table of a few rows shows no blank rows below them."""
+    if "height" in options:
+        options["height"] = tables.fitted_height(len(frame), options["height"])
+    return st.dataframe(frame, column_order=tables.numbers_first(frame), **options)
+
+
+def name_table(frame: pd.DataFrame, names: list[str], key: str, **options: Any) -> None:
+    """A table whose kernel-name columns `names` show text.short_name, after the numbers; a selected row's full
+    names are shown below it, with a button that copies them."""
+    shown = frame.assign(**{c: frame[c].astype(str).map(_short_names(frame[c])) for c in names})
+    config = options.pop("column_config", {}) | {c: st.column_config.TextColumn(help=NAME_HELP) for c in names}
+    event = table(
+        shown, key=key, on_select="rerun", selection_mode="single-row", column_config=config, hide_index=True, **options
+    )
+    rows = event.selection.rows if event is not None else []
+    if rows:
+        full = "\n".join(str(frame[c].iloc[rows[0]]) for c in names)
+        st.text_area("Full name" if len(names) == 1 else "Full names", full, key=f"{key}_full", disabled=True)
+        copy_button(full, "Copy full name")
+
+
+def _short_names(column: pd.Series) -> dict[str, str]:
+    """Each distinct name of the column, shortened once."""
+    return {name: text.short_name(name) for name in column.astype(str).unique()}
 
 
 def share_url(view: View) -> str:
@@ -406,4 +442,4 @@ OP_ROW_FORMATS = {
 def op_rows(op_table: pd.DataFrame, **selection: Any) -> None:
     """Ops as the Fusion and Ops pages list them (tables.op_rows), with their number formats; `selection`: the
     dataframe's key, on_select and selection_mode where a row opens the op."""
-    st.dataframe(tables.op_rows(op_table), hide_index=True, column_config=OP_ROW_FORMATS, **selection)
+    table(tables.op_rows(op_table), hide_index=True, column_config=OP_ROW_FORMATS, **selection)

@@ -279,7 +279,10 @@ def _scanned(sources: list[TraceSource]) -> bool:
 
 
 def json_size(path: Path) -> int:
-    """The file's JSON size: for gzip, the size its trailer records (modulo 4 GiB, enough to decide)."""
+    """The file's JSON size: for gzip, the size its trailer records (modulo 4 GiB, enough to decide). 0 for what
+    is no regular file: a pipe is never peeked at (its loader reads it once)."""
+    if not path.is_file():
+        return 0
     size = path.stat().st_size
     with path.open("rb") as handle:
         if handle.read(2) != GZIP_MAGIC or size < 18:

@@ -41,7 +41,7 @@ from fusion.match.align import UNKNOWN_TYPE, stream_windows, unit_codes
 from fusion.match.cut_pairs import CutPairs, cut_differently
 from fusion.match.groups import Groups, correlation_groups, type_codes, unique_rows
 from fusion.match.pairing import Matching, candidate_size, keep_pairs, match_across_threshold, similarity
-from fusion.model.ops import launched_only
+from fusion.model.ops import LeftOut, launched_only, unlaunched_share
 from fusion.model.phases import ALL, phase_view
 from fusion.model.trace import Trace
 from fusion.result import (
@@ -127,9 +127,12 @@ def compare(
     section compares each phase on its own as well. Traces whose counts do not look like the same workload
     (comparability 'mismatch') get no count-based opportunity unless `opportunities_on_mismatch`, and then each
     carries the reason as its warning; traces that run different workloads get no finding at all."""
+    left_out = (LeftOut(), LeftOut())
+    if not keep_unlaunched:
+        left_out = (unlaunched_share(trace1.kernels), unlaunched_share(trace2.kernels))
     trace1, trace2 = compared_views(trace1, trace2, keep_unlaunched=keep_unlaunched, phase=phase)
     limits = Thresholds(**thresholds)
-    result = _compare_kernels(trace1, trace2, min_group_size, progress, limits, opportunities_on_mismatch)
+    result = _compare_kernels(trace1, trace2, min_group_size, progress, limits, opportunities_on_mismatch, left_out)
     result.params.update(keep_unlaunched=keep_unlaunched, phase=phase)
     if opportunities_on_mismatch:
         result.params["opportunities_on_mismatch"] = True
@@ -198,9 +201,10 @@ def _compare_kernels(
     progress: Progress | None,
     limits: Thresholds,
     opportunities_on_mismatch: bool,
+    left_out: tuple[LeftOut, LeftOut],
 ) -> Comparison:
     walked = _walk(trace1, trace2, min_group_size, progress, limits)
-    found = _findings(walked, True, opportunities_on_mismatch)
+    found = _findings(walked, True, opportunities_on_mismatch, left_out)
     result = _assemble(walked, found, min_group_size)
     op_level = found.op_level
     if op_level.op_calls is not None:
@@ -269,11 +273,17 @@ def _without_cut_pairs(
     return (*keep_pairs(groups[0], groups[1], matching, ~cut), CutPairs(int(cut.sum()), realigned=True))
 
 
-def _findings(walked: _Walked, with_op_table: bool, opportunities_on_mismatch: bool = False) -> Findings:
+def _findings(
+    walked: _Walked,
+    with_op_table: bool,
+    opportunities_on_mismatch: bool = False,
+    left_out: tuple[LeftOut, LeftOut] = (LeftOut(), LeftOut()),
+) -> Findings:
     """Mappings (op-level first), one-sided notes, opportunities and comparability; the op table only if asked.
 
     The workload identity check comes first: traces that run different workloads get no finding (the tables
-    stay); traces whose counts look too different (mismatch) get no count-based opportunity unless asked."""
+    stay); traces whose counts look too different (mismatch) get no count-based opportunity unless asked.
+    `left_out`: what the comparison dropped from each trace (a phase's own findings are judged without it)."""
     sides, groups, matching, types, limits = walked.sides, walked.groups, walked.matching, walked.types, walked.limits
     counts1 = groups[0].type_counts[matching.pairs[:, 0]]
     counts2 = groups[1].type_counts[matching.pairs[:, 1]]
@@ -286,6 +296,7 @@ def _findings(walked: _Walked, with_op_table: bool, opportunities_on_mismatch: b
         _attention_per_pair(counts1, counts2, types),
         limits,
         workload_identity(sides, types, op_level.aligned_calls, op_level.calls, limits),
+        left_out,
     )
     if check.level == NOT_SAME_WORKLOAD:
         return Findings([], [], [DIFFERENT_WORKLOADS_NOTE], [], check, op_level)

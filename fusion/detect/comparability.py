@@ -11,6 +11,7 @@ from fusion.detect.thresholds import Thresholds
 from fusion.detect.workload import WorkloadIdentity
 from fusion.match.align import UNKNOWN_TYPE
 from fusion.match.pair_checks import pair_warnings
+from fusion.model.ops import LeftOut
 from fusion.model.phases import recorded_steps
 from fusion.result import MISMATCH, NOT_SAME_WORKLOAD, OK, WARN, Comparability
 
@@ -32,8 +33,10 @@ def comparability(
     attention_per_pair: tuple[float, float] | None,
     limits: Thresholds,
     identity: WorkloadIdentity | None = None,
+    left_out: tuple[LeftOut, LeftOut] = (LeftOut(), LeftOut()),
 ) -> Comparability:
-    """Operations are counted without helper kernels (a split-K reduce is part of its GEMM).
+    """Operations are counted without helper kernels (a split-K reduce is part of its GEMM); `left_out` is what
+    the comparison dropped from each trace before these sides were built.
 
     When both traces record steps and their numbers differ, counts are compared per step: four
     prefill steps against one are the same workload captured longer, not a different one. `identity` (what the
@@ -76,6 +79,8 @@ def comparability(
     if min(groups) > 0 and matched == 0:
         reasons += group_problems[:1]
     warnings += pair_warnings(sides[0].trace, sides[1].trace)
+    warnings += _left_out_warnings(left_out, limits.max_left_out_share)
+    checks.update(left_out_share1=left_out[0].share, left_out_share2=left_out[1].share)
     checks.update(groups1=groups[0], groups2=groups[1], matched_groups=matched, mismatch_reasons=reasons)
     checks.update(identity.checks())
     level = _level(identity.same, bool(reasons), bool(warnings))
@@ -175,6 +180,21 @@ def _group_warnings(groups: tuple[int, int], matched: int, attention_per_pair: t
             " different layer counts?"
         )
     return out
+
+
+def _left_out_warnings(left_out: tuple[LeftOut, LeftOut], limit: float) -> list[str]:
+    """One warning when either side's left-out share of kernel time exceeds `limit`."""
+    if max(side.share for side in left_out) <= limit:
+        return []
+    first, second = left_out
+    return [
+        f"{first.share:.0%} of trace 1's kernel time and {second.share:.0%} of trace 2's"
+        f" ({first.kernels:,} and {second.kernels:,} kernels, {first.time_us / 1e3:,.1f} and"
+        f" {second.time_us / 1e3:,.1f} ms) are left out of the comparison, more than the {limit:.0%} allowed"
+        " (max_left_out_share): they have no runtime launch event (launched before the profiled CPU window"
+        " opened, the partial tail of a step, or not recorded), so totals and findings cover only the rest;"
+        " --keep-unlaunched (the dashboard's 'Keep kernels without a launch event') keeps them"
+    ]
 
 
 def _safe_ratio(a: float, b: float) -> float | None:

@@ -51,6 +51,9 @@ class Thresholds:
     """Comparability: GEMM or attention counts beyond this factor get a warning."""
     op_count_mismatch_band: float = 3.0
     """Comparability: beyond this factor the traces are probably not the same workload."""
+    max_left_out_share: float = 0.1
+    """Comparability: a comparison that leaves out more than this share of either side's kernel time (kernels
+    without a launch event) is 'warn': its totals and findings cover only the rest."""
     op_min_calls: int = 3
     """Op level: a kernel-count difference must show in at least this many aligned call pairs of the op."""
     op_min_consistency: float = 0.8

@@ -123,6 +123,24 @@ def unlaunched_note(kernels: pd.DataFrame) -> str | None:
     return note + (f"; {rest} have ids among the launched ones, but no launch event was recorded" if rest else "")
 
 
+@dataclass(frozen=True)
+class LeftOut:
+    """What launched_only leaves out of one trace: kernels, their time and its share of the kernel time."""
+
+    kernels: int = 0
+    time_us: float = 0.0
+    share: float = 0.0
+
+
+def unlaunched_share(kernels: pd.DataFrame) -> LeftOut:
+    """The kernels with launch 'none' (no runtime launch event: launched before the profiled CPU window opened,
+    partial steps, or not recorded) as launched_only would leave them out."""
+    none = (kernels["launch"] == "none").to_numpy()
+    dur = kernels["dur"].to_numpy()
+    time_us, total = float(dur[none].sum()), float(dur.sum())
+    return LeftOut(int(none.sum()), time_us, time_us / total if total > 0 else 0.0)
+
+
 def launched_only(trace: Trace) -> Trace:
     """The trace without its kernels of launch 'none', with a warning saying what was left out and why."""
     note = unlaunched_note(trace.kernels)

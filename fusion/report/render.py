@@ -90,7 +90,7 @@ def to_text(comparison: Comparison, *, warnings: bool = True) -> str:
     """A report for a person: traces, comparability, type table, top opportunities, op-level findings,
     mappings, the ops with the largest time gap, one-sided notes. For traces that run different workloads the
     finding sections say so and the tables are labelled as two workloads side by side. `warnings=False` leaves
-    the warnings out (the CLI prints them on stderr, as in every format)."""
+    out the warnings but the verdict's own reasons (the CLI prints the others on stderr, as in every format)."""
     apart = different_workloads(comparison)
     ops = op_table_text(comparison.op_table, (comparison.trace1.label, comparison.trace2.label))
     sections = [
@@ -206,12 +206,14 @@ def _header(c: Comparison) -> str:
 
 
 def _comparability(c: Comparison, warnings: bool = True) -> str:
+    """The verdict with its reasons (the comparability warnings), and the other warnings when `warnings`."""
     head = f"Comparability: {c.comparability.level}"
     similarity = c.comparability.checks.get("workload_similarity")
     if similarity is not None:
         head += f" (workload similarity {similarity:.0%}, {c.comparability.checks.get('workload_signal', '')})"
     evidence = [f"  = {line}" for line in c.comparability.evidence]
-    return "\n".join([head, *evidence] + ([f"  ! {w}" for w in c.warnings] if warnings else []))
+    shown = c.warnings if warnings else c.comparability.warnings
+    return "\n".join([head, *evidence] + [f"  ! {w}" for w in shown])
 
 
 def _type_table(c: Comparison) -> str:

@@ -467,5 +467,5 @@ def test_the_dashboard_serves_the_sample_with_a_read_only_cache_and_store(tmp_pa
             st.cache_resource.clear()
         assert not at.exception, [e.value for e in at.exception]
         assert not at.error, [e.value for e in at.error]
-        kernels = [metric.value for metric in at.metric if metric.label == "Kernels compared"]
+        kernels = [metric.value for metric in at.metric if metric.label == "Kernels"]
         assert kernels == [f"{load(path).kernel_count:,}" for path in PAIR]

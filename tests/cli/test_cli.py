@@ -501,7 +501,15 @@ def test_text_warnings_go_to_stderr_not_into_the_report(tmp_path, capsys) -> Non
     """In text format the warnings were printed inside the report on stdout (issue 38 #12)."""
     first = write_trace(tmp_path / "a.json", [kernel_event("k", 1.0, 2.0, 1), kernel_event("k", 5.0, 2.0, 2)])
     second = write_trace(tmp_path / "b.json", [kernel_event("k", 1.0, 2.0, 1), kernel_event("k", 5.0, 2.0, 2)])
+    report = tmp_path / "report.json"
+    assert main(["compare", str(first), str(second), "--no-cache", "--format", "json", "-o", str(report)]) == 0
+    capsys.readouterr()
+    found = json.loads(report.read_bytes())
+    warnings, reasons = found["warnings"], found["comparability"]["warnings"]
+    assert reasons and set(reasons) <= set(warnings)
     assert main(["compare", str(first), str(second), "--no-cache"]) == 0
     out, err = capsys.readouterr()
-    assert err and all(line.startswith("warning: ") for line in err.splitlines())
-    assert not any(line.removeprefix("warning: ") in out for line in err.splitlines())
+    assert all(line.startswith("warning: ") for line in err.splitlines())
+    on_stderr = [line.removeprefix("warning: ") for line in err.splitlines()]
+    assert on_stderr == [w for w in warnings if w not in reasons]  # the verdict's reasons are in the report (issue 39)
+    assert all(f"  ! {reason}" in out for reason in reasons) and not any(line in out for line in on_stderr)

@@ -63,7 +63,9 @@ def test_the_deciding_signal_and_its_evidence(traces, first, second, signal, evi
 @pytest.mark.parametrize("model", CROSS_VENDOR)
 def test_the_same_model_on_two_vendors_is_the_same_workload(traces, model):
     check = compare(traces[f"tl_mi300_{model}"], traces[f"tl_h100_{model}"]).comparability
-    assert check.level == "ok" and check.checks["workload_signals"] == {"model classes": 1.0, "layers": 1.0}
+    assert check.checks["workload_signals"] == {"model classes": 1.0, "layers": 1.0}
+    # ok, or warn only for kernels left out without a launch event (Qwen: 31% and 30%; tests/detect/test_left_out.py)
+    assert check.level == "ok" or (check.level == "warn" and all("left out" in w for w in check.warnings))
 
 
 def test_a_decode_and_a_mixed_step_of_one_model_are_the_same_workload(traces):

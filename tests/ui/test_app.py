@@ -28,6 +28,7 @@ from builders import shared_absent  # noqa: E402
 
 from fusion.classify.trace import load  # noqa: E402
 from fusion.comparison.pair import compare  # noqa: E402
+from ui import charts as ui_charts  # noqa: E402
 from ui import tables  # noqa: E402
 from ui.state import NOT_ALLOWED  # noqa: E402
 from ui.text import md as md_text  # noqa: E402
@@ -113,7 +114,7 @@ def test_fresh_start_opens_the_sample_with_its_numbers(expected) -> None:
     at = run("app.py")
     assert at.query_params["sample"] == [SAMPLE] or at.query_params["sample"] == SAMPLE
     shown = metrics(at)
-    assert shown["Kernels compared"] == [f"{expected.trace1.kernel_count:,}", f"{expected.trace2.kernel_count:,}"]
+    assert shown["Kernels"] == [f"{expected.trace1.kernel_count:,}", f"{expected.trace2.kernel_count:,}"]
     compared = next(m.value for m in at.markdown if m.value.startswith("**Compared:**"))
     assert f"{expected.metadata['matched_groups']:,} matched pairs of graph\\-launch groups" in compared
     assert not at.error
@@ -200,7 +201,7 @@ def test_upload_stores_by_digest_and_the_link_reopens_on_a_fresh_server(expected
     params = {key: at.query_params[key] for key in ("t1", "t2")}
     assert [str(v[0] if isinstance(v, list) else v) for v in params.values()] == list(digests)
     assert sorted(p.name for p in fresh_server.iterdir()) == sorted(digests)
-    assert metrics(at)["Kernels compared"][0] == f"{expected.trace1.kernel_count:,}"
+    assert metrics(at)["Kernels"][0] == f"{expected.trace1.kernel_count:,}"
 
     st.cache_resource.clear()
     groups = run("pages/3_Groups.py", t1=digests[0], t2=digests[1])
@@ -250,7 +251,7 @@ def test_swap_and_min_group_size_go_into_the_link(expected) -> None:
     at = run("app.py")
     at.button[0].click().run()
     assert at.query_params["swap"] in ("1", ["1"])
-    assert metrics(at)["Kernels compared"] == [f"{expected.trace2.kernel_count:,}", f"{expected.trace1.kernel_count:,}"]
+    assert metrics(at)["Kernels"] == [f"{expected.trace2.kernel_count:,}", f"{expected.trace1.kernel_count:,}"]
     at.number_input(key="mgs").set_value(5).run()
     assert at.query_params["mgs"] in ("5", ["5"])
     smaller = compare(expected.trace2, expected.trace1, min_group_size=5)
@@ -272,9 +273,27 @@ def test_server_paths_work_locally() -> None:
     at = run("app.py", p1=str(amd), p2=str(nvidia))
     assert at.radio(key="mode").value == "Server path"
     compared = compare(load(amd), load(nvidia))  # kernels without a launch event are left out by default
-    assert metrics(at)["Kernels compared"] == [f"{compared.trace1.kernel_count:,}", f"{compared.trace2.kernel_count:,}"]
+    assert metrics(at)["Kernels"] == [f"{compared.trace1.kernel_count:,}", f"{compared.trace2.kernel_count:,}"]
     missing = run("app.py", p1="/nonexistent/trace.json", p2=str(nvidia))
     assert any("/nonexistent/trace.json" in unescaped(e.value) for e in missing.error)
+
+
+@pytest.mark.skipif(not (SHARED / "tl_mi300_qwen1.5-0.5b").is_dir(), reason=shared_absent(SHARED))
+def test_the_verdict_says_what_was_left_out_and_a_toggle_keeps_it() -> None:
+    """Issue 39 #2: about 31% of each Qwen trace's kernel time has no launch event; the page warns naming it, and
+    the toggle the warning names keeps those kernels (in the link too)."""
+    amd = next((SHARED / "tl_mi300_qwen1.5-0.5b").glob("*.json.gz"))
+    nvidia = next((SHARED / "tl_h100_qwen1.5-0.5b").glob("*.json.gz"))
+    at = run("app.py", p1=str(amd), p2=str(nvidia))
+    shown = "\n".join(unescaped(w.value) for w in at.warning)
+    assert "31% of trace 1's kernel time and 30% of trace 2's (463 and 436 kernels" in shown
+    assert "'Keep kernels without a launch event'" in shown
+    at.toggle(key="keep").set_value(True).run()
+    assert at.query_params["keep"] in ("1", ["1"])
+    assert not any("max_left_out_share" in unescaped(w.value) for w in at.warning)
+    kept = compare(load(amd), load(nvidia), keep_unlaunched=True)
+    assert metrics(at)["Kernels"] == [f"{kept.trace1.kernel_count:,}", f"{kept.trace2.kernel_count:,}"]
+    assert run("app.py", p1=str(amd), p2=str(nvidia), keep="1").toggle(key="keep").value is True
 
 
 def test_local_mode_opens_no_server_path_outside_the_allowed_folders(tmp_path: Path, monkeypatch) -> None:
@@ -429,6 +448,18 @@ def test_eager_pair_drill_down_from_a_type_to_aligned_names(eager_pair) -> None:
     assert len(at.get("plotly_chart")) == charts + 1
 
 
+def test_the_groups_timeline_has_a_legend_of_its_types() -> None:
+    """Issue 39 #4: the timeline coloured its bars by type with no legend."""
+    at = run("pages/3_Groups.py", sample=SAMPLE, pair="0")
+    at.toggle(key="show_timeline").set_value(True).run()
+    spec = orjson.loads(at.get("plotly_chart")[-1].proto.spec)
+    bars = [t for t in spec["data"] if t["type"] == "bar"]
+    legend = {t["name"]: t["marker"]["color"] for t in spec["data"] if t.get("showlegend")}
+    colours = {c for bar in bars for c in bar["marker"]["color"]}
+    assert legend and set(legend.values()) == colours  # every colour drawn is named, and no other
+    assert legend == {t: ui_charts.type_color(t) for t in legend}
+
+
 def test_type_filter_and_pair_pick_reset_by_the_view_rules(expected) -> None:
     at = run("pages/3_Groups.py", sample=SAMPLE, pair="3", w1="1-2", w2="1-2")
     kernel_type = expected.opportunities[0].kernel_type
@@ -538,7 +569,7 @@ def test_the_sample_is_served_with_unwritable_cache_and_store(
     monkeypatch.setenv("FUSION_STORE_DIR", str(blocked / "store"))
     monkeypatch.setenv("FUSION_HOSTED", "1")
     at = run("app.py", sample=SAMPLE)
-    assert metrics(at)["Kernels compared"] == [f"{expected.trace1.kernel_count:,}", f"{expected.trace2.kernel_count:,}"]
+    assert metrics(at)["Kernels"] == [f"{expected.trace1.kernel_count:,}", f"{expected.trace2.kernel_count:,}"]
     notes = unescaped(" ".join(c.value for c in at.caption))
     assert "cannot be written" in notes and "results are unaffected" in notes and str(tmp_path) not in notes
     page = run("pages/3_Groups.py", sample=SAMPLE)
@@ -588,7 +619,7 @@ def test_the_phase_selector_compares_one_phase_and_the_link_keeps_it(serving_pai
     pick.set_value("decode").run()
     assert at.query_params["phase"] == "decode"
     decode = compare(load(serving_pair[0]), load(serving_pair[1]), phase="decode")
-    assert metrics(at)["Kernels compared"] == [f"{decode.trace1.kernel_count:,}", f"{decode.trace2.kernel_count:,}"]
+    assert metrics(at)["Kernels"] == [f"{decode.trace1.kernel_count:,}", f"{decode.trace2.kernel_count:,}"]
     reopened = run("pages/2_Fusion.py", p1=serving_pair[0], p2=serving_pair[1], phase="decode")
     assert reopened.sidebar.selectbox(key="phase_pick").value == "decode"
     numbered = [m.value for m in reopened.markdown if m.value.startswith("**") and ".** " in m.value]
@@ -755,7 +786,7 @@ def test_a_row_link_opens_that_pairs_comparison(batches: Path, expected) -> None
     at = run(BATCH_PAGE, batch="run1")
     home = open_link(pair_links(at)["rank0"])
     assert not home.error
-    assert metrics(home)["Kernels compared"] == [
+    assert metrics(home)["Kernels"] == [
         f"{expected.trace1.kernel_count:,}",
         f"{expected.trace2.kernel_count:,}",
     ]
@@ -772,7 +803,7 @@ def test_hosted_a_row_link_names_the_batch_pair_and_every_page_opens_it(batches:
     home = open_link(href)
     back = [link.proto for link in home.get("page_link") if "back to the batch" in link.proto.label]
     assert [(b.page, b.query_string) for b in back] == [("Batch", "batch=run1&bpair=1")]
-    assert metrics(home)["Kernels compared"] == [
+    assert metrics(home)["Kernels"] == [
         f"{expected.trace1.kernel_count:,}",
         f"{expected.trace2.kernel_count:,}",
     ]
@@ -780,7 +811,7 @@ def test_hosted_a_row_link_names_the_batch_pair_and_every_page_opens_it(batches:
         shown = run(page, batch="run1", bpair="1")
         assert not shown.error, (page, [e.value for e in shown.error])
     swapped = run("app.py", batch="run1", bpair="1", swap="1")
-    assert metrics(swapped)["Kernels compared"] == [
+    assert metrics(swapped)["Kernels"] == [
         f"{expected.trace2.kernel_count:,}",
         f"{expected.trace1.kernel_count:,}",
     ]
