@@ -22,8 +22,10 @@ SHOT_TESTS = (
     "test_upload_drill_down_and_share",
     "test_an_op_finding_opens_what_each_call_launched",
     "test_a_batch_result_opens_from_the_batch_list",
+    "test_the_timeline_draws_a_graph_pair_aligned_and_a_kernel_opens_its_pair",
+    "test_the_efficiency_page_draws_the_roofline_and_a_point_opens_its_op",
 )
-"""The browser tests that call _shot: home, overview, fusion, groups, kernels; ops; batch."""
+"""The browser tests that call _shot: home, overview, fusion, groups, kernels; ops; batch; timeline; efficiency."""
 PICTURE = re.compile(r"\]\(((?:docs/)?screenshots/[\w.-]+\.png)\)")
 
 

@@ -456,7 +456,11 @@ def _rerun(page: object) -> None:
 
 def _check(page: object, where: str, problems: list[str]) -> None:
     """The page holds a chart or a table (or says why it has none) and no error box or exception."""
-    content = page.locator(HAS_CONTENT).or_(page.get_by_text("No op-level view", exact=False))
+    content = (
+        page.locator(HAS_CONTENT)
+        .or_(page.get_by_text("No op-level view", exact=False))
+        .or_(page.get_by_text("No op calls to rate", exact=False))
+    )
     try:
         content.first.wait_for(timeout=20_000)
     except playwright_sync.TimeoutError:
