@@ -1,7 +1,0 @@
-"""Stage 6, compare: run the stages for a pair of traces, whole and per phase, and build the Comparison.
-
-In: two classified Traces. Out: `result.Comparison`. `pair.compare` matches, aligns and detects; `ops` compares
-the op calls and builds the op table; `phases` adds the per-phase section.
-
-May import: every stage above it (detect, match, classify, model, loader) and the top-level modules.
-"""

@@ -1,8 +1,0 @@
-"""Stage 2, model: TraceRecords -> Trace, the kernel table with what the trace itself records about each kernel.
-
-In: the loader's TraceRecords. Out: `trace.Trace` (kernels sorted by start, a names table), with each kernel's
-launching op and module (`ops`), phase and step (`phases`); `columns` names the kernel table's columns.
-`build.read(source)` reads a file and builds its model; the kernels are not typed yet (fusion.classify).
-
-May import: fusion.loader and the top-level modules (errors, settings, vocabulary).
-"""
