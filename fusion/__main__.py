@@ -156,13 +156,7 @@ def _parser() -> argparse.ArgumentParser:
         default="text",
         help="text: a report for a person (default); json: every number with its evidence; csv: the tables",
     )
-    compare.add_argument(
-        "--device",
-        type=_device,
-        nargs="+",
-        metavar="N",
-        help=f"{DEVICE_HELP}; one number for both traces, or one per trace",
-    )
+    _pair_device_option(compare)
     compare.add_argument(
         "--phase",
         choices=PHASE_CHOICES,
@@ -225,13 +219,7 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE")
     export.add_argument("--no-cache", action="store_true", help="parse and compare even if compared before")
     export.add_argument("--keep-unlaunched", action="store_true", help="also compare kernels without a launch event")
-    export.add_argument(
-        "--device",
-        type=_device,
-        nargs="+",
-        metavar="N",
-        help=f"{DEVICE_HELP}; one number for both traces, or one per trace",
-    )
+    _pair_device_option(export)
     _capture_options(export)
     export.set_defaults(run=_export)
 
@@ -246,13 +234,7 @@ def _parser() -> argparse.ArgumentParser:
     efficiency.add_argument("-o", "--output", metavar="FILE", help="write here")
     efficiency.add_argument("--no-cache", action="store_true", help="parse and compare even if compared before")
     efficiency.add_argument("--keep-unlaunched", action="store_true", help="also kernels without a launch event")
-    efficiency.add_argument(
-        "--device",
-        type=_device,
-        nargs="+",
-        metavar="N",
-        help=f"{DEVICE_HELP}; one number for both traces, or one per trace",
-    )
+    _pair_device_option(efficiency)
     _capture_options(efficiency)
     efficiency.set_defaults(run=_efficiency, min_group_size=50, threshold=[])
 
@@ -292,6 +274,16 @@ def _devices(args: argparse.Namespace) -> tuple[int | None, int | None]:
     if len(chosen) == 1:
         return chosen[0], chosen[0]
     return (chosen[0], chosen[1]) if chosen else (None, None)
+
+
+def _pair_device_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--device",
+        type=_device,
+        nargs="+",
+        metavar="N",
+        help=f"{DEVICE_HELP}; one number for both traces, or one per trace",
+    )
 
 
 def _capture_options(parser: argparse.ArgumentParser, sides: tuple[int, ...] = (1, 2)) -> None:
