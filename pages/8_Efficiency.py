@@ -16,6 +16,20 @@ NUMBERS = {
     c: st.column_config.NumberColumn(format="%.3f")
     for c in ("time (ms)", "time (ms) 1", "time (ms) 2", "saving (ms)", "TB/s", "TB/s 1", "TB/s 2")
 }
+RATE_WIDTH = 56
+"""Pixels per rate column of the aligned table, so both sides' twelve numbers fit a 1280 px screen."""
+RATES = {
+    f"{what} {side}": st.column_config.NumberColumn(
+        label=f"{short} {side}", help=f"trace {side}'s {what}", width=RATE_WIDTH, format=number_format
+    )
+    for what, short, number_format in (
+        ("% of peak", "% peak", None),
+        ("% of bandwidth", "% BW", None),
+        ("TFLOP/s", "TFLOP/s", None),
+        ("TB/s", "TB/s", "%.3f"),
+    )
+    for side in (1, 2)
+}
 SORT_LABELS = {
     "saving": "time a side would save at the other's efficiency",
     "gap": "time gap",
@@ -99,10 +113,10 @@ def table(view: View, comparison: Comparison) -> None:
     shown = rows.head(TABLE_ROWS)
     ops = shown["op"].tolist()
     st.caption("Click a column to sort by it; pick a row to open its op on the Ops page.")
-    picked_rows = st.dataframe(
+    picked_rows = ui.table(
         shown,
         hide_index=True,
-        column_config=NUMBERS,
+        column_config=NUMBERS | RATES,
         key="efficiency_table",
         on_select="rerun",
         selection_mode="single-row",

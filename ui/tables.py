@@ -59,10 +59,15 @@ def fitted_height(rows: int, most: int) -> int:
     return min(most, HEADER_PX + ROW_PX * max(rows, 1) + 2)
 
 
+def numeric_columns(frame: pd.DataFrame) -> list[str]:
+    """The frame's numeric columns (counts, times, ratios), in its order."""
+    return [c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c])]
+
+
 def numbers_first(frame: pd.DataFrame) -> list[str]:
-    """The frame's columns with the numeric ones (counts, times, ratios) first, each group in its own order, so the
-    numbers stay on screen when long names follow."""
-    numeric = [c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c])]
+    """The frame's columns with the numeric ones first, each group in its own order, so the numbers stay on screen
+    when long names follow."""
+    numeric = numeric_columns(frame)
     return numeric + [c for c in frame.columns if c not in numeric]
 
 
@@ -435,17 +440,15 @@ EFFICIENCY_SORT_COLUMNS = {"saving": "saving_us", "gap": "gap", "time1": "time_u
 
 
 def efficiency_rows(aligned: pd.DataFrame, sort: str) -> pd.DataFrame:
-    """The aligned op signatures as shown: op, shapes, dtype, calls, both sides' time, TFLOP/s, TB/s, % of peak,
-    % of bandwidth and bound, the saving and who would save it; ordered by `sort` (state.EFFICIENCY_SORTS)."""
+    """The aligned op signatures as shown: op, shapes, dtype, calls, both sides' time, the saving and who would save
+    it, then both sides' TFLOP/s, TB/s, % of peak, % of bandwidth and bound, each metric's two sides next to each
+    other; ordered by `sort` (state.EFFICIENCY_SORTS)."""
     table = aligned.assign(gap=(aligned["time_us1"] - aligned["time_us2"]).abs())
     order = EFFICIENCY_SORT_COLUMNS.get(sort, "saving_us")
     table = table.sort_values(order, ascending=False, kind="stable", na_position="last")
-    sides: dict[str, pd.Series] = {}
-    for s in (1, 2):
-        sides[f"time (ms) {s}"] = table[f"time_us{s}"] / 1000
-        for what, column in EFFICIENCY_RATE_LABELS:
-            sides[f"{what} {s}"] = table[f"{column}{s}"].astype(float)
-        sides[f"bound {s}"] = table[f"bound{s}"].astype(str)
+    rates = {
+        f"{what} {s}": table[f"{column}{s}"].astype(float) for what, column in EFFICIENCY_RATE_LABELS for s in (1, 2)
+    }
     return pd.DataFrame(
         {
             "op": table["op"].astype(str),
@@ -453,9 +456,11 @@ def efficiency_rows(aligned: pd.DataFrame, sort: str) -> pd.DataFrame:
             "shapes": table["dims1"].map(lambda d: shapes_text(d or "")),
             "dtype": table["dtype1"].astype(str),
             "calls": table["calls"].astype(int),
-            **sides,
+            **{f"time (ms) {s}": table[f"time_us{s}"] / 1000 for s in (1, 2)},
             "saving (ms)": table["saving_us"] / 1000,
             "saved by": table["saving_side"].map(lambda s: f"trace {int(s)}" if s else ""),
+            **rates,
+            **{f"bound {s}": table[f"bound{s}"].astype(str) for s in (1, 2)},
         }
     ).reset_index(drop=True)
 

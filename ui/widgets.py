@@ -220,12 +220,23 @@ def copy_button(value: str, label: str) -> None:
 NAME_HELP = "Long names are shortened in the middle; select a row for the full name and a 'Copy full name' button."
 
 
+NUMBER_WIDTH = "small"
+"""The width of a numeric column: a count, time or ratio needs no more, so a dozen fit a laptop's screen."""
+
+
 def table(frame: pd.DataFrame, **options: Any) -> Any:
-    """st.dataframe with the numbers (counts, times, ratios) before the names (tables.numbers_first); a given
-    height is an upper bound, so a filtered table of a few rows shows no blank rows below them."""
+    """st.dataframe with the numbers (counts, times, ratios) before the names (tables.numbers_first), each in a
+    NUMBER_WIDTH column unless its column_config sets a width; a given height is an upper bound, so a filtered table of a few rows shows no blank rows
+    below them."""
     if "height" in options:
         options["height"] = tables.fitted_height(len(frame), options["height"])
-    return st.dataframe(frame, column_order=tables.numbers_first(frame), **options)
+    config = dict(options.pop("column_config", None) or {})
+    for column in tables.numeric_columns(frame):
+        given = config.get(column, st.column_config.NumberColumn())
+        if given is not None:  # None hides the column; a text is its label
+            given = {"label": given} if isinstance(given, str) else given
+            config[column] = {**given, "width": given.get("width") or NUMBER_WIDTH}
+    return st.dataframe(frame, column_order=tables.numbers_first(frame), column_config=config, **options)
 
 
 def name_table(frame: pd.DataFrame, names: list[str], key: str, **options: Any) -> None:

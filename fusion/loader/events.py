@@ -144,12 +144,16 @@ class _Decoder:
     """The compiled scan's form of value_masks, made with its category table."""
 
     def decode(self, data: bytes, offset: int, index: int) -> EventColumns:
-        """The events of `data` (see _decode_events); raises _BadCut or TraceError as it does."""
-        if self.scans:
-            scanned = self._scan(data)
-            if scanned is not None:
-                return scanned
-        return of_events(_decode_events(self.source, data, offset, index), self.bucket_of, self.value_masks)
+        """The events of `data` (see _decode_events); raises _BadCut or TraceError as it does, and a TraceError
+        for bytes that are not UTF-8 in the args values kept undecoded until here (op_args)."""
+        try:
+            if self.scans:
+                scanned = self._scan(data)
+                if scanned is not None:
+                    return scanned
+            return of_events(_decode_events(self.source, data, offset, index), self.bucket_of, self.value_masks)
+        except UnicodeDecodeError:
+            raise TraceError(self.source, f"not UTF-8 text (bad byte at {offset - 1 + _utf8_error_at(data)})") from None
 
     def _scan(self, data: bytes) -> EventColumns | None:
         from fusion.loader import piece_scan  # imports numba: only for a large trace

@@ -261,6 +261,11 @@ REJECTED = [
     pytest.param(
         content(b'{"caf\xe9": 1, "traceEvents": []}'), "not UTF-8 text (bad byte at 5)", id="non-utf8-in-header"
     ),
+    pytest.param(  # the args that describe an op's operands are kept undecoded by the event's decode
+        content(with_kernel(b'{"cat":"cpu_op","name":"mm","ts":1,"dur":1,"args":{"Concrete Inputs":["\xb0"]}}')),
+        "not UTF-8 text (bad byte at 186)",
+        id="non-utf8-in-op-args",
+    ),
     pytest.param(
         kernel_with(b'"name":"k\\ud800","ts":1,"dur":1'),
         "not valid JSON: unexpected end of escaped utf-16 surrogate pair (byte 146)",

@@ -428,6 +428,65 @@ STREAMLIT_BASE_PROBE = re.compile(r"/[^/]+/_stcore/(health|host-config)$")
 its own probe of where it is served (frontend PD(): the page path, then its parent), not a request of this app."""
 
 
+SWEEP_VIEWPORT = {"width": 1500, "height": 1100}
+FIT_WIDTHS = (1280, 1440)
+"""Laptop widths every table must fit (issue 39 #1), checked on FIT_PAIRS at every view the sweep opens."""
+FIT_PAIRS = ("vllm_moe_full_graph", "shared qwen1.5-0.5b")
+FIND_CUT_OFF = r"""async () => {
+  const settle = () => new Promise(r => requestAnimationFrame(() => setTimeout(r, 250)));
+  const numeric = /^[-+−]?[\d,]*\.?\d+(e[-+]?\d+)?\s*(%|×|ms|µs)?$/i;
+  const identifier = /^(pair|correlation \d|kernel \d|trace)$/;
+  const out = [];
+  const read = (table) => {
+    const heads = {};
+    for (const th of table.querySelectorAll("th[aria-colindex]")) heads[+th.getAttribute("aria-colindex")] = th.textContent.trim();
+    const cells = {};
+    for (const td of table.querySelectorAll("td[aria-colindex]")) {
+      const i = +td.getAttribute("aria-colindex"); const t = td.textContent.trim();
+      if (t && t !== "None" && t !== "—" && t !== "nan") (cells[i] = cells[i] || []).push(t);
+    }
+    return {heads, cells};
+  };
+  for (const frame of document.querySelectorAll("[data-testid='stDataFrame']")) {
+    const table = frame.querySelector("table[role=grid]");
+    const scroller = frame.querySelector(".dvn-scroller");
+    if (!table || !scroller) continue;
+    const box = frame.getBoundingClientRect();
+    if (box.right > window.innerWidth + 1) out.push(`table ends at ${Math.round(box.right)} px, past the viewport`);
+    scroller.scrollLeft = 0; await settle();
+    const first = read(table);
+    const overflow = scroller.scrollWidth > scroller.clientWidth + 1;
+    let all = first;
+    if (overflow) {
+      scroller.scrollLeft = scroller.scrollWidth; await settle();
+      const last = read(table);
+      all = {heads: {...first.heads, ...last.heads}, cells: {...first.cells, ...last.cells}};
+      scroller.scrollLeft = 0; await settle();
+    }
+    const shown = Object.keys(first.heads).map(Number);
+    const lastShown = Math.max(...shown);
+    for (const [i, cells] of Object.entries(all.cells)) {
+      const name = all.heads[i];
+      if (!name || identifier.test(name) || !cells.every(t => numeric.test(t))) continue;
+      const inside = first.heads[i] !== undefined && (!overflow || +i < lastShown);
+      if (!inside) out.push(`numeric column '${name}' is not inside the viewport`);
+    }
+  }
+  for (const label of document.querySelectorAll("[data-testid='stMetricLabel']")) {
+    for (const el of [label, ...label.querySelectorAll("*")]) {
+      if (el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).textOverflow === "ellipsis") {
+        out.push(`metric label '${label.textContent.trim()}' is cut off`); break;
+      }
+    }
+  }
+  return out;
+}"""
+"""What does not fit, read from each table's accessible grid (Glide renders a header and cells only for the columns
+it draws): a column whose cells are all numbers (counts, times, ratios; not the ids pair, correlation, kernel,
+trace) must be drawn with the grid scrolled to its left end, before the last column drawn when the grid scrolls
+(so wholly visible), and the grid must end inside the viewport; a metric label must not end in an ellipsis."""
+
+
 def sweep_pairs() -> dict[str, str]:
     """Each pair the sweep opens, as the query that names it: the bundled samples, and one shared real pair."""
     from ui.data import samples
@@ -468,15 +527,29 @@ def _check(page: object, where: str, problems: list[str]) -> None:
     problems += [f"{where}: {found}" for found in page.evaluate(FIND_PROBLEMS)]
 
 
+def _fits(page: object, where: str, problems: list[str]) -> None:
+    """Every table and metric of the view fits each of FIT_WIDTHS (FIND_CUT_OFF); the sweep's width after."""
+    for width in FIT_WIDTHS:
+        page.set_viewport_size({"width": width, "height": 1000})
+        page.wait_for_timeout(400)
+        problems += [f"{where} at {width} px: {found}" for found in page.evaluate(FIND_CUT_OFF)]
+    page.set_viewport_size(SWEEP_VIEWPORT)
+
+
 def sweep_pair(page: object, server: str, pair: str, query: str, problems: list[str]) -> int:
     """Open the pair's home page, then every other page through the sidebar's links (as a user moves), each tab
     of the Kernels page, and Groups both filtered (by the Overview's first 'TYPE → pairs' link: the drill-down)
-    and for all types. Returns how many views it checked."""
+    and for all types; on FIT_PAIRS, every view's fit too. Returns how many views it checked."""
     from ui.state import PAGE_TITLES
+
+    def check(where: str) -> None:
+        _check(page, f"{pair} {where}", problems)
+        if pair in FIT_PAIRS:
+            _fits(page, f"{pair} {where}", problems)
 
     page.goto(f"{server}/?{query}")
     _drawn(page)
-    _check(page, f"{pair} Home", problems)
+    check("Home")
     views = 1
     for key, title in PAGE_TITLES.items():
         if key in ("home", "batch"):
@@ -484,26 +557,26 @@ def sweep_pair(page: object, server: str, pair: str, query: str, problems: list[
         page.get_by_test_id("stSidebar").get_by_role("link", name=title, exact=True).click()
         _titled(page, title)
         _rerun(page)
-        _check(page, f"{pair} {title}", problems)
+        check(title)
         views += 1
         if key == "overview":
             page.get_by_role("link", name=re.compile(r" → pairs$")).first.click()
             _titled(page, "Groups")
             _rerun(page)
             assert "type=" in page.url
-            _check(page, f"{pair} Groups filtered by type", problems)
+            check("Groups filtered by type")
             views += 1
         elif key == "groups":  # the sidebar's link keeps the filter: choose all types
             page.get_by_test_id("stMain").get_by_test_id("stSelectbox").first.click()
             page.get_by_role("option", name="All kernel types").click()
             _rerun(page)
-            _check(page, f"{pair} Groups, all types", problems)
+            check("Groups, all types")
             views += 1
         elif key == "kernels":
             for side in (1, 2):
                 page.locator("[data-testid='stButtonGroup'] button").nth(side).click()  # 0: side by side
                 _rerun(page)
-                _check(page, f"{pair} Kernels, trace {side}", problems)
+                check(f"Kernels, trace {side}")
                 views += 1
     return views
 
@@ -512,8 +585,9 @@ def test_every_page_view_and_pair_draws_without_an_error_or_a_foreign_request(
     server: str, browser: object, summary_line
 ) -> None:
     """Every page x view x pair: no error box, no exception, a chart or a table, no request to another host and
-    no failed request (but Streamlit's own probe of its base path). Prints how many combinations it opened."""
-    context = browser.new_context(viewport={"width": 1500, "height": 1100})
+    no failed request (but Streamlit's own probe of its base path); every table fits a laptop's width on
+    FIT_PAIRS. Prints how many combinations it opened."""
+    context = browser.new_context(viewport=SWEEP_VIEWPORT)
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)
     own = server.split("//", 1)[1]
@@ -533,7 +607,8 @@ def test_every_page_view_and_pair_draws_without_an_error_or_a_foreign_request(
     combinations = sum(sweep_pair(page, server, pair, query, problems) for pair, query in pairs.items())
     summary_line(f"browser sweep: {combinations} page x view x pair combinations ({len(pairs)} pairs)")
     context.close()
-    assert problems == [] and foreign == [] and failed == [], (problems, foreign, failed)
+    assert problems == [], "\n".join(problems)
+    assert foreign == [] and failed == [], (foreign, failed)
 
 
 def test_the_share_link_has_a_copy_button(server: str, browser: object) -> None:
