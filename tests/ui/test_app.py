@@ -1032,3 +1032,12 @@ def test_a_swap_keeps_the_uploaded_files_in_view_each_under_its_new_side(expecte
     at.radio(key="mode").set_value("Upload files").run()
     captions = [unescaped(c.value) for c in at.caption if "· stored " in c.value]
     assert captions[0].startswith("Trace 1 · NVIDIA H100 80GB HBM3 · nvidia.json.gz")
+
+
+def test_a_table_of_shortened_names_says_how_to_read_and_copy_a_full_name(expected) -> None:
+    """Streamlit's table shows no per-cell hover text, so the way to a full name is said below it (issue 39 #1)."""
+    at = run("pages/4_Kernels.py", sample=SAMPLE, tab="1")
+    shown = at.dataframe[0].value["kernel name"]
+    assert shown.str.contains("…").any()  # the sample has names long enough to be shortened
+    captions = [unescaped(c.value) for c in at.caption]
+    assert any("Select a row" in c and "Copy full name" in c for c in captions), captions
