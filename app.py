@@ -48,8 +48,16 @@ def on_mode() -> None:
 
 
 def on_swap() -> None:
-    ui.set_view(ui.session_view().swapped())
+    """Swap the traces. Streamlit cannot put a file into an upload box, so the new boxes are empty: the files stay
+    in use, and each side's caption says which one it now holds (stored_caption). The session's last uploads
+    swap too, so going back to "Upload files" from another mode keeps the swapped order."""
+    view = ui.session_view()
+    ui.set_view(view.swapped())
     st.session_state["uploader_generation"] = st.session_state.get("uploader_generation", 0) + 1
+    if view.t1 or view.t2:
+        last = st.session_state.get("last_upload", {})
+        st.session_state["last_upload"] = {3 - side: digest for side, digest in last.items()}
+        st.session_state["swapped_in"] = {1, 2}
 
 
 def pick_inputs(view: View) -> tuple[View, list]:
@@ -135,22 +143,25 @@ def upload_side(view: View, side: int) -> View:
             st.error(text.md(outcome["error"]))
         elif fresh:
             st.session_state.setdefault("last_upload", {})[side] = outcome["digest"]
+            st.session_state.get("swapped_in", set()).discard(side)
             other = 3 - side
             ui.set_view(view.with_sources(**{f"t{side}": outcome["digest"], f"t{other}": getattr(view, f"t{other}")}))
             st.rerun()
     digest = getattr(view, f"t{side}")
     if digest:
-        st.caption(text.md(stored_caption(side, digest)))
+        moved = upload is None and side in st.session_state.get("swapped_in", set())
+        st.caption(text.md(stored_caption(side, digest, moved)))
     return view
 
 
-def stored_caption(side: int, digest: str) -> str:
+def stored_caption(side: int, digest: str, moved: bool = False) -> str:
     """What a side's stored upload is: its GPU, its file name and the start of its digest. Two uploads of one name
-    (both vendors' traces are often <model>__<id>.json.gz) look alike in the uploader's chips; these do not."""
+    (both vendors' traces are often <model>__<id>.json.gz) look alike in the uploader's chips; these do not.
+    `moved`: the swap brought it here, and the box above is empty (Streamlit cannot refill it), so say it is in use."""
     known = next((o for o in st.session_state.get("uploads", {}).values() if o.get("digest") == digest), {})
-    return " · ".join(
-        part for part in (f"Trace {side}", known.get("label"), known.get("name"), f"stored {digest[:12]}…") if part
-    )
+    parts = (f"Trace {side}", known.get("label"), known.get("name"), f"stored {digest[:12]}…")
+    where = f" · ⇄ swapped in from trace {3 - side}: still in use, no need to upload it again" if moved else ""
+    return " · ".join(part for part in parts if part) + where
 
 
 def path_side(view: View, side: int) -> None:

@@ -2,8 +2,9 @@
 
     python bench/browser.py                                   # the bundled sample pair
     python bench/browser.py bench/out/300mb/amd.json.gz bench/out/300mb/nvidia.json.gz
+    python bench/browser.py --restarts 5                      # first visits after a server start (issue 39)
 
-Starts `streamlit run app.py` on a free port, opens the pair's shared link once so the server has
+Starts `streamlit run serve.py` (the app with its warm-up) on a free port, opens the pair's shared link once so the server has
 analysed it (as it has for a link a teammate shares), then --runs times, each in a fresh browser
 context: open the shared link, go to Groups, change the type filter, open another pair, go to
 Fusion and follow an evidence link, go home and swap the traces. For each step it prints the
@@ -17,17 +18,27 @@ The last row is the floor: a bare Streamlit page (one line of text, its own serv
 after each run. Any Streamlit app waits that long in a fresh browser context (its JavaScript loads and
 starts, the session connects) before its script's output can show; the rest of a step's time is the
 dashboard's.
+
+--restarts N measures instead what a first visit after a server start costs, N times, each on a fresh server
+process (the disk caches kept, as a restart keeps them): `serve.py` is started and, once its warm-up is done
+(GET /fusion/warm-up), the sample's Home link is opened (the first visit), then again (a warm visit), then the
+Groups link and the Home link once more, each in a fresh browser context; beside it `app.py` without the warm-up,
+opened the same way (its first visit is what a restart cost before). It prints the medians side by side, the
+differences first - warm and Groups - Home (goals <= 1.0 s and <= 0.5 s), how long the warm-up took after the
+server answered, and the load average.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,12 +47,20 @@ from urllib.parse import urlencode
 from playwright.sync_api import Page, sync_playwright
 
 PROJECT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(PROJECT / "tests"), str(PROJECT / "tests" / "ui")]  # builders, test_e2e
+sys.path[:0] = [str(PROJECT), str(PROJECT / "tests"), str(PROJECT / "tests" / "ui")]  # ui, builders, test_e2e
 
 from test_e2e import BROWSER_ARGS, CHROMIUM, _free_port, _wait_until_serving  # noqa: E402
 
+from ui.warmup import PATH as WARM_UP_PATH  # noqa: E402
+from ui.widgets import page_url  # noqa: E402
+
 QUIET_MS = 300
 TIMEOUT_MS = 600_000
+FIRST_VISIT_GOAL_S = 1.0
+"""A first visit after a server start is usable within this much of a warm visit (issue 39)."""
+GROUPS_LINK_GOAL_S = 1.0 / 2
+"""A link to the Groups view is usable within this much of the Home link (issue 39)."""
+WARM_UP_TIMEOUT_S = 120
 WATCH_CHANGES = """
 window.__changed = performance.now();
 window.__clicked = 0;
@@ -63,7 +82,7 @@ BARE_PAGE = 'import streamlit as st\n\nst.write("A bare Streamlit page.")\n'
 
 
 @contextmanager
-def server(env: dict[str, str], script: str = "app.py") -> Iterator[str]:
+def server(env: dict[str, str], script: str = "serve.py") -> Iterator[str]:
     port = _free_port()
     command = [
         sys.executable,
@@ -164,11 +183,67 @@ def bare_page(browser: object, base: str) -> tuple[float, float]:
         return idle_after(page, requests, lambda: page.goto(base), navigation=True)
 
 
+def wait_for_warm_up(base: str) -> float:
+    """Seconds until the server's warm-up (ui.warmup) says it is done; raises when it failed or took too long."""
+    started = time.monotonic()
+    while time.monotonic() - started < WARM_UP_TIMEOUT_S:
+        with urllib.request.urlopen(base + WARM_UP_PATH, timeout=10) as response:
+            state = json.load(response)
+        if state["status"] == "done":
+            return time.monotonic() - started
+        if state["status"] == "failed":
+            raise RuntimeError(f"the warm-up failed: {state['error']}")
+        time.sleep(0.05)
+    raise TimeoutError(f"the warm-up was not done within {WARM_UP_TIMEOUT_S} s")
+
+
+def visit(browser: object, url: str) -> float:
+    """Seconds until a link opened in a fresh browser context is usable."""
+    with fresh_page(browser) as (page, requests):
+        return idle_after(page, requests, lambda: page.goto(url), navigation=True)[0]
+
+
+def restart(browser: object, env: dict[str, str], query: str, script: str) -> dict[str, float]:
+    """A fresh server process: its first visit (after its warm-up, for serve.py), a warm one, the Groups link and
+    the Home link again."""
+    with server(env, script) as base:
+        times = {"warm-up after serving": wait_for_warm_up(base) if script == "serve.py" else 0.0}
+        home = f"{base}/?{query}"
+        times["first visit"] = visit(browser, home)
+        times["warm visit"] = visit(browser, home)
+        times["Groups link"] = visit(browser, f"{base}/{page_url('groups', query)}")
+        times["Home link"] = visit(browser, home)
+    times["first - warm"] = times["first visit"] - times["warm visit"]
+    times["Groups - Home"] = times["Groups link"] - times["Home link"]
+    return times
+
+
+def restarts(browser: object, env: dict[str, str], query: str, count: int) -> None:
+    """--restarts: first visits after a server start, with and without the warm-up, interleaved."""
+    load = f"{os.getloadavg()[0]:.1f}"
+    for script in ("app.py", "serve.py"):  # not counted: the disk caches are filled, as before any restart
+        restart(browser, env, query, script)
+    runs: dict[str, list[dict[str, float]]] = {"serve.py": [], "app.py": []}
+    for _ in range(count):
+        for script in runs:
+            runs[script].append(restart(browser, env, query, script))
+    print(f"load average before and after: {load} -> {os.getloadavg()[0]:.1f}")
+    print(f"median of {count} server starts, usable (s){'serve.py (warm-up)':>22}{'app.py (none)':>15}   goal")
+    goals = {"first - warm": FIRST_VISIT_GOAL_S, "Groups - Home": GROUPS_LINK_GOAL_S}
+    for step in ("first - warm", "Groups - Home", "first visit", "warm visit", "Groups link", "Home link"):
+        with_, without = (statistics.median(run[step] for run in runs[script]) for script in runs)
+        goal = f"<= {goals[step]:.1f}" if step in goals else ""
+        print(f"{step:<38}{with_:>22.2f}{without:>15.2f}   {goal}")
+    seconds = [run["warm-up after serving"] for run in runs["serve.py"]]
+    print(f"the warm-up done after serving: median {statistics.median(seconds):.2f} s, max {max(seconds):.2f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("trace1", type=Path, nargs="?")
     parser.add_argument("trace2", type=Path, nargs="?")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--restarts", type=int, default=0, help="measure first visits after N server starts")
     args = parser.parse_args()
     pair = (
         {"p1": str(args.trace1.resolve()), "p2": str(args.trace2.resolve())}
@@ -180,6 +255,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         env = {**os.environ, "FUSION_STORE_DIR": f"{folder}/store", "FUSION_CACHE_DIR": f"{folder}/tables"}
         env.pop("FUSION_HOSTED", None)
+        if args.restarts:
+            with sync_playwright() as driver:
+                browser = driver.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS, headless=True)
+                restarts(browser, env, query, args.restarts)
+                browser.close()
+            return
         bare_script = Path(folder) / "bare_page.py"
         bare_script.write_text(BARE_PAGE)
         with server(env) as base, server(env, str(bare_script)) as bare_base, sync_playwright() as driver:

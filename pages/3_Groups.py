@@ -180,7 +180,7 @@ def show_pair(view: View, comparison: Comparison, pair_id: int) -> None:
         stretch=True,
     )
     st.html(
-        f'<div style="font-size:0.85em">Middle lane: {LEGEND}. Top and bottom lanes: each kernel\'s type; '
+        f'<div style="font-size:0.85em">Middle lane: {LEGEND}. Top and bottom lanes: each kernel\'s type (the legend below the strip); '
         "blank: no kernel on that side. The axis numbers the rows of the table below, which names each kernel.</div>"
     )
     ui.table(

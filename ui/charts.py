@@ -244,14 +244,18 @@ def side_by_side(labels: tuple[str, str], stats: pd.DataFrame, what: str, scale:
     return fig
 
 
-STRIP_WIDTH, STRIP_LABELS, STRIP_LANE, STRIP_AXIS = 1200, 80, 26, 24
-"""Alignment strip layout (SVG units): width, lane-label column, lane height, axis band below the lanes."""
+STRIP_WIDTH, STRIP_LABELS, STRIP_LANE, STRIP_AXIS, STRIP_LEGEND = 1200, 80, 26, 24, 20
+"""Alignment strip layout (SVG units): width, lane-label column, lane height, axis band below the lanes, height of
+a line of the type legend."""
+LEGEND_CHAR = 7
+"""About the width of a 12-unit sans-serif character, to lay out legend entries."""
 
 
 def alignment_svg(rows: pd.DataFrame) -> str:
     """Aligned kernels as three lanes of cells, one cell per aligned position: trace 1's kernel types, the
     alignment op (OP_COLORS), trace 2's kernel types; blank where a side has no kernel. The axis numbers the
-    positions as the aligned-kernels table does."""
+    positions as the aligned-kernels table does; below it, a legend of the kernel types the lanes show (the page
+    gives the alignment op's)."""
     cell = (STRIP_WIDTH - STRIP_LABELS) / max(len(rows), 1)
     body = [
         f'<text x="{STRIP_LABELS - 6}" y="{lane * STRIP_LANE + 17}" text-anchor="end">{label}</text>'
@@ -277,7 +281,34 @@ def alignment_svg(rows: pd.DataFrame) -> str:
             body.append(
                 f'<text x="{x}" y="{3 * STRIP_LANE + 16}" text-anchor="middle" fill="#555" font-size="11">{position}</text>'
             )
-    return _svg(STRIP_WIDTH, 3 * STRIP_LANE + STRIP_AXIS, body)
+    present = {t for side in (1, 2) for t in rows[f"type{side}"] if isinstance(t, str)}
+    legend, lines = type_legend_svg(legend_order(present), 3 * STRIP_LANE + STRIP_AXIS)
+    return _svg(STRIP_WIDTH, 3 * STRIP_LANE + STRIP_AXIS + lines * STRIP_LEGEND, body + legend)
+
+
+def legend_order(types: set[str]) -> list[str]:
+    """Kernel types in the order of TYPE_COLORS, then any other alphabetically."""
+    return [t for t in TYPE_COLORS if t in types] + sorted(types - set(TYPE_COLORS))
+
+
+def type_legend_svg(types: list[str], top: float) -> tuple[list[str], int]:
+    """A legend of kernel types from `top` down: 'kernel type' in the label column, then a swatch and name per type,
+    wrapped to the strip's width; its SVG parts and number of lines."""
+    if not types:
+        return [], 0
+    parts = [f'<text x="{STRIP_LABELS - 6}" y="{top + 14}" text-anchor="end" fill="#555">kernel type</text>']
+    x, line = STRIP_LABELS, 0
+    for kernel_type in types:
+        width = 18 + LEGEND_CHAR * len(kernel_type) + 14
+        if x + width > STRIP_WIDTH and x > STRIP_LABELS:
+            x, line = STRIP_LABELS, line + 1
+        y = top + line * STRIP_LEGEND
+        parts.append(
+            f'<rect x="{x}" y="{y + 4}" width="12" height="12" fill="{type_color(kernel_type)}" stroke="#999"/>'
+        )
+        parts.append(f'<text x="{x + 18}" y="{y + 14}">{text.svg(kernel_type)}</text>')
+        x += width
+    return parts, line + 1
 
 
 def _tick_step(positions: int) -> int:

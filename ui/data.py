@@ -4,7 +4,8 @@ Parsed traces and comparisons live in process-wide LRU caches keyed by content d
 the bytes, which Streamlit would rehash on every call), filled by plain functions that show
 progress. The on-disk table cache and the trace store are optimisations and a place to keep
 uploads: when their folder cannot be written, the dashboard carries on without caching and says so,
-and an upload that cannot be stored gets the store's one-line message.
+and an upload that cannot be stored gets the store's one-line message. The process-wide resources show no spinner:
+they are quick to make, and the server's warm-up (ui.warmup) makes them outside any page.
 """
 
 from __future__ import annotations
@@ -87,19 +88,19 @@ def default_sample() -> str | None:
 # --- the server's folders: optional, said once when unusable ---------------------------------------
 
 
-@st.cache_resource
+@st.cache_resource(show_spinner=False)
 def table_cache() -> TableCache:
     """Parsed kernel tables on disk (FUSION_CACHE_DIR), so a link reopens fast even after a restart."""
     return TableCache()
 
 
-@st.cache_resource
+@st.cache_resource(show_spinner=False)
 def result_cache() -> ResultCache:
     """Comparisons on disk, beside the tables, so an analysed pair reopens without analysing it again."""
     return ResultCache()
 
 
-@st.cache_resource
+@st.cache_resource(show_spinner=False)
 def trace_store() -> TraceStore:
     """The server's one trace store (FUSION_STORE_DIR, FUSION_STORE_MAX_MB)."""
     return TraceStore()
@@ -286,17 +287,17 @@ class Lru:
                 self._items.popitem(last=False)
 
 
-@st.cache_resource
+@st.cache_resource(show_spinner=False)
 def _traces() -> Lru:
     return Lru(settings.cached_traces())
 
 
-@st.cache_resource
+@st.cache_resource(show_spinner=False)
 def _comparisons() -> Lru:
     return Lru(settings.cached_comparisons())
 
 
-@st.cache_resource
+@st.cache_resource(show_spinner=False)
 def _derived() -> Lru:
     """Tables and figures derived from a comparison (kernel counterparts, a pair's charts)."""
     return Lru(DERIVED_PER_COMPARISON * settings.cached_comparisons())
@@ -324,13 +325,16 @@ def derived(comparison: Comparison, what: Hashable, make: Callable[[Comparison],
 class Progress:
     """An st.status with a progress bar, created only when there is work to show."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, *, shown: bool = True) -> None:
         self._label = label
+        self._shown = shown
         self._status: Any = None
         self._bar: Any = None
         self._last = (-1.0, "")
 
     def update(self, fraction: float, text: str) -> None:
+        if not self._shown:
+            return
         if self._status is None:
             self._status = st.status(self._label, expanded=True)
             self._bar = self._status.progress(0.0)
@@ -383,18 +387,19 @@ class Analysis:
     """Why the view's phase was not compared ('all' was), when it was not."""
 
 
-@st.cache_resource
+@st.cache_resource(show_spinner=False)
 def compiled_code() -> None:
     """Fill numba's cache of the loader's scan and the alignment's DP in a background process, once per server:
     until it is done, large traces are read by msgspec (a new install never waits 20 s for a compile)."""
     machine_code.fill_in_background()
 
 
-def analyse(view: View) -> Analysis:
-    """Load both traces and compare them, from the caches when possible, else with visible progress."""
+def analyse(view: View, *, shown: bool = True) -> Analysis:
+    """Load both traces and compare them, from the caches when possible, else with visible progress (`shown`;
+    the server's warm-up, outside any page, shows none)."""
     compiled_code()
     found, errors = sources(view)
-    progress = Progress("Analysing traces")
+    progress = Progress("Analysing traces", shown=shown)
     traces = _load_sides(found, errors, progress)
     if traces[0] is None or traces[1] is None:
         progress.fail("Could not read both traces")

@@ -88,7 +88,7 @@ def figure(timeline: Timeline, comparison: Comparison) -> go.Figure:
     _add_waits(fig, timeline)
     both = pd.concat(frames.values(), ignore_index=True)
     present = set(both["type"])
-    for kernel_type in [t for t in charts.TYPE_COLORS if t in present] + sorted(present - set(charts.TYPE_COLORS)):
+    for kernel_type in charts.legend_order(present):
         _add_kernels(fig, both[both["type"] == kernel_type], text.plotly(kernel_type), charts.type_color(kernel_type))
     _add_kernels(
         fig, both[both["one_sided"]], "one-sided kernel (hatched)", "rgba(0, 0, 0, 0)", pattern=ONE_SIDED_PATTERN

@@ -218,6 +218,12 @@ def copy_button(value: str, label: str) -> None:
 
 
 NAME_HELP = "Long names are shortened in the middle; select a row for the full name and a 'Copy full name' button."
+SELECT_FOR_FULL_NAME = (
+    "Names marked … are shortened in the middle. Select a row (the box at its left) to read its full name here, "
+    "with a **Copy full name** button."
+)
+"""Said below a table with shortened names: Streamlit's table has no per-cell hover text (1.67: column help is the
+header's tooltip only; streamlit/streamlit#7564), so a selected row is the way to the full name."""
 
 
 NUMBER_WIDTH = "small"
@@ -252,6 +258,8 @@ def name_table(frame: pd.DataFrame, names: list[str], key: str, **options: Any) 
         full = "\n".join(str(frame[c].iloc[rows[0]]) for c in names)
         st.text_area("Full name" if len(names) == 1 else "Full names", full, key=f"{key}_full", disabled=True)
         copy_button(full, "Copy full name")
+    elif any((shown[c] != frame[c].astype(str)).any() for c in names):
+        st.caption(SELECT_FOR_FULL_NAME)
 
 
 def _short_names(column: pd.Series) -> dict[str, str]:

@@ -1015,3 +1015,29 @@ def test_an_op_finding_says_what_its_calls_reach_on_the_fusion_and_ops_pages(tmp
         (reach,) = [unescaped(m.value) for m in at.markdown if "What its calls reach" in m.value]
         assert "AMD Instinct MI300X runs aten::layer_norm as 2 kernels per call at" in reach, page
         assert "TB/s" in reach
+
+
+def test_a_swap_keeps_the_uploaded_files_in_view_each_under_its_new_side(expected) -> None:
+    """Streamlit cannot refill an upload box: after a swap the boxes are empty, so each side's caption names the
+    file it now holds and says it is still in use (issue 39 #5); going back to uploads keeps the swapped order."""
+    at = upload_both(sample_bytes("amd.json.gz"), sample_bytes("nvidia.json.gz"))
+    next(b for b in at.button if "Swap" in b.label).click().run()
+    assert [u.value for u in at.file_uploader[:2]] == [None, None]
+    captions = [unescaped(c.value) for c in at.caption if "· stored " in c.value]
+    assert captions[0].startswith("Trace 1 · NVIDIA H100 80GB HBM3 · nvidia.json.gz · stored ")
+    assert captions[1].startswith("Trace 2 · AMD Instinct MI300X · amd.json.gz · stored ")
+    assert all("swapped in from trace" in c and "still in use" in c for c in captions), captions
+    assert metrics(at)["Kernels"] == [f"{expected.trace2.kernel_count:,}", f"{expected.trace1.kernel_count:,}"]
+    at.radio(key="mode").set_value("Sample pair").run()
+    at.radio(key="mode").set_value("Upload files").run()
+    captions = [unescaped(c.value) for c in at.caption if "· stored " in c.value]
+    assert captions[0].startswith("Trace 1 · NVIDIA H100 80GB HBM3 · nvidia.json.gz")
+
+
+def test_a_table_of_shortened_names_says_how_to_read_and_copy_a_full_name(expected) -> None:
+    """Streamlit's table shows no per-cell hover text, so the way to a full name is said below it (issue 39 #1)."""
+    at = run("pages/4_Kernels.py", sample=SAMPLE, tab="1")
+    shown = at.dataframe[0].value["kernel name"]
+    assert shown.str.contains("…").any()  # the sample has names long enough to be shortened
+    captions = [unescaped(c.value) for c in at.caption]
+    assert any("Select a row" in c and "Copy full name" in c for c in captions), captions

@@ -1,6 +1,6 @@
 """End to end in a real browser: upload two traces, drill into a group, reopen the shared link elsewhere.
 
-Runs `streamlit run app.py` with a temporary trace store and drives Debian's chromium through
+Runs `streamlit run serve.py` (the app with its warm-up) with a temporary trace store and drives Debian's chromium through
 Playwright, taking a screenshot of each page; with FUSION_SCREENSHOTS=1 they go to docs/screenshots
 (the README's pictures), else to a temporary folder. Under CI a missing browser fails the test.
 """
@@ -91,7 +91,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, batches: Path) -> Iterator[
         "-m",
         "streamlit",
         "run",
-        "app.py",
+        "serve.py",
         "--server.headless",
         "true",
         "--server.port",

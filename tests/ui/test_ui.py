@@ -178,12 +178,24 @@ def _aligned_rows(names1: list[object], names2: list[object], ops: list[str]) ->
 def test_the_alignment_strip_has_one_cell_per_kernel_and_op() -> None:
     rows = _aligned_rows(["gemm_a", "gemm_b", None], ["nvjet_a", None, "nvjet_c"], ["match", "only1", "only2"])
     strip = charts.alignment_svg(rows)
-    fills = re.findall(r'<rect [^>]*fill="([^"]+)"', strip)
+    fills = re.findall(r'<rect [^>]*fill="([^"]+)" shape-rendering', strip)
     gemm, op = charts.type_color("GEMM"), charts.OP_COLORS
     assert fills == [gemm, op["match"], gemm, gemm, op["only1"], op["only2"], gemm], (
         "no cell where a side has no kernel"
     )
     assert re.findall(r'font-size="11">(\d+)</text>', strip) == ["0", "1", "2"]
+
+
+def test_the_alignment_strip_has_a_legend_of_the_types_its_lanes_colour() -> None:
+    """Its lanes colour each kernel by type, so it names each type it draws, in that colour (issue 39 #4)."""
+    rows = _aligned_rows(["gemm_a", "copy_b", None], ["nvjet_a", None, "nvjet_c"], ["match", "only1", "only2"])
+    rows.loc[1, "type1"] = "MemCopy"
+    strip = charts.alignment_svg(rows)
+    drawn = set(re.findall(r'<rect [^>]*fill="([^"]+)" shape-rendering', strip)) - set(charts.OP_COLORS.values())
+    entries = dict(re.findall(r'<rect [^>]*fill="([^"]+)" stroke="#999"/><text [^>]*>([^<]+)</text>', strip))
+    assert drawn == {charts.type_color("GEMM"), charts.type_color("MemCopy")}
+    assert entries == {charts.type_color("GEMM"): "GEMM", charts.type_color("MemCopy"): "MemCopy"}
+    assert 'height="' + str(3 * charts.STRIP_LANE + charts.STRIP_AXIS + charts.STRIP_LEGEND) + '"' in strip
 
 
 def test_svg_pictures_escape_trace_text() -> None:
