@@ -81,7 +81,8 @@ class Point:
 
 
 def run(sizes: list[int], runs: int, data_dir: Path, plot: Path | None, keep: bool) -> list[Point]:
-    print(f"load average at the start {_load_average()}", flush=True)
+    started_load = _load_average()
+    print(f"load average at the start {started_load}", flush=True)
     points = []
     header = f"  {'MB/trace':>8}{'kernels':>11}{'load s':>8}{'analysis s':>12}{'s per M kernels':>17}"
     print(f"{header}{'(load':>7}{'analysis)':>11}{'peak MB':>9}{'x larger JSON':>15}{'load average':>17}", flush=True)
@@ -102,6 +103,7 @@ def run(sizes: list[int], runs: int, data_dir: Path, plot: Path | None, keep: bo
         if not keep:
             shutil.rmtree(folder)
     _verdict(points)
+    loads = f"load average {started_load} at the start, {_load_average()} at the end"
     startup = sorted(p.startup_s for p in points)[len(points) // 2]
     first_use = sorted(p.first_use_s for p in points)[len(points) // 2]
     print(
@@ -110,7 +112,7 @@ def run(sizes: list[int], runs: int, data_dir: Path, plot: Path | None, keep: bo
     )
     print(f"  load average at the end {_load_average()}")
     if plot is not None:
-        draw(points, plot)
+        draw(points, plot, loads)
         print(f"  plot written to {plot}")
     return points
 
@@ -150,8 +152,9 @@ def _verdict(points: list[Point]) -> None:
         print(f"  peak RSS at >= 1 GB: at most {worst:.2f}x the larger JSON (goal <= {PEAK_GOAL}x) {mark}")
 
 
-def draw(points: list[Point], path: Path) -> None:
-    """Load, analysis and their sum against JSON size per trace, log-log, with a line of slope 1 for scale."""
+def draw(points: list[Point], path: Path, loads: str) -> None:
+    """Load, analysis and their sum against JSON size per trace, log-log, with a line of slope 1 for scale;
+    `loads` (the machine's load average) under the title."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -166,7 +169,7 @@ def draw(points: list[Point], path: Path) -> None:
     axes.loglog(sizes, [total[-1] * s / sizes[-1] for s in sizes], ":", color="grey", label="linear (slope 1)")
     axes.set_xlabel("JSON per trace (MB)")
     axes.set_ylabel("seconds")
-    axes.set_title("Many-kernel pairs: time against size")
+    axes.set_title(f"Many-kernel pairs: time against size\n{loads}", fontsize=10)
     axes.grid(True, which="both", alpha=0.3)
     axes.legend()
     figure.tight_layout()
