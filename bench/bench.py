@@ -132,6 +132,10 @@ class Run:
     """file hash: reading and hashing both files whole (a re-open's cost)."""
     pass_s: float = 0.0
     """file hash: hashing the bytes in memory (what the parsing pass adds)."""
+    startup_s: float = 0.0
+    """scale: the process's imports and compiled code loaded."""
+    first_use_s: float = 0.0
+    """scale: the first (sample) pair loaded and compared."""
 
 
 def measure(snippet: str, args: list[str], env: dict[str, str], tree: Path = PROJECT) -> Run:
@@ -156,7 +160,7 @@ def measure_command(command: list[str], env: dict[str, str], cwd: Path = PROJECT
         if proc.returncode:
             raise StepFailed(f"exit status {proc.returncode}: {' '.join(command)[:160]}")
         out.seek(0)
-        lines = [line for line in out if line.startswith(("ANALYSIS", "WAFER", "HASH"))]
+        lines = [line for line in out if line.startswith(("ANALYSIS", "WAFER", "HASH", "STARTUP"))]
     run = Run(wall=wall, rss=peak)
     for line in lines:
         if line.startswith("ANALYSIS"):
@@ -164,6 +168,8 @@ def measure_command(command: list[str], env: dict[str, str], cwd: Path = PROJECT
             run.load_s, run.analysis_s, run.kernels = float(load_s), float(analysis_s), f"{k1}+{k2}"
         elif line.startswith("HASH"):
             run.hash_s, run.pass_s = (float(v) for v in line.split()[1:])
+        elif line.startswith("STARTUP"):
+            run.startup_s, run.first_use_s = (float(v) for v in line.split()[1:])
     return run
 
 
@@ -254,8 +260,7 @@ def margin(files: tuple[Path, Path], runs: int, wafer: Path | None) -> None:
         ratio = run.wall / base.wall
         met += ratio <= MARGIN_GOAL
         print(
-            f"  {index + 1:<5}{base.wall:>10.2f}{run.wall:>8.2f}{ratio:>8.3f}{run.rss / _MB:>13.0f}"
-            f"{_load_average():>16}",
+            f"  {index + 1:<5}{base.wall:>10.2f}{run.wall:>8.2f}{ratio:>8.3f}{run.rss / _MB:>13.0f}  {_load_average()}",
             flush=True,
         )
     print(f"  compare --no-cache <= {MARGIN_GOAL}x orjson in {met} of {runs} runs (goal: 4 of 5)")

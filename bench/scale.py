@@ -3,15 +3,19 @@
 Generates (once, into --data-dir) many-kernel pairs (issue 14's spec: graph launches cut into many groups, an
 eager prefill, every 8th decode step piecewise) of --scale-sizes MB of plain JSON per trace, and for each pair
 runs, in a fresh process, --runs times:
-  warm up   imports, the compiled scan and DP loaded (or compiled), and a bundled sample pair loaded and
-            compared: a process in the state of a server that has analysed a pair before
+  start-up  imports and the compiled scan and DP loaded (or compiled): a constant of the process, whatever
+            it reads; printed apart, not in the figures
+  first use a bundled sample pair loaded and compared (rules read, lazy imports): also a constant, apart;
+            after it the process is in the state of a server that has analysed a pair before
   load      load_pair as the CLI runs it (threads in this process, no table cache)
   analysis  compare() of the loaded pair (no result cache)
 It prints, per size, the medians of load and analysis time, the peak RSS of the process against the larger
-file, and the time per million kernels (load + analysis over both sides' kernels); then how much the time per
-million kernels varies across the sizes (goal <= 1.5x) and the peak at 1 GB and above (goal <= 0.8x the larger
-file). With --plot it draws time against size on log-log axes into a PNG. --keep keeps the generated pairs
-(several GB); by default each is deleted once measured.
+file, and the time per million kernels (load + analysis over both sides' kernels, and each part alone). Every
+cost a trace brings, fixed or not (opening and hashing a file, threads, the tables of a trace, the analysis
+of a pair), is in the figures. Then how much the time per million kernels varies across the sizes (goal
+<= 1.5x) and the peak at 1 GB and above (goal <= 0.8x the larger file). With --plot it draws time against size
+on log-log axes into a PNG. --keep keeps the generated pairs (several GB); by default each is deleted once
+measured.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ PEAK_GOAL = 0.8
 PEAK_FROM_MB = 1000
 SNIPPET = """
 import sys, time
+started = time.perf_counter()
 from fusion.cache import machine_code
 from fusion.cache.loading import load_pair
 from fusion.comparison.pair import compare
@@ -38,9 +43,11 @@ from fusion.match import align
 machine_code.fill()
 piece_scan.warm()
 align.warm()
+ready = time.perf_counter()
 compare(*load_pair(sys.argv[3], sys.argv[4], isolated=False))  # first-use costs (rules, lazy imports) paid
 align.clear_cache()
 start = time.perf_counter()
+print(f"STARTUP {ready - started:.3f} {start - ready:.3f}")
 pair = load_pair(sys.argv[1], sys.argv[2], isolated=False)
 loaded = time.perf_counter()
 compare(*pair)
@@ -57,17 +64,28 @@ class Point:
     load_s: float
     analysis_s: float
     rss: int
+    startup_s: float
+    first_use_s: float
 
     @property
     def per_million(self) -> float:
         return (self.load_s + self.analysis_s) / self.kernels * 1e6
 
+    @property
+    def load_per_million(self) -> float:
+        return self.load_s / self.kernels * 1e6
+
+    @property
+    def analysis_per_million(self) -> float:
+        return self.analysis_s / self.kernels * 1e6
+
 
 def run(sizes: list[int], runs: int, data_dir: Path, plot: Path | None, keep: bool) -> list[Point]:
-    print(f"load average at the start {_load_average()}", flush=True)
+    started_load = _load_average()
+    print(f"load average at the start {started_load}", flush=True)
     points = []
-    header = f"  {'MB/trace':>8}{'kernels':>11}{'load s':>9}{'analysis s':>12}{'s per M kernels':>17}{'peak MB':>9}"
-    print(f"{header}{'x larger JSON':>15}", flush=True)
+    header = f"  {'MB/trace':>8}{'kernels':>11}{'load s':>8}{'analysis s':>12}{'s per M kernels':>17}"
+    print(f"{header}{'(load':>7}{'analysis)':>11}{'peak MB':>9}{'x larger JSON':>15}{'load average':>17}", flush=True)
     env = {"PATH": "/usr/bin:/bin"}
     if os.environ.get("NUMBA_CACHE_DIR"):
         env["NUMBA_CACHE_DIR"] = os.environ["NUMBA_CACHE_DIR"]
@@ -77,16 +95,24 @@ def run(sizes: list[int], runs: int, data_dir: Path, plot: Path | None, keep: bo
         point = _point(size, files, runs, env)
         points.append(point)
         print(
-            f"  {size:>8}{point.kernels:>11,}{point.load_s:>9.2f}{point.analysis_s:>12.3f}{point.per_million:>17.2f}"
-            f"{point.rss / 1e6:>9.0f}{point.rss / 1e6 / point.json_mb:>15.2f}",
+            f"  {size:>8}{point.kernels:>11,}{point.load_s:>8.2f}{point.analysis_s:>12.3f}{point.per_million:>17.2f}"
+            f"{point.load_per_million:>7.2f}{point.analysis_per_million:>11.2f}"
+            f"{point.rss / 1e6:>9.0f}{point.rss / 1e6 / point.json_mb:>15.2f}{_load_average():>17}",
             flush=True,
         )
         if not keep:
             shutil.rmtree(folder)
     _verdict(points)
+    loads = f"load average {started_load} at the start, {_load_average()} at the end"
+    startup = sorted(p.startup_s for p in points)[len(points) // 2]
+    first_use = sorted(p.first_use_s for p in points)[len(points) // 2]
+    print(
+        f"  not in the figures: each process's start-up (imports, compiled code loaded) {startup:.2f} s and first "
+        f"use (a sample pair) {first_use:.2f} s, the same whatever the size (medians over the sizes)"
+    )
     print(f"  load average at the end {_load_average()}")
     if plot is not None:
-        draw(points, plot)
+        draw(points, plot, loads)
         print(f"  plot written to {plot}")
     return points
 
@@ -98,14 +124,27 @@ def _point(size: int, files: tuple[Path, Path], runs: int, env: dict[str, str]) 
     middle = ordered[len(ordered) // 2]
     first, second = (int(k) for k in middle.kernels.split("+"))
     json_mb = max(f.stat().st_size for f in files) / 1e6
-    return Point(size, json_mb, first + second, middle.load_s, middle.analysis_s, max(r.rss for r in results))
+    return Point(
+        size,
+        json_mb,
+        first + second,
+        middle.load_s,
+        middle.analysis_s,
+        max(r.rss for r in results),
+        middle.startup_s,
+        middle.first_use_s,
+    )
 
 
 def _verdict(points: list[Point]) -> None:
-    rates = [p.per_million for p in points]
-    spread = max(rates) / min(rates)
-    mark = "ok" if spread <= PER_MILLION_SPREAD_GOAL else "!!"
-    print(f"  time per million kernels: {min(rates):.2f}-{max(rates):.2f} s, {spread:.2f}x (goal <= 1.5x) {mark}")
+    for what, rates in (
+        ("time per million kernels", [p.per_million for p in points]),
+        ("  load alone", [p.load_per_million for p in points]),
+        ("  analysis alone", [p.analysis_per_million for p in points]),
+    ):
+        spread = max(rates) / min(rates)
+        mark = "ok" if spread <= PER_MILLION_SPREAD_GOAL else "!!"
+        print(f"  {what}: {min(rates):.2f}-{max(rates):.2f} s, {spread:.2f}x (goal <= 1.5x) {mark}")
     large = [p for p in points if p.size_mb >= PEAK_FROM_MB]
     if large:
         worst = max(p.rss / 1e6 / p.json_mb for p in large)
@@ -113,8 +152,9 @@ def _verdict(points: list[Point]) -> None:
         print(f"  peak RSS at >= 1 GB: at most {worst:.2f}x the larger JSON (goal <= {PEAK_GOAL}x) {mark}")
 
 
-def draw(points: list[Point], path: Path) -> None:
-    """Load, analysis and their sum against JSON size per trace, log-log, with a line of slope 1 for scale."""
+def draw(points: list[Point], path: Path, loads: str) -> None:
+    """Load, analysis and their sum against JSON size per trace, log-log, with a line of slope 1 for scale;
+    `loads` (the machine's load average) under the title."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -129,7 +169,7 @@ def draw(points: list[Point], path: Path) -> None:
     axes.loglog(sizes, [total[-1] * s / sizes[-1] for s in sizes], ":", color="grey", label="linear (slope 1)")
     axes.set_xlabel("JSON per trace (MB)")
     axes.set_ylabel("seconds")
-    axes.set_title("Many-kernel pairs: time against size")
+    axes.set_title(f"Many-kernel pairs: time against size\n{loads}", fontsize=10)
     axes.grid(True, which="both", alpha=0.3)
     axes.legend()
     figure.tight_layout()

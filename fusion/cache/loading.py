@@ -132,18 +132,23 @@ def load_traces(
     code ready before the threads start (machine_code.fill: on a new install, announced). The threads run in one child process, so that a
     parser that runs out of memory cannot take the caller (a dashboard) down, or, with `isolated=False`
     (a one-shot caller such as the CLI), in this process, where the tables need no copy back.
+    Files too small together for a child are parsed one after the other, or, when this process has the
+    compiled scan loaded already (fusion.loader.events.scans), in a thread each here. `parallel` True or
+    False decides instead: at once as above, or one after the other.
     `meanwhile` runs once the first of two or more loaders has finished, if another still runs.
     """
     max_bytes = settings.max_trace_bytes() if max_bytes is None else max_bytes
     results: list[Trace | TraceError | None] = [_lookup(cache, request) for request in requests]
     todo = [i for i, result in enumerate(results) if result is None]
-    if parallel is None:
-        parallel = _worth_parallel([requests[i].source for i in todo])
-    if not isolated and _scanned([requests[i].source for i in todo]):
+    sources = [requests[i].source for i in todo]
+    at_once = _worth_parallel(sources) if parallel is None else parallel
+    if not isolated and _scanned(sources):
         machine_code.fill()  # compiled before the loaders start (a new install: announced, about 20 s)
-    if parallel and len(todo) > 1:
-        at_once = _load_in_child if isolated else _load_in_threads
-        loaded = at_once([requests[i] for i in todo], progress, todo, max_bytes, meanwhile)
+    if at_once and len(todo) > 1:
+        load_at_once = _load_in_child if isolated else _load_in_threads
+        loaded = load_at_once([requests[i] for i in todo], progress, todo, max_bytes, meanwhile)
+    elif parallel is None and len(todo) > 1 and _scanned_here(sources):
+        loaded = _load_in_threads([requests[i] for i in todo], progress, todo, max_bytes, meanwhile)
     else:
         loaded = [_load_here(requests[i], _side_progress(progress, i + 1), max_bytes) for i in todo]
     for i, result in zip(todo, loaded):
@@ -264,6 +269,18 @@ def _worth_parallel(sources: list[TraceSource]) -> bool:
         if not all(Path(src).is_file() for src in sources):  # type: ignore[arg-type]
             return False
         return sum(json_size(Path(src)) for src in sources) >= PARALLEL_MIN_BYTES  # type: ignore[arg-type]
+    except OSError:
+        return False
+
+
+def _scanned_here(sources: list[TraceSource]) -> bool:
+    """Files too small for a child process, all of which this process's loaded compiled scan reads
+    (fusion.loader.events.scans): the scan releases the interpreter's lock, so a thread each uses both cores
+    for the cost of starting the threads. (msgspec holds the lock: traces it reads gain nothing from threads.)"""
+    from fusion.loader.events import scans
+
+    try:
+        return all(_is_path(src) and Path(src).is_file() and scans(json_size(Path(src))) for src in sources)  # type: ignore[arg-type]
     except OSError:
         return False
 

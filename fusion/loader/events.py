@@ -19,6 +19,7 @@ The top-level `traceEvents` key and the end of the array are found by the same s
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,7 +38,9 @@ PIECE_SIZE = 16 << 20
 COMPILED_SCAN_MIN_BYTES = 64 << 20
 """Traces of at least this much JSON are decoded by the compiled scan: it takes about 5 ns a byte where msgspec
 takes 11, but importing numba and loading the scan's machine code cost about 0.5 s per process, which a
-smaller trace does not win back (and a first run would compile it)."""
+smaller trace does not win back (and a first run would compile it). In a process that has the scan's machine
+code loaded already (it read a large trace before: a server, a batch), every trace is scanned: nothing is left
+to pay (`scans`)."""
 MAX_HEADER_BYTES = 256 << 20
 MAX_EVENT_BYTES = 256 << 20
 """The longest stretch of the array without a boundary: bounds the buffer, whatever the input."""
@@ -112,6 +115,16 @@ def scan_compile_pending(size: int) -> bool:
     return piece_scan.compile_pending() and not compiling_elsewhere()
 
 
+def scans(size: int) -> bool:
+    """A trace of `size` bytes of JSON is decoded by the compiled scan: it is large enough to pay for loading the
+    scan (COMPILED_SCAN_MIN_BYTES), or this process has the scan loaded already. A process that has not imported
+    the scan never imports it (nor numba) for a small trace."""
+    if size >= COMPILED_SCAN_MIN_BYTES:
+        return True
+    piece_scan = sys.modules.get("fusion.loader.piece_scan")
+    return piece_scan is not None and piece_scan.loaded()
+
+
 def read_events(
     raw: RawInput, bucket_of: dict[str, int] | None = None, value_masks: ValueMasks | None = None
 ) -> EventStream:
@@ -122,8 +135,7 @@ def read_events(
     stream = EventStream()
     chunks = iter(raw.chunks)
     pending = _read_header(raw.source, chunks, stream)
-    scans = max(raw.json_size, raw.size) >= COMPILED_SCAN_MIN_BYTES
-    decoder = _Decoder(raw.source, bucket_of or {}, scans, value_masks or {})
+    decoder = _Decoder(raw.source, bucket_of or {}, scans(max(raw.json_size, raw.size)), value_masks or {})
     stream.pieces = _Pieces(raw.source, chunks, pending, stream, decoder).run()
     return stream
 
@@ -136,7 +148,7 @@ class _Decoder:
     source: str
     bucket_of: dict[str, int]
     scans: bool
-    """The trace is large enough for the compiled scan (COMPILED_SCAN_MIN_BYTES)."""
+    """The trace is decoded by the compiled scan (`scans`)."""
     value_masks: ValueMasks = field(default_factory=dict)
     table: Any = None
     """The compiled scan's category table, made on the first piece it scans (importing numba only then)."""

@@ -908,6 +908,12 @@ def ready() -> bool:
     return USABLE and compile_here(COMPILED, warm)
 
 
+def loaded() -> bool:
+    """This process has the scan's machine code (compiled or loaded from numba's cache): scanning costs nothing
+    more to start."""
+    return USABLE and bool(_scan.signatures)
+
+
 def warm() -> None:
     """Compile the scan (or load its machine code) by scanning a one-event piece, as a trace's pieces are."""
     scan_piece(_WARM_PIECE, category_table({"kernel": 0}))

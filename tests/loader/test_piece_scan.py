@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -548,22 +549,54 @@ def _counting(declined: list[str]):
 
 @pytest.mark.parametrize("gzipped", [False, True], ids=["plain", "gzip"])
 def test_a_large_trace_is_scanned_and_a_small_one_is_not(monkeypatch, gzipped: bool) -> None:
-    """Every piece of a trace of COMPILED_SCAN_MIN_BYTES of JSON goes to the scan, none of a smaller one; for
-    gzip, the size its trailer records counts, not the compressed size."""
+    """Every piece of a trace of COMPILED_SCAN_MIN_BYTES of JSON goes to the scan, none of a smaller one (in a
+    process without the scan loaded); for gzip, the size its trailer records counts, not the compressed size."""
     events = [kernel_event(f"k{i % 5}", float(i), 1.0, i) for i in range(20_000)]
     data = trace_json(events)
-    paths: list[str] = []
-    scan, decode = piece_scan.scan_piece, events_module._decode_events
-    monkeypatch.setattr(piece_scan, "scan_piece", lambda *a: paths.append("scan") or scan(*a))
-    monkeypatch.setattr(events_module, "_decode_events", lambda *a: paths.append("msgspec") or decode(*a))
-    monkeypatch.setattr(events_module, "PIECE_SIZE", len(data) // 3)
+    paths = _paths_taken(monkeypatch, len(data) // 3)
     stored = gzip.compress(data) if gzipped else data
+    monkeypatch.setattr(piece_scan, "loaded", lambda: False)
     for threshold, path in ((len(data), "scan"), (len(data) + 1, "msgspec")):
         paths.clear()
         monkeypatch.setattr(events_module, "COMPILED_SCAN_MIN_BYTES", threshold)
         table = load(stored).kernels
         assert len(paths) > 1 and set(paths) == {path}
         assert np.array_equal(table["correlation"].to_numpy(), np.arange(len(events)))
+
+
+def test_a_small_trace_is_scanned_where_the_scan_is_loaded_already() -> None:
+    """Once a process has the scan's machine code, a trace of any size is scanned (nothing is left to pay); a
+    process that never imported the scan does not import it, nor numba, for a small trace."""
+    piece_scan.warm()
+    assert piece_scan.loaded() and events_module.scans(1)
+    code = (
+        "import sys; from fusion.loader import events; "
+        "assert not events.scans(events.COMPILED_SCAN_MIN_BYTES - 1) and 'numba' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])
+
+
+def test_a_small_trace_scanned_reads_as_msgspec_reads_it(monkeypatch) -> None:
+    events = [kernel_event(f"k{i % 5}", float(i), 1.0, i) for i in range(5_000)]
+    data = trace_json(events)
+    paths = _paths_taken(monkeypatch, len(data) // 3)
+    piece_scan.warm()
+    scanned = load(data).kernels
+    assert set(paths) == {"scan"}
+    monkeypatch.setattr(piece_scan, "loaded", lambda: False)
+    paths.clear()
+    pd.testing.assert_frame_equal(scanned, load(data).kernels)
+    assert set(paths) == {"msgspec"}
+
+
+def _paths_taken(monkeypatch, piece_size: int) -> list[str]:
+    """The decoder each piece goes to ("scan" or "msgspec"), noted as pieces of `piece_size` bytes are read."""
+    paths: list[str] = []
+    scan, decode = piece_scan.scan_piece, events_module._decode_events
+    monkeypatch.setattr(piece_scan, "scan_piece", lambda *a: paths.append("scan") or scan(*a))
+    monkeypatch.setattr(events_module, "_decode_events", lambda *a: paths.append("msgspec") or decode(*a))
+    monkeypatch.setattr(events_module, "PIECE_SIZE", piece_size)
+    return paths
 
 
 def _summary_with_the_scan(monkeypatch, tmp_path: Path, runs: int) -> None:
