@@ -264,9 +264,9 @@ def _compact(value: Any) -> str:
 
 def with_rates(frame: pd.DataFrame, gpu: Gpu) -> pd.DataFrame:
     """`frame` (FLOPS, BYTES, TIME_US, DTYPE, MATRIX per row) with the RATE_COLUMNS on `gpu` (work_rates)."""
-    columns = [frame[c].to_numpy(np.float64) for c in (FLOPS, BYTES, TIME_US)]
+    flops, nbytes, time_us = (frame[c].to_numpy(np.float64) for c in (FLOPS, BYTES, TIME_US))
     kinds = list(zip(frame[DTYPE].tolist(), frame[MATRIX].astype(bool).tolist()))
-    return frame.assign(**work_rates(*columns, kinds, gpu))
+    return frame.assign(**work_rates(flops, nbytes, time_us, kinds, gpu))
 
 
 def work_rates(
