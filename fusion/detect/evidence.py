@@ -329,6 +329,10 @@ class _Walk:
         times = self._position_times[side - 1]
         return sum(times[p] for p in positions)
 
+    def position_times(self, side: int) -> list[float]:
+        """Per position of one side: its kernels' time summed over the segment's pairs (time of one position)."""
+        return self._position_times[side - 1]
+
     @cached_property
     def _position_times(self) -> tuple[list[float], list[float]]:
         return tuple(self.sides[s - 1].dur[self.segment.rows(s)].sum(axis=0).tolist() for s in (1, 2))
@@ -613,16 +617,24 @@ def _main_positions(codes: np.ndarray) -> np.ndarray:
 
 
 def _note(walk: _Walk, evidence: Evidence, side: int, positions: list[int], reason: str) -> None:
-    rows, dur = walk.segment.rows(side), walk.sides[side - 1].dur
-    for p in positions:
-        key = (side, walk.kernel_type(side, p), reason)
-        evidence.unattributed[key] += walk.segment.weight
-        tally = evidence.note_kernels[key].setdefault(walk.name(side, p), [0, 0.0])
-        tally[0] += walk.segment.weight
-        tally[1] += float(dur[rows[:, p]].sum())
+    times = _column_sums(walk.sides[side - 1].dur, walk.segment.rows(side)[:, positions]).tolist()
+    types, names, weight = walk.type_names(side), walk.names(side), walk.segment.weight
+    for p, time_us in zip(positions, times):
+        key = (side, types[p], reason)
+        evidence.unattributed[key] += weight
+        tally = evidence.note_kernels[key].setdefault(names[p], [0, 0.0])
+        tally[0] += weight
+        tally[1] += time_us
         refs = evidence.note_refs[key]
         if len(refs) < walk.limits.max_evidence_refs:
             refs.append(walk.segment.ref(0, [p] if side == 1 else [], [p] if side == 2 else []))
+
+
+def _column_sums(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Per column of (pairs, positions) `rows`: values[rows[:, j]].sum(), all at once. Each column is summed as a
+    contiguous row of the transposed values, so to the same bits as on its own (pairwise); sum(axis=0) adds
+    pair after pair and can differ in the last bits."""
+    return np.ascontiguousarray(values[rows].T).sum(axis=1)
 
 
 def _pattern(
@@ -691,7 +703,8 @@ def _fusion(walk: _Walk, row: int, unfused: int, positions: list[int]) -> _Occur
         tuple([(types[p], names[p]) for p in unfused_positions]),
         tuple([(types[p], names[p]) for p in positions]),
     )
-    extras = [(types[p], names[p], walk.time(unfused, [p])) for p in positions]
+    times = walk.position_times(unfused)
+    extras = [(types[p], names[p], times[p]) for p in positions]
     return _Occurrence(facts, walk.time(unfused, positions), {fused: [fused_pos], unfused: unfused_positions}, extras)
 
 
@@ -736,7 +749,8 @@ def _split(walk: _Walk, row: int, side: int, helpers: list[int]) -> _Occurrence:
         len(helpers),
     )
     op_type = facts[1]  # a split's note counts its helpers as kernels of the operation's type
-    extras = [(op_type, names[p], walk.time(side, [p])) for p in helpers]
+    times = walk.position_times(side)
+    extras = [(op_type, names[p], times[p]) for p in helpers]
     return _Occurrence(facts, walk.time(side, helpers), {other: [counterpart], side: [main] + helpers}, extras)
 
 

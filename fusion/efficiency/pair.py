@@ -41,6 +41,7 @@ from fusion.efficiency.rates import (
     signatures,
     trace_rates,
     with_rates,
+    work_rates,
 )
 from fusion.match.op_calls import OpCalls
 from fusion.result import FusionMapping, plain
@@ -170,8 +171,9 @@ def aligned_table(rates1: TraceRates, rates2: TraceRates, aligned: np.ndarray, l
     pairs = pd.concat([rates1.calls[OP].iloc[aligned[:, 0]].reset_index(drop=True), *sides], axis=1)
     keys = [OP, *(f"{c}{s}" for s in (1, 2) for c in SIDE_KEYS)]
     grouped = pairs.groupby(keys, sort=False, dropna=False)
-    sums = {f"{c}{s}": (f"{c}{s}", "sum") for s in (1, 2) for c in (KERNELS, TIME_US)}
-    table = grouped.agg(**{CALLS: (f"{KERNELS}1", "size")}, **sums).reset_index()
+    table = grouped[[f"{c}{s}" for s in (1, 2) for c in (KERNELS, TIME_US)]].sum()
+    table.insert(0, CALLS, grouped.size())
+    table = table.reset_index()
     for s, rates in ((1, rates1), (2, rates2)):
         table[f"{FLOPS}{s}"] = table[f"{FLOPS}{s}"].where(table[f"{FLOPS}{s}"] >= 0)
         table[f"{BYTES}{s}"] = table[f"{BYTES}{s}"].where(table[f"{BYTES}{s}"] >= 0)
@@ -277,17 +279,11 @@ def _summed(rates: TraceRates, cited: list[int]) -> dict[str, Any] | None:
     """The rates of the cited calls' work over their time, when every cited call is rated; else None."""
     if not cited:
         return None
-    rows = rates.calls.iloc[cited]
-    if not rows[TFLOPS].notna().all():
+    calls = rates.calls
+    if calls[TFLOPS].isna().to_numpy()[cited].any():
         return None
-    frame = pd.DataFrame(
-        {
-            FLOPS: [rows[FLOPS].sum()],
-            BYTES: [rows[BYTES].sum()],
-            TIME_US: [rows[TIME_US].sum()],
-            DTYPE: [rows[DTYPE].iloc[0] if rows[DTYPE].nunique() == 1 else ""],
-            MATRIX: [bool(rows[MATRIX].all())],
-        }
-    )
-    summed = with_rates(frame, rates.gpu).iloc[0]
-    return {c: summed[c] for c in (*RATE_COLUMNS, FLOPS, MATRIX)}
+    flops, nbytes, time_us = (calls[c].to_numpy(np.float64)[cited].sum(keepdims=True) for c in (FLOPS, BYTES, TIME_US))
+    dtypes = calls[DTYPE].iloc[cited]
+    kind = (dtypes.iloc[0] if dtypes.nunique() == 1 else "", bool(calls[MATRIX].to_numpy(bool)[cited].all()))
+    summed = work_rates(flops, nbytes, time_us, [kind], rates.gpu)
+    return {**{c: summed[c][0] for c in RATE_COLUMNS}, FLOPS: flops[0], MATRIX: kind[1]}

@@ -30,6 +30,7 @@ from fusion import settings
 from fusion.efficiency.peaks import DEFAULT_PATH, GpuPeaks, PeakTable, load_peaks
 from fusion.efficiency.work import Work, op_work
 from fusion.errors import ConfigError
+from fusion.match.groups import unique_rows
 from fusion.match.op_calls import OpCalls, op_calls
 from fusion.model.trace import Trace
 
@@ -193,9 +194,9 @@ def call_rates(calls: OpCalls, gpu: Gpu) -> pd.DataFrame:
         [kernels[c].cat.codes.to_numpy()[heads] for c in ("op_top", "op_top_shapes", "op", "op_shapes")]
         + [calls.counts == 1]
     ).astype(np.int64)
-    distinct, inverse = np.unique(codes, axis=0, return_inverse=True)
+    distinct, inverse, _ = unique_rows(codes)
     category = {c: kernels[c].cat.categories for c in ("op_top", "op_top_shapes", "op", "op_shapes")}
-    works = [
+    counted = [
         _counted(
             str(category["op_top"][row[0]]),
             str(category["op_top_shapes"][row[1]]),
@@ -205,32 +206,34 @@ def call_rates(calls: OpCalls, gpu: Gpu) -> pd.DataFrame:
         )
         for row in distinct.tolist()
     ]
-    table = pd.DataFrame(
-        [(level, op, *_dims_types(shapes), work) for level, op, shapes, work in works],
-        columns=[LEVEL, COUNTED_OP, DIMS, TYPES, "work"],
-    ).iloc[inverse.reshape(-1)]
-    work = table.pop("work").tolist()
+    shapes = [_dims_types(shapes) for _, _, shapes, _ in counted]
+    works = [work for _, _, _, work in counted]
     frame = pd.DataFrame(
         {
             CALL: np.arange(len(calls)),
             OP: calls.ops,
             OP_NAME: calls.raw_ops,
             MODULE: calls.modules,
-            COUNTED_OP: table[COUNTED_OP].to_numpy(),
-            LEVEL: table[LEVEL].to_numpy(),
-            DIMS: table[DIMS].to_numpy(),
-            TYPES: table[TYPES].to_numpy(),
-            FAMILY: [w.family for w in work],
-            DTYPE: [w.dtype for w in work],
-            MATRIX: [w.matrix for w in work],
-            FLOPS: np.array([np.nan if w.flops is None else w.flops for w in work]),
-            BYTES: np.array([np.nan if w.bytes is None else w.bytes for w in work]),
-            REASON: [w.reason for w in work],
+            COUNTED_OP: _per_call([op for _, op, _, _ in counted], inverse, object),
+            LEVEL: _per_call([level for level, _, _, _ in counted], inverse, object),
+            DIMS: _per_call([dims for dims, _ in shapes], inverse, object),
+            TYPES: _per_call([types for _, types in shapes], inverse, object),
+            FAMILY: _per_call([w.family for w in works], inverse, object),
+            DTYPE: _per_call([w.dtype for w in works], inverse, object),
+            MATRIX: _per_call([w.matrix for w in works], inverse),
+            FLOPS: _per_call([np.nan if w.flops is None else w.flops for w in works], inverse),
+            BYTES: _per_call([np.nan if w.bytes is None else w.bytes for w in works], inverse),
+            REASON: _per_call([w.reason for w in works], inverse, object),
             KERNELS: calls.counts,
             TIME_US: time_us,
         }
     )
     return with_rates(frame, gpu)
+
+
+def _per_call(values: list[Any], inverse: np.ndarray, dtype: Any = None) -> np.ndarray:
+    """Values of each distinct call work spread to the calls (`inverse`: each call's distinct row)."""
+    return np.array(values, dtype=dtype)[inverse]
 
 
 def _counted(top: str, top_shapes: str, inner: str, inner_shapes: str, single: bool) -> tuple[str, str, str, Work]:
@@ -260,20 +263,29 @@ def _compact(value: Any) -> str:
 
 
 def with_rates(frame: pd.DataFrame, gpu: Gpu) -> pd.DataFrame:
-    """`frame` (FLOPS, BYTES, TIME_US, DTYPE, MATRIX per row) with the RATE_COLUMNS on `gpu`; rates only where
-    both FLOPs and bytes are counted and the time is positive."""
+    """`frame` (FLOPS, BYTES, TIME_US, DTYPE, MATRIX per row) with the RATE_COLUMNS on `gpu` (work_rates)."""
+    flops, nbytes, time_us = (frame[c].to_numpy(np.float64) for c in (FLOPS, BYTES, TIME_US))
+    kinds = list(zip(frame[DTYPE].tolist(), frame[MATRIX].astype(bool).tolist()))
+    return frame.assign(**work_rates(flops, nbytes, time_us, kinds, gpu))
+
+
+def work_rates(
+    flops: np.ndarray, nbytes: np.ndarray, time_us: np.ndarray, kinds: list[tuple[str, bool]], gpu: Gpu
+) -> dict[str, np.ndarray]:
+    """The RATE_COLUMNS of work given as columns (`kinds`: (dtype, matrix) per row); rates only where both FLOPs
+    and bytes are counted and the time is positive."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        return frame.assign(**_rates(frame, gpu))
+        return _rates(flops, nbytes, time_us, kinds, gpu)
 
 
-def _rates(frame: pd.DataFrame, gpu: Gpu) -> dict[str, np.ndarray]:
-    flops, nbytes = frame[FLOPS].to_numpy(np.float64), frame[BYTES].to_numpy(np.float64)
-    seconds = frame[TIME_US].to_numpy(np.float64) * 1e-6
+def _rates(
+    flops: np.ndarray, nbytes: np.ndarray, time_us: np.ndarray, kinds: list[tuple[str, bool]], gpu: Gpu
+) -> dict[str, np.ndarray]:
+    seconds = time_us * 1e-6
     ok = np.isfinite(flops) & np.isfinite(nbytes) & (seconds > 0)
     tflops = np.where(ok, flops / seconds / 1e12, np.nan)
     tbps = np.where(ok, nbytes / seconds / 1e12, np.nan)
     intensity = np.where(ok & (nbytes > 0), flops / nbytes, np.nan)
-    kinds = list(zip(frame[DTYPE].tolist(), frame[MATRIX].astype(bool).tolist()))
     peaks = {kind: gpu.peak_tflops(*kind) for kind in set(kinds)}
     peak = np.array([peaks[kind] or np.nan for kind in kinds], dtype=np.float64)
     bandwidth = gpu.bandwidth_tb_s or np.nan
