@@ -119,7 +119,7 @@ def assert_consistent(trace: Trace) -> None:
     assert int(trace.names["count"].sum()) == len(table) == trace.kernel_count
     assert math.isfinite(trace.kernel_time_us)
     assert all(isinstance(w, str) for w in trace.warnings)
-    assert len(trace.digest) == 64
+    assert re.fullmatch(r"[0-9a-f]{64}(:device\d+)?", trace.digest)  # a multi-GPU trace's digest names its device
 
 
 # -- byte-level mutations
