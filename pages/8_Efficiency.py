@@ -14,7 +14,7 @@ from ui.state import EFFICIENCY_SORTS, EFFICIENCY_TABS, PAGES, View
 TABLE_ROWS = 500
 NUMBERS = {
     c: st.column_config.NumberColumn(format="%.3f")
-    for c in ("time (ms)", "time (ms) 1", "time (ms) 2", "saving (ms)", "TB/s", "TB/s 1", "TB/s 2")
+    for c in ("time (ms)", "time (ms) 1", "time (ms) 2", "saving (ms)", "TB/s")
 }
 RATE_WIDTH = 56
 """Pixels per rate column of the aligned table, so both sides' twelve numbers fit a 1280 px screen."""
