@@ -3,11 +3,11 @@
     python bench/concurrency.py                      # 6 sessions for 60 s
     python bench/concurrency.py --sessions 8 --seconds 120
 
-Starts `streamlit run app.py` on a free loopback port with empty caches, then drives --sessions browser
-contexts of one headless Chromium (Playwright) at once. Each session owns a pair no other session has: the
-bundled eager_prefill pair with the session's number in both GPU names (so its own digests). A cycle opens the
-home page afresh, picks "Upload files", uploads trace 1, waits until the page shows it stored, uploads trace 2,
-and waits for the comparison's headline (--eager: trace 2 at once, without waiting). It counts:
+Starts `streamlit run serve.py` (the README's server, with its warm-up) on a free loopback port with empty caches,
+then drives --sessions browser contexts of one headless Chromium (Playwright) at once. Each session owns a pair no
+other session has: the bundled eager_prefill pair with the session's number in both GPU names (so its own digests).
+A cycle opens the home page afresh, picks "Upload files", uploads trace 1, waits until the page shows it stored,
+uploads trace 2, and waits for the comparison's headline (--eager: trace 2 at once, without waiting). It counts:
   cycles  completed cycles (both uploads registered, the comparison shown)
   lost    an upload the browser took (its file chip shows) that the page never showed as stored in --timeout s
   dropped a file the browser itself never took: with --eager, the second file given while the first file's run
@@ -84,7 +84,7 @@ def free_port() -> int:
 
 
 def start_server(workdir: Path) -> tuple[subprocess.Popen, str]:
-    """`streamlit run app.py` on a free loopback port, with its own empty store and caches."""
+    """`streamlit run serve.py` on a free loopback port, with its own empty store and caches."""
     port = free_port()
     env = {
         **os.environ,
@@ -93,7 +93,7 @@ def start_server(workdir: Path) -> tuple[subprocess.Popen, str]:
         "FUSION_BATCH_DIR": str(workdir / "batches"),
     }
     env.pop("FUSION_HOSTED", None)
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
+    command = [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true"]
     command += ["--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
     log = (workdir / "streamlit.log").open("w")
     server = subprocess.Popen(command, cwd=PROJECT, env=env, stdout=log, stderr=subprocess.STDOUT)

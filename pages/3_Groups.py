@@ -183,17 +183,11 @@ def show_pair(view: View, comparison: Comparison, pair_id: int) -> None:
         f'<div style="font-size:0.85em">Middle lane: {LEGEND}. Top and bottom lanes: each kernel\'s type (the legend below the strip); '
         "blank: no kernel on that side. The axis numbers the rows of the table below, which names each kernel.</div>"
     )
-    ui.table(
+    ui.name_table(
         tables.aligned_table(rows, marked[window]),
+        ["kernel name, trace 1", "kernel name, trace 2"],
+        key="aligned_names",
         height=420,
-        column_config={
-            "kernel name, trace 1": st.column_config.TextColumn(
-                width="medium", help="Raw name; click a cell to read all of it"
-            ),
-            "kernel name, trace 2": st.column_config.TextColumn(
-                width="medium", help="Raw name; click a cell to read all of it"
-            ),
-        },
     )
     st.subheader("Timeline")
     if st.toggle(

@@ -14,7 +14,8 @@ import dataclasses
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -265,12 +266,15 @@ def _ingest_capture(side: int, upload: Any) -> dict[str, str]:
 
 
 class Lru:
-    """A small thread-safe LRU map, shared by all sessions of this server process."""
+    """A small thread-safe LRU map, shared by all sessions of this server process. `made` computes a missing
+    value once however many sessions (or the server's warm-up) ask for it at the same time: the others wait
+    for it instead of repeating the work."""
 
     def __init__(self, capacity: int) -> None:
         self._items: OrderedDict[Hashable, Any] = OrderedDict()
         self._capacity = max(1, capacity)
         self._lock = threading.Lock()
+        self._making: dict[Hashable, threading.Lock] = {}
 
     def get(self, key: Hashable) -> Any | None:
         with self._lock:
@@ -285,6 +289,28 @@ class Lru:
             self._items.move_to_end(key)
             while len(self._items) > self._capacity:
                 self._items.popitem(last=False)
+
+    def made(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        """The value under `key`, from `make()` (kept) when missing; one `make` per key at a time."""
+        value = self.get(key)
+        if value is not None:
+            return value
+        with self.making(key):
+            value = self.get(key)
+            if value is None:
+                value = make()
+                self.put(key, value)
+        return value
+
+    @contextmanager
+    def making(self, *keys: Hashable) -> Iterator[None]:
+        """Hold the keys' make-locks (in one order, so two holders of overlapping keys cannot deadlock)."""
+        with self._lock:
+            locks = [self._making.setdefault(key, threading.Lock()) for key in sorted(set(keys), key=repr)]
+        with ExitStack() as stack:
+            for lock in locks:
+                stack.enter_context(lock)
+            yield
 
 
 @st.cache_resource(show_spinner=False)
@@ -315,11 +341,7 @@ def derived(comparison: Comparison, what: Hashable, make: Callable[[Comparison],
         comparison.trace2.label,
         what,
     )
-    value = _derived().get(key)
-    if value is None:
-        value = make(comparison)
-        _derived().put(key, value)
-    return value
+    return _derived().made(key, lambda: make(comparison))
 
 
 class Progress:
@@ -421,62 +443,65 @@ def analyse(view: View, *, shown: bool = True) -> Analysis:
 
 def pair_phases(trace1: Trace, trace2: Trace) -> dict[str, tuple[int, int]]:
     """Phases both traces have kernels in ('all' last) and each side's steps in it; kept per pair of traces."""
-    key = ("phases", trace1.digest, trace2.digest)
-    found = _derived().get(key)
-    if found is None:
-        found = pair_steps((trace1, trace2))
-        _derived().put(key, found)
-    return found
+    return _derived().made(("phases", trace1.digest, trace2.digest), lambda: pair_steps((trace1, trace2)))
 
 
 def trace_steps(trace: Trace) -> pd.DataFrame:
     """The trace's recorded steps (phase_compare.step_spans), kept per trace."""
-    key = ("steps", trace.digest)
-    found = _derived().get(key)
-    if found is None:
-        found = step_spans(trace.kernels)
-        _derived().put(key, found)
-    return found
+    return _derived().made(("steps", trace.digest), lambda: step_spans(trace.kernels))
 
 
 def _load_sides(found: list[Source | None], errors: list[str | None], progress: Progress) -> list[Trace | None]:
     """Each side's trace: from memory, else the on-disk table cache, else parsed (both at once when large;
-    the alignment's compiled code is loaded once the first has finished, on the core it frees)."""
-    traces: list[Trace | None] = [_traces().get(s.key) if s is not None else None for s in found]
-    todo = [i for i, source in enumerate(found) if source is not None and traces[i] is None]
-    requests = [
-        Request(found[i].path, name=found[i].name, captures=found[i].captures, found_in=found[i].found_in)  # type: ignore[union-attr]
-        for i in todo
+    the alignment's compiled code is loaded once the first has finished, on the core it frees). A trace that
+    another session (or the warm-up) is loading is waited for, not loaded again."""
+    traces = _cached_traces(found)
+    missing = [source.key for source, trace in zip(found, traces) if source is not None and trace is None]
+    if not missing:
+        return traces
+    with _traces().making(*missing):
+        traces = _cached_traces(found)
+        todo = {i: source for i, source in enumerate(found) if source is not None and traces[i] is None}
+        for (i, source), result in zip(todo.items(), _parse(list(todo.values()), list(todo), progress)):
+            if isinstance(result, TraceError):
+                errors[i] = str(result)
+            else:
+                traces[i] = result
+                _traces().put(source.key, result)
+    return traces
+
+
+def _cached_traces(found: list[Source | None]) -> list[Trace | None]:
+    return [_traces().get(s.key) if s is not None else None for s in found]
+
+
+def _parse(sources: list[Source], sides: list[int], progress: Progress) -> list[Trace | TraceError]:
+    """Load the sources (0-based `sides` of the page), reporting each one's bytes read."""
+    if not sources:
+        return []
+    requests = [Request(s.path, name=s.name, captures=s.captures, found_in=s.found_in) for s in sources]
+    callbacks = [
+        progress.bytes_callback(f"Reading trace {i + 1} ({Path(s.name).name})", 0.35 * i, 0.35 * (i + 1))
+        for i, s in zip(sides, sources)
     ]
-    callbacks = {
-        i + 1: progress.bytes_callback(f"Reading trace {i + 1} ({Path(found[i].name).name})", 0.35 * i, 0.35 * (i + 1))  # type: ignore[union-attr]
-        for i in todo
-    }
 
     def report(side: int, done: int, total: int) -> None:
-        callbacks[todo[side - 1] + 1](done, total)
+        callbacks[side - 1](done, total)
 
-    loaded = load_traces(requests, progress=report, cache=table_cache(), meanwhile=prepare_alignment)
-    for i, result in zip(todo, loaded):
-        if isinstance(result, TraceError):
-            errors[i] = str(result)
-        else:
-            traces[i] = result
-            _traces().put(found[i].key, result)  # type: ignore[union-attr]
-    return traces
+    return load_traces(requests, progress=report, cache=table_cache(), meanwhile=prepare_alignment)
 
 
 def _compare(
     trace1: Trace, trace2: Trace, min_group_size: int, phase: str, keep: bool, progress: Progress
 ) -> Comparison:
     key = (trace1.digest, trace2.digest, min_group_size, phase, keep)
-    comparison = _comparisons().get(key)
-    if comparison is None:
 
-        def report(stage: str, fraction: float) -> None:
-            progress.update(0.7 + 0.3 * fraction, f"{COMPARE_STAGES.get(stage, stage)}…")
+    def report(stage: str, fraction: float) -> None:
+        progress.update(0.7 + 0.3 * fraction, f"{COMPARE_STAGES.get(stage, stage)}…")
 
-        comparison = cached_compare(
+    return _comparisons().made(
+        key,
+        lambda: cached_compare(
             trace1,
             trace2,
             cache=result_cache(),
@@ -484,9 +509,8 @@ def _compare(
             min_group_size=min_group_size,
             phase=phase,
             keep_unlaunched=keep,
-        )
-        _comparisons().put(key, comparison)
-    return comparison
+        ),
+    )
 
 
 def relabel(comparison: Comparison, view: View) -> Comparison:

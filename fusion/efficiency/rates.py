@@ -103,7 +103,8 @@ class Gpu:
 
 
 def peak_table() -> PeakTable:
-    """The built-in table plus FUSION_GPU_PEAKS; a bad user file is a ConfigError naming it."""
+    """The built-in table plus FUSION_GPU_PEAKS; a bad file is a ConfigError naming it (and the setting, when it
+    is the user's)."""
     extra = settings.gpu_peaks_path()
     stamp = Path(extra).stat().st_mtime_ns if extra and Path(extra).is_file() else 0
     return _peak_table(extra, stamp)
@@ -114,7 +115,8 @@ def _peak_table(extra: str, stamp: int) -> PeakTable:
     try:
         return load_peaks(DEFAULT_PATH, extra or None)
     except (ValueError, OSError) as exc:
-        raise ConfigError(f"FUSION_GPU_PEAKS={extra!r}: {exc}") from None
+        setting = f"FUSION_GPU_PEAKS={extra!r}: " if extra else ""  # else the built-in table, which exc names
+        raise ConfigError(f"{setting}{exc}") from None
 
 
 def gpu_of(trace: Trace, table: PeakTable | None = None) -> Gpu:

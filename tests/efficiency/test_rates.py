@@ -12,6 +12,7 @@ import pytest
 from builders import SHARED_TRACES, EagerTrace, Launch, Op
 
 from fusion import compare, load
+from fusion.efficiency import rates
 from fusion.efficiency.rates import (
     BANDWIDTH_PCT,
     BOUND,
@@ -126,6 +127,17 @@ def test_a_bad_peaks_file_is_a_config_error_naming_it(tmp_path: Path, monkeypatc
     monkeypatch.setenv("FUSION_GPU_PEAKS", str(bad))
     with pytest.raises(ConfigError, match="FUSION_GPU_PEAKS=.*bad.toml.*vendor"):
         peak_table()
+
+
+def test_a_bad_built_in_table_names_its_file_not_the_unset_setting(tmp_path: Path, monkeypatch) -> None:
+    bad = tmp_path / "gpu_peaks.toml"
+    bad.write_text("gpu = [")
+    monkeypatch.delenv("FUSION_GPU_PEAKS", raising=False)
+    monkeypatch.setattr(rates, "DEFAULT_PATH", bad)
+    rates._peak_table.cache_clear()  # the built-in table read by an earlier test
+    with pytest.raises(ConfigError) as raised:
+        peak_table()
+    assert str(raised.value).startswith(f"{bad}: invalid TOML")
 
 
 def test_signatures_sum_the_work_of_equal_calls() -> None:

@@ -32,6 +32,8 @@ from ui import charts as ui_charts  # noqa: E402
 from ui import tables  # noqa: E402
 from ui.state import NOT_ALLOWED  # noqa: E402
 from ui.text import md as md_text  # noqa: E402
+from ui.text import short_name  # noqa: E402
+from ui.widgets import SELECT_FOR_FULL_NAME  # noqa: E402
 
 SAMPLE = "vllm_moe_full_graph"
 SAMPLE_DIR = ROOT / "sample_traces" / SAMPLE
@@ -441,8 +443,10 @@ def test_eager_pair_drill_down_from_a_type_to_aligned_names(eager_pair) -> None:
     columns = list(aligned.columns)
     assert columns.index("type 2") < columns.index("kernel name, trace 1") < columns.index("kernel name, trace 2")
     both = aligned[(aligned["kernel name, trace 1"] != "") & (aligned["kernel name, trace 2"] != "")]
-    names1, names2 = set(expected.trace1.names.index), set(expected.trace2.names.index)
+    names1, names2 = ({short_name(n) for n in t.names.index} for t in (expected.trace1, expected.trace2))
     assert len(both) and set(both["kernel name, trace 1"]) <= names1 and set(both["kernel name, trace 2"]) <= names2
+    assert any(name.count("…") for name in both["kernel name, trace 1"]), "long names are shortened"
+    assert any(SELECT_FOR_FULL_NAME in c.value for c in at.caption)
     charts = len(at.get("plotly_chart"))
     assert not [r for r in at.radio if r.key == "time_axis"], "the timeline is drawn on request"
     at.toggle(key="show_timeline").set_value(True).run()
