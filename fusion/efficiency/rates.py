@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -311,38 +312,73 @@ def signatures(calls: pd.DataFrame, gpu: Gpu, op_calls: OpCalls | None = None) -
     kernel names by time (at most TOP_KERNEL_NAMES)."""
     if calls.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in SIGNATURE_COLUMNS})
-    keys = list(WORK_COLUMNS)
-    filled = calls.assign(**{FLOPS: calls[FLOPS].fillna(-1.0), BYTES: calls[BYTES].fillna(-1.0)})
-    group = filled.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
+    group = first_seen_groups(calls, WORK_COLUMNS)
     first = np.unique(group, return_index=True)[1]
-    table = filled.iloc[first][keys].reset_index(drop=True)
-    for column in (FLOPS, BYTES):
-        table[column] = table[column].where(table[column] >= 0)
+    table: dict[str, Any] = {c: calls[c].to_numpy()[first] for c in WORK_COLUMNS}
     table[CALLS] = np.bincount(group)
-    table[KERNELS] = np.bincount(group, weights=filled[KERNELS].to_numpy(np.float64)).astype(np.int64)
-    table[TIME_US] = np.bincount(group, weights=filled[TIME_US].to_numpy(np.float64))
-    summed = table.assign(**{FLOPS: table[FLOPS] * table[CALLS], BYTES: table[BYTES] * table[CALLS]})
-    rated = with_rates(summed, gpu)
-    table = table.assign(**{c: rated[c].to_numpy() for c in RATE_COLUMNS})
-    table[KERNEL_NAMES] = _top_names(group, calls[CALL].to_numpy(), op_calls, len(table))
-    return table.sort_values(TIME_US, ascending=False, kind="stable").reset_index(drop=True)[list(SIGNATURE_COLUMNS)]
+    table[KERNELS] = np.bincount(group, weights=calls[KERNELS].to_numpy(np.float64)).astype(np.int64)
+    table[TIME_US] = np.bincount(group, weights=calls[TIME_US].to_numpy(np.float64))
+    kinds = list(zip(table[DTYPE].tolist(), table[MATRIX].astype(bool).tolist()))
+    summed = (table[FLOPS].astype(np.float64) * table[CALLS], table[BYTES].astype(np.float64) * table[CALLS])
+    table.update(work_rates(*summed, table[TIME_US], kinds, gpu))
+    table[KERNEL_NAMES] = _top_names(group, calls[CALL].to_numpy(), op_calls, len(first))
+    order = np.argsort(-table[TIME_US], kind="stable")
+    return pd.DataFrame({c: _taken(table[c], order) for c in SIGNATURE_COLUMNS})
+
+
+def _taken(values: Any, order: np.ndarray) -> Any:
+    return [values[i] for i in order.tolist()] if isinstance(values, list) else values[order]
+
+
+def first_seen_groups(frame: pd.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
+    """Per row, its group of equal values in `columns` (NaN equal to NaN), numbered in order of first row: what
+    `frame.groupby(columns, sort=False, dropna=False).ngroup()` gives, from integer codes of each column."""
+    return first_seen(np.column_stack([pd.factorize(frame[c])[0] for c in columns]))
+
+
+def first_seen(codes: np.ndarray) -> np.ndarray:
+    """Per row of a 2-D int array, its group of equal rows, numbered in order of first row."""
+    _, inverse, _ = unique_rows(codes)
+    first = np.unique(inverse, return_index=True)[1]
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    return rank[inverse]
+
+
+def group_sums(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Per group 0..max (each must occur), its values summed in row order with pandas' compensated (Kahan)
+    summation, as the tables' groupby sums always were: np.bincount's plain sum differs in the last bit."""
+    return pd.Series(values).groupby(groups, sort=True).sum().to_numpy(np.float64)
 
 
 def _top_names(group: np.ndarray, call: np.ndarray, calls: OpCalls | None, groups: int) -> list[list[str]]:
     """Per signature, its kernel names by total time (at most TOP_KERNEL_NAMES); [] without the op calls."""
+    names: list[list[str]] = [[] for _ in range(groups)]
     if calls is None:
-        return [[] for _ in range(groups)]
+        return names
     group_of_call = np.full(len(calls), -1, dtype=np.int64)
     group_of_call[call] = group
     per_row = np.repeat(group_of_call, calls.counts)
-    rows = pd.DataFrame({"group": per_row, "name": calls.names.codes[calls.rows], "dur": calls.dur[calls.rows]})
-    rows = rows[rows["group"] >= 0]
-    by_time = rows.groupby(["group", "name"])["dur"].sum().sort_values(ascending=False, kind="stable")
-    top = by_time.groupby(level=0, sort=False).head(TOP_KERNEL_NAMES)
-    names: list[list[str]] = [[] for _ in range(groups)]
-    for g, code in top.index.tolist():
+    kept = per_row >= 0
+    for g, code in top_by_time(
+        per_row[kept], calls.names.codes[calls.rows][kept], calls.dur[calls.rows][kept], TOP_KERNEL_NAMES
+    ):
         names[g].append(str(calls.names.values[code]))
     return names
+
+
+def top_by_time(group: np.ndarray, name: np.ndarray, dur: np.ndarray, top: int) -> list[tuple[int, int]]:
+    """The (group, name) pairs of each group's `top` names by summed `dur`, by time (ties in (group, name)
+    order): `groupby([group, name]).sum()` sorted by time (stable) and cut to the first `top` of each group."""
+    pairs, inverse, _ = unique_rows(np.column_stack([group, name]).astype(np.int64))
+    sums = group_sums(dur, inverse)
+    kept: dict[int, int] = defaultdict(int)
+    out = []
+    for g, code in pairs[np.argsort(-sums, kind="stable")].tolist():
+        if kept[g] < top:
+            kept[g] += 1
+            out.append((g, code))
+    return out
 
 
 def shapes_text(dims: str) -> str:
