@@ -184,52 +184,49 @@ def trace_rates(trace: Trace, calls: OpCalls | None = None, table: PeakTable | N
     return TraceRates(gpu, call_rates(calls, gpu), trace.kernel_time_us)
 
 
+SHAPE_COLUMNS = ("op_top", "op_top_shapes", "op", "op_shapes")
+"""The kernel columns a call's work is counted from (at its first kernel): the top-level and innermost op."""
+COUNTED_CACHE = 1 << 16
+"""Distinct (op, shapes) counts kept per process (counted_work): a trace compared again counts nothing anew."""
+
+
 def call_rates(calls: OpCalls, gpu: Gpu) -> pd.DataFrame:
     """One row per op call (CALL_COLUMNS), in call order."""
     if not len(calls):
         return pd.DataFrame({c: pd.Series(dtype=object) for c in CALL_COLUMNS})
     kernels = calls.trace.kernels
     heads = calls.rows[calls.offsets[:-1]]
-    time_us = np.add.reduceat(calls.dur[calls.rows], calls.offsets[:-1])
     codes = np.column_stack(
-        [kernels[c].cat.codes.to_numpy()[heads] for c in ("op_top", "op_top_shapes", "op", "op_shapes")]
-        + [calls.counts == 1]
+        [kernels[c].cat.codes.to_numpy()[heads] for c in SHAPE_COLUMNS] + [calls.counts == 1]
     ).astype(np.int64)
     distinct, inverse, _ = unique_rows(codes)
-    category = {c: kernels[c].cat.categories for c in ("op_top", "op_top_shapes", "op", "op_shapes")}
-    counted = [
-        _counted(
-            str(category["op_top"][row[0]]),
-            str(category["op_top_shapes"][row[1]]),
-            str(category["op"][row[2]]),
-            str(category["op_shapes"][row[3]]),
-            bool(row[4]),
-        )
-        for row in distinct.tolist()
+    texts = [
+        [str(v) for v in np.asarray(kernels[c].cat.categories, dtype=object)[distinct[:, i]]]
+        for i, c in enumerate(SHAPE_COLUMNS)
     ]
-    shapes = [_dims_types(shapes) for _, _, shapes, _ in counted]
-    works = [work for _, _, _, work in counted]
-    frame = pd.DataFrame(
-        {
-            CALL: np.arange(len(calls)),
-            OP: calls.ops,
-            OP_NAME: calls.raw_ops,
-            MODULE: calls.modules,
-            COUNTED_OP: _per_call([op for _, op, _, _ in counted], inverse, object),
-            LEVEL: _per_call([level for level, _, _, _ in counted], inverse, object),
-            DIMS: _per_call([dims for dims, _ in shapes], inverse, object),
-            TYPES: _per_call([types for _, types in shapes], inverse, object),
-            FAMILY: _per_call([w.family for w in works], inverse, object),
-            DTYPE: _per_call([w.dtype for w in works], inverse, object),
-            MATRIX: _per_call([w.matrix for w in works], inverse),
-            FLOPS: _per_call([np.nan if w.flops is None else w.flops for w in works], inverse),
-            BYTES: _per_call([np.nan if w.bytes is None else w.bytes for w in works], inverse),
-            REASON: _per_call([w.reason for w in works], inverse, object),
-            KERNELS: calls.counts,
-            TIME_US: time_us,
-        }
-    )
-    return with_rates(frame, gpu)
+    counted = [counted_work(*row, bool(single)) for *row, single in zip(*texts, distinct[:, 4].tolist())]
+    works = [work for *_, work in counted]
+    table: dict[str, Any] = {
+        CALL: np.arange(len(calls)),
+        OP: calls.ops,
+        OP_NAME: calls.raw_ops,
+        MODULE: calls.modules,
+        **{
+            c: _per_call([row[i] for row in counted], inverse, object)
+            for i, c in enumerate((LEVEL, COUNTED_OP, DIMS, TYPES))
+        },
+        FAMILY: _per_call([w.family for w in works], inverse, object),
+        DTYPE: _per_call([w.dtype for w in works], inverse, object),
+        MATRIX: _per_call([w.matrix for w in works], inverse),
+        FLOPS: _per_call([np.nan if w.flops is None else w.flops for w in works], inverse),
+        BYTES: _per_call([np.nan if w.bytes is None else w.bytes for w in works], inverse),
+        REASON: _per_call([w.reason for w in works], inverse, object),
+        KERNELS: calls.counts,
+        TIME_US: np.add.reduceat(calls.dur[calls.rows], calls.offsets[:-1]),
+    }
+    kinds = list(zip(table[DTYPE].tolist(), table[MATRIX].tolist()))
+    table.update(work_rates(table[FLOPS], table[BYTES], table[TIME_US], kinds, gpu))
+    return pd.DataFrame({c: table[c] for c in CALL_COLUMNS})
 
 
 def _per_call(values: list[Any], inverse: np.ndarray, dtype: Any = None) -> np.ndarray:
@@ -237,14 +234,18 @@ def _per_call(values: list[Any], inverse: np.ndarray, dtype: Any = None) -> np.n
     return np.array(values, dtype=dtype)[inverse]
 
 
-def _counted(top: str, top_shapes: str, inner: str, inner_shapes: str, single: bool) -> tuple[str, str, str, Work]:
-    """(level, op, shapes, work) of a call: the top-level op's work, else (one kernel) the innermost op's."""
+@functools.lru_cache(maxsize=COUNTED_CACHE)
+def counted_work(
+    top: str, top_shapes: str, inner: str, inner_shapes: str, single: bool
+) -> tuple[str, str, str, str, Work]:
+    """(level, op, dims, types, work) of a call: the top-level op's work, else (one kernel) the innermost op's;
+    dims and types as compact JSON (_dims_types). Pure, so each distinct call work is counted once per process."""
     work = work_of(top, top_shapes)
     if not _counted_fully(work) and single and inner and inner != top:
         inner_work = work_of(inner, inner_shapes)
         if _counted_fully(inner_work):
-            return INNERMOST, inner, inner_shapes, inner_work
-    return TOP_LEVEL, top, top_shapes, work
+            return INNERMOST, inner, *_dims_types(inner_shapes), inner_work
+    return TOP_LEVEL, top, *_dims_types(top_shapes), work
 
 
 def _counted_fully(work: Work) -> bool:
