@@ -4,7 +4,7 @@ A call's time is the kernel time of the kernels it launched, as the op-level com
 kernel to its top-level op call, fusion.match.op_calls), so no kernel's time counts twice. Its work is counted
 at one level: the top-level op's, from the shapes that op recorded; where the top-level op is not modelled
 (aten::to, aten::reshape) and the call launched one kernel, the work of the innermost op that launched it
-(aten::copy_). Each distinct (op, shapes) is counted once.
+(aten::copy_). Each distinct (op, shapes) is counted once per process (counted_work).
 
 Rates: TFLOP/s = FLOPs / time, TB/s = bytes / time (10^12), arithmetic intensity = FLOPs / byte. Against the
 GPU's peaks (peaks.py): % of the dense peak for the work's dtype (matrix peak for GEMM, convolution and
