@@ -36,6 +36,7 @@ sys.path.insert(0, str(PROJECT))
 from fusion import Trace, compare, load  # noqa: E402
 from fusion.cache.loading import load_pair  # noqa: E402
 from fusion.cache.tables import TableCache  # noqa: E402
+from fusion.efficiency.rates import counted_work  # noqa: E402
 from fusion.loader.columns import MISSING_ID  # noqa: E402
 from fusion.match.align import clear_cache  # noqa: E402
 from fusion.synthetic.pairs import PairSpec, write_pair  # noqa: E402
@@ -112,10 +113,11 @@ def _cut_launches(corr: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 def timed_compare(pair: tuple[Trace, Trace], runs: int) -> tuple[float, dict[str, float]]:
     """Median wall time of compare() and of each stage (from one stage report to the next); every run starts
-    without cached alignments, as a fresh process would."""
+    without cached alignments or work counts, as a fresh process would."""
     totals, stages = [], defaultdict(list)
     for _ in range(runs):
         clear_cache()
+        counted_work.cache_clear()
         marks: list[tuple[str, float]] = []
         start = time.perf_counter()
         compare(*pair, progress=lambda stage, _fraction: marks.append((stage, time.perf_counter())))  # noqa: B023

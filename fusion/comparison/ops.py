@@ -5,14 +5,16 @@ time gap.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from fusion.detect.op_kernels import OP_CALLS_SOURCE, op_findings, outside_ops_note, unaligned_notes
 from fusion.detect.thresholds import Thresholds
+from fusion.efficiency.rates import group_sums, top_by_time
+from fusion.match.groups import unique_rows
 from fusion.match.op_calls import OpCalls, align_calls, op_calls
 from fusion.model.trace import Trace
 from fusion.result import (
@@ -111,30 +113,45 @@ def _mask(calls: OpCalls, chosen: list[int]) -> np.ndarray:
 
 def op_table(calls: tuple[OpCalls, OpCalls]) -> pd.DataFrame:
     """Per (canonical op, module): calls, kernels per call, top kernel names and time per side; by time gap."""
-    sides = [
-        _side_table(c).rename(
-            columns={OP_NAMES: f"{OP_NAMES}{c.side}", **{name: side_column(name, c.side) for name in OP_SIDE_COLUMNS}}
-        )
-        for c in calls
-    ]
-    table = sides[0].join(sides[1], how="outer")
-    for s in (1, 2):
-        table[side_column(CALLS, s)] = table[side_column(CALLS, s)].fillna(0).astype(np.int64)
-        table[side_column(TIME_US, s)] = table[side_column(TIME_US, s)].fillna(0.0).astype(np.float64)
-        for column in (side_column(KERNEL_NAMES, s), f"{OP_NAMES}{s}"):
-            table[column] = table[column].apply(lambda v: v if isinstance(v, list) else [])
-    table[OP_NAMES] = [sorted(set(a) | set(b)) for a, b in zip(table[f"{OP_NAMES}1"], table[f"{OP_NAMES}2"])]
+    sides = [_side_rows(c) for c in calls]
+    keys = sorted(set(sides[0][0]) | set(sides[1][0]))
+    position = {key: i for i, key in enumerate(keys)}
+    table: dict[str, Any] = {OP: np.array([op for op, _ in keys], dtype=object)}
+    table[MODULE] = np.array([module for _, module in keys], dtype=object)
+    names: list[list[list[str]]] = []
+    for s, (side_keys, columns) in enumerate(sides, start=1):
+        at = np.array([position[key] for key in side_keys], dtype=np.int64)
+        for name, fill in ((CALLS, 0), (KERNELS_PER_CALL, np.nan), (TIME_US, 0.0), (TIME_PER_CALL_US, np.nan)):
+            table[side_column(name, s)] = np.full(len(keys), fill, dtype=np.asarray(columns[name]).dtype)
+            table[side_column(name, s)][at] = columns[name]
+        for name, out in ((KERNEL_NAMES, side_column(KERNEL_NAMES, s)), (OP_NAMES, f"{OP_NAMES}{s}")):
+            table[out] = [[] for _ in keys]
+            for i, value in zip(at.tolist(), columns[name]):
+                table[out][i] = value
+        names.append(table.pop(f"{OP_NAMES}{s}"))
+    table[OP_NAMES] = [sorted(set(a) | set(b)) for a, b in zip(*names)]
     time1, time2 = table[side_column(TIME_US, 1)], table[side_column(TIME_US, 2)]
-    table[TIME_RATIO] = (time1 / time2).where((time1 > 0) & (time2 > 0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        table[TIME_RATIO] = np.where((time1 > 0) & (time2 > 0), time1 / time2, np.nan)
     table[TIME_GAP_US] = time1 - time2
-    table = table.reset_index()
-    order = np.argsort(-table[TIME_GAP_US].abs().to_numpy(), kind="stable")
-    return table.iloc[order].reset_index(drop=True)[list(OP_TABLE_COLUMNS)]
+    order = np.argsort(-np.abs(table[TIME_GAP_US]), kind="stable")
+    return pd.DataFrame({c: _taken(table[c], order) for c in OP_TABLE_COLUMNS})
+
+
+def _taken(values: Any, order: np.ndarray) -> Any:
+    return [values[i] for i in order.tolist()] if isinstance(values, list) else values[order]
 
 
 def op_times(trace: Trace) -> pd.DataFrame:
     """One trace's eager ops by kernel time: op, op_names, module and the OP_SIDE_COLUMNS (unprefixed)."""
-    table = _side_table(op_calls(trace, 1)).reset_index()
+    keys, columns = _side_rows(op_calls(trace, 1))
+    table = pd.DataFrame(
+        {
+            OP: [op for op, _ in keys],
+            MODULE: [module for _, module in keys],
+            **{c: columns[c] for c in (OP_NAMES, *OP_SIDE_COLUMNS)},
+        }
+    )
     return table.sort_values(TIME_US, ascending=False, kind="stable").reset_index(drop=True)
 
 
@@ -161,33 +178,49 @@ def op_sequences(trace: Trace, op: str) -> pd.DataFrame:
     return table.sort_values([CALLS, TIME_US], ascending=False, kind="stable").reset_index(drop=True)
 
 
-def _side_table(calls: OpCalls) -> pd.DataFrame:
-    """One side's OP_NAMES and OP_SIDE_COLUMNS, indexed by (op, module)."""
-    call_of_row = np.repeat(np.arange(len(calls)), calls.counts)
-    rows = pd.DataFrame(
-        {
-            OP: calls.ops[call_of_row],
-            MODULE: calls.modules[call_of_row],
-            "call": call_of_row,
-            "name": calls.names[calls.rows],
-            "dur": calls.dur[calls.rows],
-        }
-    )
-    keys = [OP, MODULE]
-    grouped = rows.groupby(keys)
-    table = pd.DataFrame({CALLS: grouped["call"].nunique(), "kernels": grouped.size(), TIME_US: grouped["dur"].sum()})
-    if table.empty:
-        table = pd.DataFrame(columns=[CALLS, "kernels", TIME_US], index=pd.MultiIndex.from_arrays([[], []], names=keys))
-    raw_ops = defaultdict(set)
-    for op, module, raw in zip(calls.ops.tolist(), calls.modules.tolist(), calls.raw_ops.tolist()):
-        raw_ops[(op, module)].add(raw)
-    table[OP_NAMES] = [sorted(raw_ops[key]) for key in table.index]
-    by_name = rows.groupby([*keys, "name"])["dur"].sum().sort_values(ascending=False, kind="stable")
-    top = by_name.groupby(level=keys, sort=False).head(TOP_OP_NAMES).index.tolist()
-    names = defaultdict(list)
-    for op, module, name in top:
-        names[(op, module)].append(name)
-    table[KERNEL_NAMES] = [names[key] for key in table.index]
-    table[KERNELS_PER_CALL] = table["kernels"] / table[CALLS]
-    table[TIME_PER_CALL_US] = table[TIME_US] / table[CALLS]
-    return table[[OP_NAMES, *OP_SIDE_COLUMNS]]
+def _side_rows(calls: OpCalls) -> tuple[list[tuple[str, str]], dict[str, Any]]:
+    """One side's (op, module) keys in sorted order, and per key its OP_NAMES and OP_SIDE_COLUMNS; the time sums
+    in kernel order with pandas' compensated sum, as a groupby of the kernels by (op, module) gives them."""
+    op, ops = pd.factorize(calls.ops)
+    module, modules = pd.factorize(calls.modules)
+    pairs, group, _ = unique_rows(np.column_stack([op, module]).astype(np.int64))
+    keys = [(str(ops[o]), str(modules[m])) for o, m in pairs.tolist()]
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    rank = np.empty(len(keys), dtype=np.int64)
+    rank[order] = np.arange(len(keys))
+    group = rank[group]
+    per_row = np.repeat(group, calls.counts)
+    dur = calls.dur[calls.rows]
+    count = np.bincount(group, minlength=len(keys))
+    time_us = group_sums(dur, per_row) if len(keys) else np.zeros(0)
+    columns: dict[str, Any] = {
+        OP_NAMES: _names_per_group(group, calls.raw_ops, len(keys)),
+        CALLS: count,
+        KERNELS_PER_CALL: np.bincount(per_row, minlength=len(keys)) / count,
+        KERNEL_NAMES: _top_names(per_row, calls, dur, len(keys)),
+        TIME_US: time_us,
+        TIME_PER_CALL_US: time_us / count,
+    }
+    return [keys[i] for i in order], columns
+
+
+def _names_per_group(group: np.ndarray, names: np.ndarray, groups: int) -> list[list[str]]:
+    """Per group, the distinct `names` of its members, sorted."""
+    code, distinct = pd.factorize(names)
+    found: list[set[str]] = [set() for _ in range(groups)]
+    for g, c in unique_rows(np.column_stack([group, code]).astype(np.int64))[0].tolist():
+        found[g].add(str(distinct[c]))
+    return [sorted(f) for f in found]
+
+
+def _top_names(group: np.ndarray, calls: OpCalls, dur: np.ndarray, groups: int) -> list[list[str]]:
+    """Per group (of each kernel row of `calls`), its kernel names by summed time, at most TOP_OP_NAMES; ties by name."""
+    used, inverse = np.unique(calls.names.codes[calls.rows], return_inverse=True)
+    texts = [str(t) for t in calls.names.values[used]]
+    distinct = sorted(set(texts))
+    position = {t: i for i, t in enumerate(distinct)}
+    name = np.array([position[t] for t in texts], dtype=np.int64)[inverse]
+    out: list[list[str]] = [[] for _ in range(groups)]
+    for g, n in top_by_time(group, name, dur, TOP_OP_NAMES):
+        out[g].append(distinct[n])
+    return out

@@ -36,11 +36,13 @@ from fusion.efficiency.rates import (
     TYPES,
     Gpu,
     TraceRates,
+    first_seen,
+    first_seen_groups,
+    group_sums,
     rate_text,
     shapes_text,
     signatures,
     trace_rates,
-    with_rates,
     work_rates,
 )
 from fusion.match.op_calls import OpCalls
@@ -135,10 +137,9 @@ def op_efficiency(
     """Both traces' call rates and signatures, the aligned calls side by side, and the findings' links."""
     rates = (trace_rates(calls[0].trace, calls[0]), trace_rates(calls[1].trace, calls[1]))
     notes = [f"{labels[s]}: {r.gpu.note}" for s, r in enumerate(rates) if r.gpu.note]
-    table = aligned_table(rates[0], rates[1], aligned, labels)
-    if len(table) > TOP_ROWS:
-        notes.append(f"{len(table):,} aligned op signatures; the {TOP_ROWS} with the largest saving or time gap kept")
-        table = table.head(TOP_ROWS)
+    table, total = aligned_table(rates[0], rates[1], aligned, labels)
+    if total > TOP_ROWS:
+        notes.append(f"{total:,} aligned op signatures; the {TOP_ROWS} with the largest saving or time gap kept")
     return OpEfficiency(
         gpus=[_gpu_entry(s + 1, r.gpu) for s, r in enumerate(rates)],
         coverage=[{"side": s + 1, **r.coverage()} for s, r in enumerate(rates)],
@@ -159,51 +160,52 @@ def _gpu_entry(side: int, gpu: Gpu) -> GpuEntry:
     return GpuEntry(side, gpu.name, row.name, row.hbm_tb_s, list(row.sources), gpu.note)
 
 
-def aligned_table(rates1: TraceRates, rates2: TraceRates, aligned: np.ndarray, labels: tuple[str, str]) -> pd.DataFrame:
-    """ALIGNED_COLUMNS per distinct (op, side-1 work, side-2 work) of the aligned calls, ranked by saving."""
+def aligned_table(
+    rates1: TraceRates, rates2: TraceRates, aligned: np.ndarray, labels: tuple[str, str], top: int = TOP_ROWS
+) -> tuple[pd.DataFrame, int]:
+    """ALIGNED_COLUMNS per distinct (op, side-1 work, side-2 work) of the aligned calls, ranked by saving: the
+    `top` first rows, and how many there are."""
     if not len(aligned):
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in ALIGNED_COLUMNS})
-    sides = []
-    for s, (rates, column) in enumerate(((rates1, aligned[:, 0]), (rates2, aligned[:, 1])), start=1):
-        part = rates.calls.iloc[column][[*SIDE_KEYS, KERNELS, TIME_US]].reset_index(drop=True)
-        part[FLOPS], part[BYTES] = part[FLOPS].fillna(-1.0), part[BYTES].fillna(-1.0)
-        sides.append(part.add_suffix(str(s)))
-    pairs = pd.concat([rates1.calls[OP].iloc[aligned[:, 0]].reset_index(drop=True), *sides], axis=1)
-    keys = [OP, *(f"{c}{s}" for s in (1, 2) for c in SIDE_KEYS)]
-    grouped = pairs.groupby(keys, sort=False, dropna=False)
-    table = grouped[[f"{c}{s}" for s in (1, 2) for c in (KERNELS, TIME_US)]].sum()
-    table.insert(0, CALLS, grouped.size())
-    table = table.reset_index()
-    for s, rates in ((1, rates1), (2, rates2)):
-        table[f"{FLOPS}{s}"] = table[f"{FLOPS}{s}"].where(table[f"{FLOPS}{s}"] >= 0)
-        table[f"{BYTES}{s}"] = table[f"{BYTES}{s}"].where(table[f"{BYTES}{s}"] >= 0)
-        summed = pd.DataFrame(
-            {
-                FLOPS: table[f"{FLOPS}{s}"] * table[CALLS],
-                BYTES: table[f"{BYTES}{s}"] * table[CALLS],
-                TIME_US: table[f"{TIME_US}{s}"],
-                DTYPE: table[f"{DTYPE}{s}"],
-                MATRIX: table[f"{MATRIX}{s}"],
-            }
-        )
-        rated = with_rates(summed, rates.gpu)
-        for name in RATE_COLUMNS:
-            table[f"{name}{s}"] = rated[name].to_numpy()
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in ALIGNED_COLUMNS}), 0
+    sides = (rates1.calls, rates2.calls)
+    keys = [pd.factorize(rates1.calls[OP])[0][aligned[:, 0]]]
+    keys += [first_seen_groups(calls, SIDE_KEYS)[aligned[:, s]] for s, calls in enumerate(sides)]
+    group = first_seen(np.column_stack(keys))
+    first = np.unique(group, return_index=True)[1]
+    table: dict[str, Any] = {OP: rates1.calls[OP].to_numpy()[aligned[first, 0]], CALLS: np.bincount(group)}
+    for s, rates in enumerate((rates1, rates2), start=1):
+        table.update(_side_columns(rates, aligned[:, s - 1], group, first, table[CALLS], s))
     time1, time2 = table[f"{TIME_US}1"], table[f"{TIME_US}2"]
-    table[TIME_RATIO] = (time1 / time2).where((time1 > 0) & (time2 > 0))
-    side, saving = _savings(table)
-    table[SAVING_SIDE], table[SAVING_US] = side, saving
-    table[TEXT] = [_row_text(row, labels) for row in table.to_dict(orient="records")]
-    gap = (time1 - time2).abs().to_numpy()
-    order = np.lexsort((-gap, -np.nan_to_num(saving, nan=-1.0)))
-    return table.iloc[order].reset_index(drop=True)[list(ALIGNED_COLUMNS)]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        table[TIME_RATIO] = np.where((time1 > 0) & (time2 > 0), time1 / time2, np.nan)
+    table[SAVING_SIDE], table[SAVING_US] = _savings(table)
+    gap = np.abs(time1 - time2)
+    order = np.lexsort((-gap, -np.nan_to_num(table[SAVING_US], nan=-1.0)))[:top]
+    kept = {c: v[order] for c, v in table.items()}
+    rows = [dict(zip(kept, values)) for values in zip(*(v.tolist() for v in kept.values()))]
+    kept[TEXT] = np.array([_row_text(row, labels) for row in rows], dtype=object)
+    return pd.DataFrame({c: kept[c] for c in ALIGNED_COLUMNS}), len(first)
 
 
-def _savings(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def _side_columns(
+    rates: TraceRates, calls: np.ndarray, group: np.ndarray, first: np.ndarray, count: np.ndarray, side: int
+) -> dict[str, np.ndarray]:
+    """One side's SIDE_KEYS (of each group's first call), KERNELS and TIME_US (summed) and RATE_COLUMNS, suffixed."""
+    frame = rates.calls
+    out: dict[str, Any] = {c: frame[c].to_numpy()[calls[first]] for c in SIDE_KEYS}
+    out[KERNELS] = np.bincount(group, weights=frame[KERNELS].to_numpy(np.float64)[calls]).astype(np.int64)
+    out[TIME_US] = group_sums(frame[TIME_US].to_numpy(np.float64)[calls], group)
+    kinds = list(zip(out[DTYPE].tolist(), out[MATRIX].astype(bool).tolist()))
+    summed = (out[FLOPS].astype(np.float64) * count, out[BYTES].astype(np.float64) * count)
+    out.update(work_rates(*summed, out[TIME_US], kinds, rates.gpu))
+    return {f"{c}{side}": v for c, v in out.items()}
+
+
+def _savings(table: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Per row: the side that would save time at the other side's roofline efficiency (0: neither, or unknown),
     and that time (NaN where an efficiency is unknown)."""
-    eff1, eff2 = (table[f"{ROOFLINE_PCT}{s}"].to_numpy(np.float64) for s in (1, 2))
-    time1, time2 = (table[f"{TIME_US}{s}"].to_numpy(np.float64) for s in (1, 2))
+    eff1, eff2 = (table[f"{ROOFLINE_PCT}{s}"].astype(np.float64) for s in (1, 2))
+    time1, time2 = (table[f"{TIME_US}{s}"] for s in (1, 2))
     known = np.isfinite(eff1) & np.isfinite(eff2) & (eff1 > 0) & (eff2 > 0)
     with np.errstate(invalid="ignore", divide="ignore"):
         saving1 = np.where(known & (eff1 < eff2), time1 * (1 - eff1 / eff2), 0.0)

@@ -4,7 +4,7 @@ A call's time is the kernel time of the kernels it launched, as the op-level com
 kernel to its top-level op call, fusion.match.op_calls), so no kernel's time counts twice. Its work is counted
 at one level: the top-level op's, from the shapes that op recorded; where the top-level op is not modelled
 (aten::to, aten::reshape) and the call launched one kernel, the work of the innermost op that launched it
-(aten::copy_). Each distinct (op, shapes) is counted once.
+(aten::copy_). Each distinct (op, shapes) is counted once per process (counted_work).
 
 Rates: TFLOP/s = FLOPs / time, TB/s = bytes / time (10^12), arithmetic intensity = FLOPs / byte. Against the
 GPU's peaks (peaks.py): % of the dense peak for the work's dtype (matrix peak for GEMM, convolution and
@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -185,52 +186,49 @@ def trace_rates(trace: Trace, calls: OpCalls | None = None, table: PeakTable | N
     return TraceRates(gpu, call_rates(calls, gpu), trace.kernel_time_us)
 
 
+SHAPE_COLUMNS = ("op_top", "op_top_shapes", "op", "op_shapes")
+"""The kernel columns a call's work is counted from (at its first kernel): the top-level and innermost op."""
+COUNTED_CACHE = 1 << 16
+"""Distinct (op, shapes) counts kept per process (counted_work): a trace compared again counts nothing anew."""
+
+
 def call_rates(calls: OpCalls, gpu: Gpu) -> pd.DataFrame:
     """One row per op call (CALL_COLUMNS), in call order."""
     if not len(calls):
         return pd.DataFrame({c: pd.Series(dtype=object) for c in CALL_COLUMNS})
     kernels = calls.trace.kernels
     heads = calls.rows[calls.offsets[:-1]]
-    time_us = np.add.reduceat(calls.dur[calls.rows], calls.offsets[:-1])
     codes = np.column_stack(
-        [kernels[c].cat.codes.to_numpy()[heads] for c in ("op_top", "op_top_shapes", "op", "op_shapes")]
-        + [calls.counts == 1]
+        [kernels[c].cat.codes.to_numpy()[heads] for c in SHAPE_COLUMNS] + [calls.counts == 1]
     ).astype(np.int64)
     distinct, inverse, _ = unique_rows(codes)
-    category = {c: kernels[c].cat.categories for c in ("op_top", "op_top_shapes", "op", "op_shapes")}
-    counted = [
-        _counted(
-            str(category["op_top"][row[0]]),
-            str(category["op_top_shapes"][row[1]]),
-            str(category["op"][row[2]]),
-            str(category["op_shapes"][row[3]]),
-            bool(row[4]),
-        )
-        for row in distinct.tolist()
+    texts = [
+        [str(v) for v in np.asarray(kernels[c].cat.categories, dtype=object)[distinct[:, i]]]
+        for i, c in enumerate(SHAPE_COLUMNS)
     ]
-    shapes = [_dims_types(shapes) for _, _, shapes, _ in counted]
-    works = [work for _, _, _, work in counted]
-    frame = pd.DataFrame(
-        {
-            CALL: np.arange(len(calls)),
-            OP: calls.ops,
-            OP_NAME: calls.raw_ops,
-            MODULE: calls.modules,
-            COUNTED_OP: _per_call([op for _, op, _, _ in counted], inverse, object),
-            LEVEL: _per_call([level for level, _, _, _ in counted], inverse, object),
-            DIMS: _per_call([dims for dims, _ in shapes], inverse, object),
-            TYPES: _per_call([types for _, types in shapes], inverse, object),
-            FAMILY: _per_call([w.family for w in works], inverse, object),
-            DTYPE: _per_call([w.dtype for w in works], inverse, object),
-            MATRIX: _per_call([w.matrix for w in works], inverse),
-            FLOPS: _per_call([np.nan if w.flops is None else w.flops for w in works], inverse),
-            BYTES: _per_call([np.nan if w.bytes is None else w.bytes for w in works], inverse),
-            REASON: _per_call([w.reason for w in works], inverse, object),
-            KERNELS: calls.counts,
-            TIME_US: time_us,
-        }
-    )
-    return with_rates(frame, gpu)
+    counted = [counted_work(*row, bool(single)) for *row, single in zip(*texts, distinct[:, 4].tolist())]
+    works = [work for *_, work in counted]
+    table: dict[str, Any] = {
+        CALL: np.arange(len(calls)),
+        OP: calls.ops,
+        OP_NAME: calls.raw_ops,
+        MODULE: calls.modules,
+        **{
+            c: _per_call([row[i] for row in counted], inverse, object)
+            for i, c in enumerate((LEVEL, COUNTED_OP, DIMS, TYPES))
+        },
+        FAMILY: _per_call([w.family for w in works], inverse, object),
+        DTYPE: _per_call([w.dtype for w in works], inverse, object),
+        MATRIX: _per_call([w.matrix for w in works], inverse),
+        FLOPS: _per_call([np.nan if w.flops is None else w.flops for w in works], inverse),
+        BYTES: _per_call([np.nan if w.bytes is None else w.bytes for w in works], inverse),
+        REASON: _per_call([w.reason for w in works], inverse, object),
+        KERNELS: calls.counts,
+        TIME_US: np.add.reduceat(calls.dur[calls.rows], calls.offsets[:-1]),
+    }
+    kinds = list(zip(table[DTYPE].tolist(), table[MATRIX].tolist()))
+    table.update(work_rates(table[FLOPS], table[BYTES], table[TIME_US], kinds, gpu))
+    return pd.DataFrame({c: table[c] for c in CALL_COLUMNS})
 
 
 def _per_call(values: list[Any], inverse: np.ndarray, dtype: Any = None) -> np.ndarray:
@@ -238,14 +236,18 @@ def _per_call(values: list[Any], inverse: np.ndarray, dtype: Any = None) -> np.n
     return np.array(values, dtype=dtype)[inverse]
 
 
-def _counted(top: str, top_shapes: str, inner: str, inner_shapes: str, single: bool) -> tuple[str, str, str, Work]:
-    """(level, op, shapes, work) of a call: the top-level op's work, else (one kernel) the innermost op's."""
+@functools.lru_cache(maxsize=COUNTED_CACHE)
+def counted_work(
+    top: str, top_shapes: str, inner: str, inner_shapes: str, single: bool
+) -> tuple[str, str, str, str, Work]:
+    """(level, op, dims, types, work) of a call: the top-level op's work, else (one kernel) the innermost op's;
+    dims and types as compact JSON (_dims_types). Pure, so each distinct call work is counted once per process."""
     work = work_of(top, top_shapes)
     if not _counted_fully(work) and single and inner and inner != top:
         inner_work = work_of(inner, inner_shapes)
         if _counted_fully(inner_work):
-            return INNERMOST, inner, inner_shapes, inner_work
-    return TOP_LEVEL, top, top_shapes, work
+            return INNERMOST, inner, *_dims_types(inner_shapes), inner_work
+    return TOP_LEVEL, top, *_dims_types(top_shapes), work
 
 
 def _counted_fully(work: Work) -> bool:
@@ -313,38 +315,73 @@ def signatures(calls: pd.DataFrame, gpu: Gpu, op_calls: OpCalls | None = None) -
     kernel names by time (at most TOP_KERNEL_NAMES)."""
     if calls.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in SIGNATURE_COLUMNS})
-    keys = list(WORK_COLUMNS)
-    filled = calls.assign(**{FLOPS: calls[FLOPS].fillna(-1.0), BYTES: calls[BYTES].fillna(-1.0)})
-    group = filled.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
+    group = first_seen_groups(calls, WORK_COLUMNS)
     first = np.unique(group, return_index=True)[1]
-    table = filled.iloc[first][keys].reset_index(drop=True)
-    for column in (FLOPS, BYTES):
-        table[column] = table[column].where(table[column] >= 0)
+    table: dict[str, Any] = {c: calls[c].to_numpy()[first] for c in WORK_COLUMNS}
     table[CALLS] = np.bincount(group)
-    table[KERNELS] = np.bincount(group, weights=filled[KERNELS].to_numpy(np.float64)).astype(np.int64)
-    table[TIME_US] = np.bincount(group, weights=filled[TIME_US].to_numpy(np.float64))
-    summed = table.assign(**{FLOPS: table[FLOPS] * table[CALLS], BYTES: table[BYTES] * table[CALLS]})
-    rated = with_rates(summed, gpu)
-    table = table.assign(**{c: rated[c].to_numpy() for c in RATE_COLUMNS})
-    table[KERNEL_NAMES] = _top_names(group, calls[CALL].to_numpy(), op_calls, len(table))
-    return table.sort_values(TIME_US, ascending=False, kind="stable").reset_index(drop=True)[list(SIGNATURE_COLUMNS)]
+    table[KERNELS] = np.bincount(group, weights=calls[KERNELS].to_numpy(np.float64)).astype(np.int64)
+    table[TIME_US] = np.bincount(group, weights=calls[TIME_US].to_numpy(np.float64))
+    kinds = list(zip(table[DTYPE].tolist(), table[MATRIX].astype(bool).tolist()))
+    summed = (table[FLOPS].astype(np.float64) * table[CALLS], table[BYTES].astype(np.float64) * table[CALLS])
+    table.update(work_rates(*summed, table[TIME_US], kinds, gpu))
+    table[KERNEL_NAMES] = _top_names(group, calls[CALL].to_numpy(), op_calls, len(first))
+    order = np.argsort(-table[TIME_US], kind="stable")
+    return pd.DataFrame({c: _taken(table[c], order) for c in SIGNATURE_COLUMNS})
+
+
+def _taken(values: Any, order: np.ndarray) -> Any:
+    return [values[i] for i in order.tolist()] if isinstance(values, list) else values[order]
+
+
+def first_seen_groups(frame: pd.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
+    """Per row, its group of equal values in `columns` (NaN equal to NaN), numbered in order of first row: what
+    `frame.groupby(columns, sort=False, dropna=False).ngroup()` gives, from integer codes of each column."""
+    return first_seen(np.column_stack([pd.factorize(frame[c])[0] for c in columns]))
+
+
+def first_seen(codes: np.ndarray) -> np.ndarray:
+    """Per row of a 2-D int array, its group of equal rows, numbered in order of first row."""
+    _, inverse, _ = unique_rows(codes)
+    first = np.unique(inverse, return_index=True)[1]
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    return rank[inverse]
+
+
+def group_sums(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Per group 0..max (each must occur), its values summed in row order with pandas' compensated (Kahan)
+    summation, as the tables' groupby sums always were: np.bincount's plain sum differs in the last bit."""
+    return pd.Series(values).groupby(groups, sort=True).sum().to_numpy(np.float64)
 
 
 def _top_names(group: np.ndarray, call: np.ndarray, calls: OpCalls | None, groups: int) -> list[list[str]]:
     """Per signature, its kernel names by total time (at most TOP_KERNEL_NAMES); [] without the op calls."""
+    names: list[list[str]] = [[] for _ in range(groups)]
     if calls is None:
-        return [[] for _ in range(groups)]
+        return names
     group_of_call = np.full(len(calls), -1, dtype=np.int64)
     group_of_call[call] = group
     per_row = np.repeat(group_of_call, calls.counts)
-    rows = pd.DataFrame({"group": per_row, "name": calls.names.codes[calls.rows], "dur": calls.dur[calls.rows]})
-    rows = rows[rows["group"] >= 0]
-    by_time = rows.groupby(["group", "name"])["dur"].sum().sort_values(ascending=False, kind="stable")
-    top = by_time.groupby(level=0, sort=False).head(TOP_KERNEL_NAMES)
-    names: list[list[str]] = [[] for _ in range(groups)]
-    for g, code in top.index.tolist():
+    kept = per_row >= 0
+    for g, code in top_by_time(
+        per_row[kept], calls.names.codes[calls.rows][kept], calls.dur[calls.rows][kept], TOP_KERNEL_NAMES
+    ):
         names[g].append(str(calls.names.values[code]))
     return names
+
+
+def top_by_time(group: np.ndarray, name: np.ndarray, dur: np.ndarray, top: int) -> list[tuple[int, int]]:
+    """The (group, name) pairs of each group's `top` names by summed `dur`, by time (ties in (group, name)
+    order): `groupby([group, name]).sum()` sorted by time (stable) and cut to the first `top` of each group."""
+    pairs, inverse, _ = unique_rows(np.column_stack([group, name]).astype(np.int64))
+    sums = group_sums(dur, inverse)
+    kept: dict[int, int] = defaultdict(int)
+    out = []
+    for g, code in pairs[np.argsort(-sums, kind="stable")].tolist():
+        if kept[g] < top:
+            kept[g] += 1
+            out.append((g, code))
+    return out
 
 
 def shapes_text(dims: str) -> str:

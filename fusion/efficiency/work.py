@@ -60,7 +60,7 @@ Per family
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 # --------------------------------------------------------------------------- families (data)
@@ -354,18 +354,22 @@ class _Args:
     types: list
     strides: list | None
     concrete: list | None
+    _shapes: list[list[int] | None] = field(init=False, repr=False)
+    """Each argument's dims where they are a shape (a list of ints), else None: read many times per op."""
+    _tensors: list[bool] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._shapes = [_shape_of(d) for d in self.dims]
+        self._tensors = [d is not None and element_bytes(self.type(i)) is not None for i, d in enumerate(self._shapes)]
 
     def shape(self, i: int) -> list[int] | None:
-        d = self.dims[i] if i < len(self.dims) else None
-        if isinstance(d, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in d):
-            return d
-        return None
+        return self._shapes[i] if i < len(self._shapes) else None
 
     def type(self, i: int) -> str:
         return self.types[i] if i < len(self.types) else ""
 
     def is_tensor(self, i: int) -> bool:
-        return self.shape(i) is not None and element_bytes(self.type(i)) is not None
+        return i < len(self._tensors) and self._tensors[i]
 
     def tensor(self, i: int) -> list[int]:
         """Shape of a required tensor argument."""
@@ -402,6 +406,12 @@ class _Args:
 
     def tensors(self) -> list[int]:
         return [i for i in range(len(self.dims)) if self.has_tensor(i)]
+
+
+def _shape_of(dims: object) -> list[int] | None:
+    if isinstance(dims, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in dims):
+        return dims
+    return None
 
 
 def _bytes_of(type_name: str) -> int:

@@ -149,8 +149,13 @@ def _threads(calls: OpCalls) -> list[np.ndarray]:
 
 
 def _align_thread(codes1: np.ndarray, codes2: np.ndarray, calls1: np.ndarray, calls2: np.ndarray) -> np.ndarray:
-    """Aligned same-op call pairs of one thread pair, walked in corresponding windows like an eager stream."""
+    """Aligned same-op call pairs of one thread pair, walked in corresponding windows like an eager stream.
+
+    Two equal op sequences align call for call: each window's alignment is then its diagonal, the one path
+    that matches every call (any other scores less), so they are paired without aligning."""
     a, b = codes1[calls1], codes2[calls2]
+    if np.array_equal(a, b):
+        return np.column_stack([calls1, calls2])
     out = []
     for s1, e1, s2, e2 in stream_windows(a, b, max(len(a), len(b))):
         path = align_codes(a[s1:e1], b[s2:e2])
