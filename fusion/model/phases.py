@@ -398,12 +398,14 @@ def phase_table(kernels: pd.DataFrame) -> pd.DataFrame:
 
 def _distinct_pairs(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     """`first` (non-negative ints) of each distinct (first, second) pair: bincount of it counts the distinct
-    seconds per first. Hashed, in linear time."""
+    seconds per first. Hashed, in linear time; only the first pair of each run of equal pairs is hashed (a
+    step's kernels are mostly contiguous)."""
     if not len(first):
         return first
     second = second - second.min()
     width = int(second.max()) + 1
-    return pd.unique(first * width + second) // width
+    keys = first * width + second
+    return pd.unique(keys[np.r_[True, keys[1:] != keys[:-1]]]) // width
 
 
 def phase_notes(kernels: pd.DataFrame, table: pd.DataFrame | None = None) -> list[str]:
