@@ -9,7 +9,7 @@ kind "stream" (correlations -1).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
@@ -186,13 +186,15 @@ def _compare_phase(
 class _Matched:
     """A comparison's groups as matched across the size threshold (match_across_threshold), before cut pairs are
     taken out: the candidate groups (candidate_size kernels or more) of each side, the groups kept and their
-    matching, the type list whose codes counted them and the minimum size of a significant group."""
+    matching, the type list whose codes counted them and the minimum size of a significant group; and the kept
+    groups' name sequence ids (_sequence_ids) once computed."""
 
     candidates: tuple[Groups, Groups]
     groups: tuple[Groups, Groups]
     matching: Matching
     types: list[str]
     min_group_size: int
+    sequences: tuple[np.ndarray, np.ndarray] | None = None
 
     def within(
         self, rows: tuple[np.ndarray, np.ndarray], trace1: Trace, trace2: Trace, min_group_size: int
@@ -214,7 +216,7 @@ class _Matched:
         if all(len(v) == len(c) for v, c in zip(views, self.candidates)):
             groups = [g.within(v) for g, v in zip(self.groups, kept)]
             if groups[0] is not None and groups[1] is not None:  # always: they are candidates, all in the views
-                return _Matched(views, (groups[0], groups[1]), self.matching, self.types, min_group_size)
+                return replace(self, candidates=views, groups=(groups[0], groups[1]))
         first, second, matching = match_across_threshold(*views, min_group_size)
         return _Matched(views, (first, second), matching, self.types, min_group_size)
 
@@ -296,8 +298,12 @@ def _walk(
         first, second, matching = match_across_threshold(candidates[0], candidates[1], min_group_size)
         matched = _Matched((candidates[0], candidates[1]), (first, second), matching, types, min_group_size)
     first, second = matched.groups
+    known = matched.sequences
+    if known is None:
+        known = (_sequence_ids(first, sides[0]), _sequence_ids(second, sides[1]))
+        matched = replace(matched, sequences=known)
     matching = matched.matching
-    sequences = [_sequence_ids(g, s) for g, s in zip((first, second), sides)]
+    sequences = [known[0], known[1]]
     first, second, matching, cut = _without_cut_pairs((first, second), matching, sides, types, limits, sequences)
     groups = (first, second)
     if cut.realigned:

@@ -47,7 +47,9 @@ class Groups:
         offsets = np.zeros(int(keep.sum()) + 1, dtype=np.int64)
         np.cumsum(sizes[keep], out=offsets[1:])
         table = self.table[keep].reset_index(drop=True).assign(order=np.arange(int(keep.sum())))
-        residual = np.sort(np.concatenate([self.residual_rows, self.kernel_rows[~member]]))
+        left = np.ones(len(self.kernel_rows) + len(self.residual_rows), dtype=bool)
+        left[self.kernel_rows[member]] = False
+        residual = np.flatnonzero(left)  # the residual rows and the dropped groups' rows, ascending
         return Groups(
             table,
             self.type_counts[keep],
