@@ -189,7 +189,8 @@ class _Matched:
     matching, the type list whose codes counted them and the minimum size of a significant group; and the kept
     groups' name sequence ids (_sequence_ids) once computed."""
 
-    candidates: tuple[Groups, Groups]
+    candidates: tuple[Groups, Groups] | None
+    """None for the matching of views (within): a phase's view is not restricted again."""
     groups: tuple[Groups, Groups]
     matching: Matching
     types: list[str]
@@ -200,25 +201,29 @@ class _Matched:
         self, rows: tuple[np.ndarray, np.ndarray], trace1: Trace, trace2: Trace, min_group_size: int
     ) -> _Matched | None:
         """The matching of the views `trace1` and `trace2`, which keep only the kernels at `rows` of each side, from
-        these groups when the views cut none of them (Groups.within): the views' candidates are then these groups
-        in or wholly out of the views, and where all are in, the matching is this one, renumbered. None when a
-        view cuts a group or the views' types differ (the views are then grouped anew)."""
-        if _types(trace1, trace2) != self.types or min_group_size != self.min_group_size:
+        these groups when the views cut none of the candidates (View.holds): the views' candidates are then these
+        groups in the views, and where every one is in, the matching is this one, renumbered (Groups.within); else
+        the candidates in the views are matched again. None when a view may cut a candidate or the views' types
+        differ (the views are then grouped anew)."""
+        candidates = self.candidates
+        if candidates is None or _types(trace1, trace2) != self.types or min_group_size != self.min_group_size:
             return None
-        kept = [
-            View.of(r, len(g.kernel_rows) + len(g.residual_rows), t.kernels["correlation"].to_numpy())
-            for r, g, t in zip(rows, self.candidates, (trace1, trace2))
+        views = [
+            View.of(r, len(c.kernel_rows) + len(c.residual_rows), t.kernels["correlation"].to_numpy())
+            for r, c, t in zip(rows, candidates, (trace1, trace2))
         ]
-        candidates = [g.within(v) for g, v in zip(self.candidates, kept)]
-        if candidates[0] is None or candidates[1] is None:
+        held = [v.holds(c) for v, c in zip(views, candidates)]
+        if held[0] is None or held[1] is None:
             return None
-        views = (candidates[0], candidates[1])
-        if all(len(v) == len(c) for v, c in zip(views, self.candidates)):
-            groups = [g.within(v) for g, v in zip(self.groups, kept)]
+        if held[0].all() and held[1].all():
+            groups = [g.within(v) for g, v in zip(self.groups, views)]
             if groups[0] is not None and groups[1] is not None:  # always: they are candidates, all in the views
-                return replace(self, candidates=views, groups=(groups[0], groups[1]))
-        first, second, matching = match_across_threshold(*views, min_group_size)
-        return _Matched(views, (first, second), matching, self.types, min_group_size)
+                return replace(self, candidates=None, groups=(groups[0], groups[1]))
+        kept = [c.within(v) for c, v in zip(candidates, views)]
+        if kept[0] is None or kept[1] is None:  # never: no view cuts a candidate
+            return None
+        first, second, matching = match_across_threshold(kept[0], kept[1], min_group_size)
+        return _Matched(None, (first, second), matching, self.types, min_group_size)
 
 
 @dataclass

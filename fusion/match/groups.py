@@ -63,22 +63,21 @@ class Groups:
     def within(self, view: View) -> Groups | None:
         """These groups in `view` of their trace, renumbered, when the view cuts none: each group lies wholly in
         the view (it is kept, with the same kernels, counts and times) or wholly outside it (it is left out). These
-        are then the view's own groups of the same minimum size. None when the view cuts a group (it would shrink
-        there, perhaps below the minimum)."""
-        member = view.keeps(self.kernel_rows)
-        inside = np.add.reduceat(member, self.offsets[:-1], dtype=np.int64) if len(self) else self.offsets[1:]
-        sizes = np.diff(self.offsets)
-        if ((inside != 0) & (inside != sizes)).any():
+        are then the view's own groups of the same minimum size. None when the view may cut a group (it would
+        shrink there, perhaps below the minimum)."""
+        keep = view.holds(self)
+        if keep is None:
             return None
-        keep = inside == sizes
+        sizes = np.diff(self.offsets)
         offsets = np.zeros(int(keep.sum()) + 1, dtype=np.int64)
         np.cumsum(sizes[keep], out=offsets[1:])
-        table = self.table if keep.all() else self.table[keep].reset_index(drop=True)
+        every = bool(keep.all())
+        table = self.table if every else self.table[keep].reset_index(drop=True)
         return Groups(
             table.assign(first_index=view.renumbered(table["first_index"].to_numpy()), order=np.arange(len(table))),
             self.type_counts[keep],
             self.type_time_us[keep],
-            view.renumbered(self.kernel_rows[member]),
+            view.renumbered(self.kernel_rows if every else self.kernel_rows[np.repeat(keep, sizes)]),
             offsets,
             view.renumbered(self.residual_rows[view.keeps(self.residual_rows)]),
             view.total_groups,
@@ -108,6 +107,22 @@ class View:
         kept = np.zeros(trace_rows, dtype=bool)
         kept[rows] = True
         return cls(0, 0, total, kept, np.cumsum(kept) - 1)
+
+    def holds(self, groups: Groups) -> np.ndarray | None:
+        """Per group: does the view keep all its kernels (else none); None when it may keep only part of one. For a
+        range of rows, decided on each group's first and last row (a group around the range is taken as cut)."""
+        if not len(groups):
+            return np.zeros(0, dtype=bool)
+        starts, sizes = groups.offsets[:-1], np.diff(groups.offsets)
+        if self.kept is None:
+            first, last = groups.kernel_rows[starts], groups.kernel_rows[starts + sizes - 1]
+            inside = (first >= self.start) & (last < self.stop)
+            cut = ~inside & ~((last < self.start) | (first >= self.stop))
+        else:
+            kept = np.add.reduceat(self.kept[groups.kernel_rows], starts, dtype=np.int64)
+            inside = kept == sizes
+            cut = (kept != 0) & ~inside
+        return None if cut.any() else inside
 
     def keeps(self, rows: np.ndarray) -> np.ndarray:
         """Per row of the trace in `rows`: does the view keep it."""
