@@ -106,3 +106,14 @@ def test_groups_within_a_view_are_the_views_own_groups(n_kernels, seed, how):
     for field in ("type_counts", "type_time_us", "kernel_rows", "offsets", "residual_rows"):
         assert np.array_equal(getattr(within, field), getattr(own, field)), field
     assert within.total_groups == own.total_groups
+
+
+def test_a_range_view_between_the_kernels_of_a_group_takes_it_as_cut():
+    """A view of rows 1-3 keeps none of group 7 (rows 0 and 4) but lies inside its span: decided on first and last
+    rows, it counts as cut (the view is grouped anew). A view of rows 0 and 4 (a mask) keeps group 7 whole."""
+    kernels = [("a", "GEMM", 1.0, 7), ("b", "GEMM", 1.0, 8), ("c", "GEMM", 1.0, 8), ("d", "GEMM", 1.0, 8)]
+    trace = make_trace([*kernels, ("e", "Attention", 1.0, 7)])
+    assert _view_groups(trace, np.arange(1, 4), min_group_size=2)[0] is None
+    within, own = _view_groups(trace, np.array([0, 4]), min_group_size=2)
+    assert within is not None and within.table["correlation"].tolist() == [7] and within.table.equals(own.table)
+    assert within.kernel_rows.tolist() == own.kernel_rows.tolist() == [0, 1]
