@@ -9,7 +9,7 @@ kind "stream" (correlations -1).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ from fusion.detect.workload import workload_identity
 from fusion.efficiency.pair import op_efficiency
 from fusion.match.align import UNKNOWN_TYPE, stream_windows, unit_codes
 from fusion.match.cut_pairs import CutPairs, cut_differently
-from fusion.match.groups import Groups, correlation_groups, type_codes, unique_rows
+from fusion.match.groups import Groups, View, correlation_groups, type_codes, unique_rows
 from fusion.match.pairing import Matching, candidate_size, keep_pairs, match_across_threshold, similarity
 from fusion.model.ops import LeftOut, launched_only, unlaunched_share
 from fusion.model.phases import ALL, phase_view
@@ -132,11 +132,13 @@ def compare(
         left_out = (unlaunched_share(trace1.kernels), unlaunched_share(trace2.kernels))
     trace1, trace2 = compared_views(trace1, trace2, keep_unlaunched=keep_unlaunched, phase=phase)
     limits = Thresholds(**thresholds)
-    result = _compare_kernels(trace1, trace2, min_group_size, progress, limits, opportunities_on_mismatch, left_out)
+    result, matched = _compare_kernels(
+        trace1, trace2, min_group_size, progress, limits, opportunities_on_mismatch, left_out
+    )
     result.params.update(keep_unlaunched=keep_unlaunched, phase=phase)
     if opportunities_on_mismatch:
         result.params["opportunities_on_mismatch"] = True
-    result.phases = phase_summary(result, phase, _compare_phase)
+    result.phases = phase_summary(result, phase, partial(_compare_phase, whole=matched))
     return result
 
 
@@ -154,14 +156,74 @@ def compared_views(
     return phase_view(trace1, phase), phase_view(trace2, phase)
 
 
-def _compare_phase(trace1: Trace, trace2: Trace, *, min_group_size: int, **params: Any) -> Findings:
+def _compare_phase(
+    trace1: Trace,
+    trace2: Trace,
+    *,
+    rows: tuple[np.ndarray, np.ndarray],
+    whole: _Matched,
+    min_group_size: int,
+    **params: Any,
+) -> Findings:
     """One phase's views compared with the parameters of the whole comparison: its findings only (no tables,
-    no nested phase split)."""
+    no nested phase split). `rows`: each view's kernels as rows of the whole comparison's traces, whose matched
+    groups (`whole`) are the views' own when the views cut none of them."""
     thresholds = {k: v for k, v in params.items() if k not in COMPARE_OPTIONS}
-    walked = _walk(trace1, trace2, min_group_size, None, Thresholds(**thresholds))
+    walked = _walk(
+        trace1,
+        trace2,
+        min_group_size,
+        None,
+        Thresholds(**thresholds),
+        whole.within(rows, trace1, trace2, min_group_size),
+    )
     return _findings(
         walked, with_op_table=False, opportunities_on_mismatch=params.get("opportunities_on_mismatch", False)
     )
+
+
+@dataclass
+class _Matched:
+    """A comparison's groups as matched across the size threshold (match_across_threshold), before cut pairs are
+    taken out: the candidate groups (candidate_size kernels or more) of each side, the groups kept and their
+    matching, the type list whose codes counted them and the minimum size of a significant group; and the kept
+    groups' name sequence ids (_sequence_ids) once computed."""
+
+    candidates: tuple[Groups, Groups] | None
+    """None for the matching of views (within): a phase's view is not restricted again."""
+    groups: tuple[Groups, Groups]
+    matching: Matching
+    types: list[str]
+    min_group_size: int
+    sequences: tuple[np.ndarray, np.ndarray] | None = None
+
+    def within(
+        self, rows: tuple[np.ndarray, np.ndarray], trace1: Trace, trace2: Trace, min_group_size: int
+    ) -> _Matched | None:
+        """The matching of the views `trace1` and `trace2`, which keep only the kernels at `rows` of each side, from
+        these groups when the views cut none of the candidates (View.holds): the views' candidates are then these
+        groups in the views, and where every one is in, the matching is this one, renumbered (Groups.within); else
+        the candidates in the views are matched again. None when a view may cut a candidate or the views' types
+        differ (the views are then grouped anew)."""
+        candidates = self.candidates
+        if candidates is None or _types(trace1, trace2) != self.types or min_group_size != self.min_group_size:
+            return None
+        views = [
+            View.of(r, len(c.kernel_rows) + len(c.residual_rows), t.kernels["correlation"].to_numpy())
+            for r, c, t in zip(rows, candidates, (trace1, trace2))
+        ]
+        held = [v.holds(c) for v, c in zip(views, candidates)]
+        if held[0] is None or held[1] is None:
+            return None
+        if held[0].all() and held[1].all():
+            groups = [g.within(v) for g, v in zip(self.groups, views)]
+            if groups[0] is not None and groups[1] is not None:  # always: they are candidates, all in the views
+                return replace(self, candidates=None, groups=(groups[0], groups[1]))
+        kept = [c.within(v) for c, v in zip(candidates, views)]
+        if kept[0] is None or kept[1] is None:  # never: no view cuts a candidate
+            return None
+        first, second, matching = match_across_threshold(kept[0], kept[1], min_group_size)
+        return _Matched(None, (first, second), matching, self.types, min_group_size)
 
 
 @dataclass
@@ -180,6 +242,7 @@ class _Walked:
     """detect.type_stats: per type, counts and times on both sides."""
     cut: CutPairs
     """Matched group pairs that ran different stretches of work (cut_pairs)."""
+    matched: _Matched
 
 
 @dataclass
@@ -202,7 +265,7 @@ def _compare_kernels(
     limits: Thresholds,
     opportunities_on_mismatch: bool,
     left_out: tuple[LeftOut, LeftOut],
-) -> Comparison:
+) -> tuple[Comparison, _Matched]:
     walked = _walk(trace1, trace2, min_group_size, progress, limits)
     found = _findings(walked, True, opportunities_on_mismatch, left_out)
     result = _assemble(walked, found, min_group_size)
@@ -212,10 +275,19 @@ def _compare_kernels(
         result.efficiency = op_efficiency(op_level.op_calls, op_level.aligned, result.mappings, labels)
     if progress:
         progress("detect", 1.0)
-    return result
+    return result, walked.matched
 
 
-def _walk(trace1: Trace, trace2: Trace, min_group_size: int, progress: Progress | None, limits: Thresholds) -> _Walked:
+def _walk(
+    trace1: Trace,
+    trace2: Trace,
+    min_group_size: int,
+    progress: Progress | None,
+    limits: Thresholds,
+    matched: _Matched | None = None,
+) -> _Walked:
+    """Both sides, their groups matched (`matched` when the caller has them for these traces), the pairs and the
+    evidence of walking their alignments."""
     report = progress or (lambda stage, fraction: None)
     types = _types(trace1, trace2)
     sides = (
@@ -223,12 +295,20 @@ def _walk(trace1: Trace, trace2: Trace, min_group_size: int, progress: Progress 
         Side.of(2, trace2, type_codes(trace2.kernels, types)),
     )
     report("groups", 0.0)
-    candidates = [
-        correlation_groups(s.trace.kernels, s.codes, len(types), candidate_size(min_group_size)) for s in sides
-    ]
-    report("match", 0.2)
-    first, second, matching = match_across_threshold(candidates[0], candidates[1], min_group_size)
-    sequences = [_sequence_ids(g, s) for g, s in zip((first, second), sides)]
+    if matched is None:
+        candidates = tuple(
+            correlation_groups(s.trace.kernels, s.codes, len(types), candidate_size(min_group_size)) for s in sides
+        )
+        report("match", 0.2)
+        first, second, matching = match_across_threshold(candidates[0], candidates[1], min_group_size)
+        matched = _Matched((candidates[0], candidates[1]), (first, second), matching, types, min_group_size)
+    first, second = matched.groups
+    known = matched.sequences
+    if known is None:
+        known = (_sequence_ids(first, sides[0]), _sequence_ids(second, sides[1]))
+        matched = replace(matched, sequences=known)
+    matching = matched.matching
+    sequences = [known[0], known[1]]
     first, second, matching, cut = _without_cut_pairs((first, second), matching, sides, types, limits, sequences)
     groups = (first, second)
     if cut.realigned:
@@ -239,7 +319,7 @@ def _walk(trace1: Trace, trace2: Trace, min_group_size: int, progress: Progress 
     index = PairIndex(groups, matching.pairs, windows, stream)
     evidence = collect_evidence(_segments(index, sides, types, sequences), sides, types, limits)
     report("detect", 0.7)
-    return _Walked(sides, groups, matching, index, evidence, types, limits, type_stats(sides, types), cut)
+    return _Walked(sides, groups, matching, index, evidence, types, limits, type_stats(sides, types), cut, matched)
 
 
 def _without_cut_pairs(

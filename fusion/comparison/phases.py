@@ -36,7 +36,8 @@ class PhaseFindings(Protocol):
 
 
 Compare = Callable[..., PhaseFindings]
-"""The findings of one phase's comparison: called as compare(trace1, trace2, **comparison.params)."""
+"""The findings of one phase's comparison: called as compare(view1, view2, rows=(rows1, rows2),
+**comparison.params), where rows are each view's kernels as rows of the compared traces (view_rows)."""
 PER_STEP = "per_step"
 """A side's count of a type divided by its steps in the phase (side_column(PER_STEP, side))."""
 
@@ -65,15 +66,15 @@ def _section(
     section["type_stats"] = _type_stats(traces, phase, steps)
     if compare is not None and phase != ALL and all(phase in t.index for t in tables):
         views = (phase_view(traces[0], phase, tables[0]), phase_view(traces[1], phase, tables[1]))
-        result = compare(*views, **params)
-        origins = [view_rows(t.kernels, phase) for t in traces]
+        origins = (view_rows(traces[0].kernels, phase), view_rows(traces[1].kernels, phase))
+        result = compare(*views, rows=origins, **params)
         section["fusion_mappings"] = [asdict(_in_trace_rows(m, origins)) for m in result.mappings]
         section["fusion_opportunities"] = [asdict(o) for o in result.opportunities]
         section["comparability"] = {"level": result.comparability.level, "warnings": result.comparability.warnings}
     return section
 
 
-def _in_trace_rows(mapping: FusionMapping, origins: list[np.ndarray]) -> FusionMapping:
+def _in_trace_rows(mapping: FusionMapping, origins: tuple[np.ndarray, np.ndarray]) -> FusionMapping:
     """A phase comparison's finding with its evidence cited in rows of the whole traces: windows mapped from
     the phase's view, pair_id NO_PAIR (the phase's own pairs are not kept)."""
     refs = [

@@ -109,6 +109,8 @@ def used_categories(column: pd.Series) -> pd.Categorical:
     codes = values.codes.to_numpy()
     present = codes >= 0
     used = np.bincount(codes[present], minlength=len(values.categories)) > 0
+    if used.all():
+        return column.array
     renumbered = np.cumsum(used) - 1
     new_codes = np.where(present, renumbered[np.where(present, codes, 0)], -1)
     return pd.Categorical.from_codes(new_codes, categories=values.categories[used])

@@ -47,7 +47,9 @@ class Groups:
         offsets = np.zeros(int(keep.sum()) + 1, dtype=np.int64)
         np.cumsum(sizes[keep], out=offsets[1:])
         table = self.table[keep].reset_index(drop=True).assign(order=np.arange(int(keep.sum())))
-        residual = np.sort(np.concatenate([self.residual_rows, self.kernel_rows[~member]]))
+        left = np.ones(len(self.kernel_rows) + len(self.residual_rows), dtype=bool)
+        left[self.kernel_rows[member]] = False
+        residual = np.flatnonzero(left)  # the residual rows and the dropped groups' rows, ascending
         return Groups(
             table,
             self.type_counts[keep],
@@ -57,6 +59,78 @@ class Groups:
             residual,
             self.total_groups,
         )
+
+    def within(self, view: View) -> Groups | None:
+        """These groups in `view` of their trace, renumbered, when the view cuts none: each group lies wholly in
+        the view (it is kept, with the same kernels, counts and times) or wholly outside it (it is left out). These
+        are then the view's own groups of the same minimum size. None when the view may cut a group (it would
+        shrink there, perhaps below the minimum)."""
+        keep = view.holds(self)
+        if keep is None:
+            return None
+        sizes = np.diff(self.offsets)
+        offsets = np.zeros(int(keep.sum()) + 1, dtype=np.int64)
+        np.cumsum(sizes[keep], out=offsets[1:])
+        every = bool(keep.all())
+        table = self.table if every else self.table[keep].reset_index(drop=True)
+        return Groups(
+            table.assign(first_index=view.renumbered(table["first_index"].to_numpy()), order=np.arange(len(table))),
+            self.type_counts[keep],
+            self.type_time_us[keep],
+            view.renumbered(self.kernel_rows if every else self.kernel_rows[np.repeat(keep, sizes)]),
+            offsets,
+            view.renumbered(self.residual_rows[view.keeps(self.residual_rows)]),
+            view.total_groups,
+        )
+
+
+@dataclass(frozen=True)
+class View:
+    """The kernels a view of a trace keeps (Groups.within), and the view's count of distinct correlation ids
+    (Groups.total_groups). Kept rows that form one range [start, stop) are tested and renumbered by arithmetic;
+    others through a mask and a rank per row of the trace."""
+
+    start: int
+    stop: int
+    total_groups: int
+    kept: np.ndarray | None = None
+    rank: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, rows: np.ndarray, trace_rows: int, correlations: np.ndarray) -> View:
+        """The view that keeps the kernels at `rows` (ascending) of a trace of `trace_rows` kernels; `correlations`:
+        the view's correlation column."""
+        total = len(_runs(correlations[correlations != MISSING_ID])[0])
+        if not len(rows) or int(rows[-1]) - int(rows[0]) + 1 == len(rows):
+            start = int(rows[0]) if len(rows) else 0
+            return cls(start, start + len(rows), total)
+        kept = np.zeros(trace_rows, dtype=bool)
+        kept[rows] = True
+        return cls(0, 0, total, kept, np.cumsum(kept) - 1)
+
+    def holds(self, groups: Groups) -> np.ndarray | None:
+        """Per group: does the view keep all its kernels (else none); None when it may keep only part of one. For a
+        range of rows, decided on each group's first and last row (a group around the range is taken as cut)."""
+        if not len(groups):
+            return np.zeros(0, dtype=bool)
+        starts, sizes = groups.offsets[:-1], np.diff(groups.offsets)
+        if self.kept is None:
+            first, last = groups.kernel_rows[starts], groups.kernel_rows[starts + sizes - 1]
+            inside = (first >= self.start) & (last < self.stop)
+            cut = ~inside & ~((last < self.start) | (first >= self.stop))
+        else:
+            kept = np.add.reduceat(self.kept[groups.kernel_rows], starts, dtype=np.int64)
+            inside = kept == sizes
+            cut = (kept != 0) & ~inside
+        return None if cut.any() else inside
+
+    def keeps(self, rows: np.ndarray) -> np.ndarray:
+        """Per row of the trace in `rows`: does the view keep it."""
+        return (rows >= self.start) & (rows < self.stop) if self.kept is None else self.kept[rows]
+
+    def renumbered(self, rows: np.ndarray) -> np.ndarray:
+        """Kept rows of the trace as rows of the view."""
+        return rows - self.start if self.rank is None else self.rank[rows]
 
 
 def type_codes(kernels: pd.DataFrame, types: list[str]) -> np.ndarray:

@@ -372,15 +372,22 @@ def phase_table(kernels: pd.DataFrame) -> pd.DataFrame:
 
     Counted on the category codes (bincount), in linear time: no per-phase copy of the kernels."""
     phase, source = (kernels[c].astype("category").cat for c in ("phase", "phase_source"))
-    codes, step = phase.codes.to_numpy().astype(np.int64), kernels["step"].to_numpy()
-    known = codes >= 0
+    codes, step, dur = phase.codes.to_numpy(), kernels["step"].to_numpy(), kernels["dur"].to_numpy(np.float64)
+    source_codes = source.codes.to_numpy()
+    if (codes < 0).any():  # kernels without a phase are not counted
+        known = codes >= 0
+        codes, step, dur, source_codes = codes[known], step[known], dur[known], source_codes[known]
+    codes = codes.astype(np.int64)
     width = len(phase.categories)
-    counts = np.bincount(codes[known], minlength=width)
-    times = np.bincount(codes[known], weights=kernels["dur"].to_numpy(np.float64)[known], minlength=width)
-    stepped = known & (step != NO_STEP)
-    steps = np.bincount(_distinct_pairs(codes[stepped], step[stepped]), minlength=width)
+    counts = np.bincount(codes, minlength=width)
+    times = np.bincount(codes, weights=dur, minlength=width)
+    stepped = step != NO_STEP
+    steps = np.bincount(
+        _distinct_pairs(codes, step) if stepped.all() else _distinct_pairs(codes[stepped], step[stepped]),
+        minlength=width,
+    )
     sources = np.bincount(
-        codes[known] * len(source.categories) + source.codes.to_numpy()[known], minlength=width * len(source.categories)
+        codes * len(source.categories) + source_codes, minlength=width * len(source.categories)
     ).reshape(width, -1)
     rows = {
         str(phase.categories[c]): {
@@ -398,12 +405,14 @@ def phase_table(kernels: pd.DataFrame) -> pd.DataFrame:
 
 def _distinct_pairs(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     """`first` (non-negative ints) of each distinct (first, second) pair: bincount of it counts the distinct
-    seconds per first. Hashed, in linear time."""
+    seconds per first. Hashed, in linear time; only the first pair of each run of equal pairs is hashed (a
+    step's kernels are mostly contiguous)."""
     if not len(first):
         return first
     second = second - second.min()
     width = int(second.max()) + 1
-    return pd.unique(first * width + second) // width
+    keys = first * width + second
+    return pd.unique(keys[np.r_[True, keys[1:] != keys[:-1]]]) // width
 
 
 def phase_notes(kernels: pd.DataFrame, table: pd.DataFrame | None = None) -> list[str]:

@@ -97,9 +97,12 @@ class Trace:
         return float(self.kernels["dur"].sum())
 
     def subset(self, rows: np.ndarray, warning: str) -> Trace:
-        """The trace with only the kernels at `rows` (in order, renumbered), its names table recounted over them,
-        and `warning` added: what was left out and why."""
-        kernels = self.kernels.take(rows).reset_index(drop=True)
+        """The trace with only the kernels at `rows` (ascending, renumbered), its names table recounted over them,
+        and `warning` added: what was left out and why. Rows that are one contiguous range are sliced, not
+        copied (copy-on-write: the view shares the trace's columns until one of them is written)."""
+        contiguous = len(rows) > 0 and int(rows[-1]) - int(rows[0]) + 1 == len(rows)
+        kernels = self.kernels.iloc[int(rows[0]) : int(rows[-1]) + 1] if contiguous else self.kernels.take(rows)
+        kernels = kernels.reset_index(drop=True)
         kernels["name"] = used_categories(kernels["name"])
         stats = name_stats(kernels)
         names = self.names.drop(columns=list(NAME_STATS)).loc[stats.index].join(stats)
@@ -119,8 +122,10 @@ def default_label(platform: str, gpu: str, recorded: bool, source: str) -> str:
 
 
 def name_stats(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Per distinct kernel name (a string index, in the categories' order): kernel count and total time."""
-    stats = kernels.groupby("name", observed=True)["dur"].agg(count="size", time_us="sum")
+    """Per distinct kernel name (a string index, in the categories' order): kernel count and total time.
+    Grouped over all categories, the unused ones then dropped: observed=True costs pandas a hash of the codes."""
+    stats = kernels.groupby("name", observed=False)["dur"].agg(count="size", time_us="sum")
+    stats = stats[stats["count"].to_numpy() > 0]
     stats.index = stats.index.astype(str)
     stats.index.name = "name"
     return stats

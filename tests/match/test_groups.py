@@ -4,7 +4,7 @@ from hypothesis import strategies as st
 from kernels import make_trace, steps
 
 from fusion.classify.names import KERNEL_TYPES
-from fusion.match.groups import correlation_groups, type_codes, unique_rows
+from fusion.match.groups import View, correlation_groups, type_codes, unique_rows
 
 TYPES = list(KERNEL_TYPES)
 
@@ -67,3 +67,53 @@ def test_groups_split_by_eager_kernels_and_revisited_keep_all_their_kernels():
     assert groups.table["correlation"].tolist() == [7, 8]
     assert groups.rows(0).tolist() == [0, 1, 3, 5] and groups.rows(1).tolist() == [4, 6]
     assert groups.table["first_index"].tolist() == [0, 4] and groups.residual_rows.tolist() == [2]
+
+
+def _view_groups(trace, rows, min_group_size):
+    """The groups of the trace restricted to its view of `rows` (None when the view cuts one), and the view's own."""
+    view = trace.subset(rows, "a view")
+    kept = View.of(rows, len(trace.kernels), view.kernels["correlation"].to_numpy())
+    return groups_of(trace, min_group_size).within(kept), groups_of(view, min_group_size)
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(st.integers(1, 60), st.integers(0, 2**16), st.sampled_from(["range", "ids", "rows"]))
+def test_groups_within_a_view_are_the_views_own_groups(n_kernels, seed, how):
+    """A view that cuts no group (a range of rows, or whole correlation ids) has the trace's groups, renumbered;
+    one that cuts a group (random rows) gets None, unless it happens to cut none."""
+    rng = np.random.default_rng(seed)
+    correlations = np.sort(rng.integers(-1, 8, n_kernels))
+    correlations[rng.random(n_kernels) < 0.2] = -1
+    types = rng.choice(["GEMM", "Attention", "Softmax"], n_kernels)
+    trace = make_trace([(f"k{t}", t, float(rng.integers(1, 9)), int(c)) for t, c in zip(types, correlations)])
+    if how == "range":
+        start = int(rng.integers(0, n_kernels))
+        rows = np.arange(start, int(rng.integers(start + 1, n_kernels + 1)))
+    elif how == "ids":
+        rows = np.flatnonzero(np.isin(correlations, rng.choice(np.arange(-1, 8), 4)))
+    else:
+        rows = np.flatnonzero(rng.random(n_kernels) < 0.6)
+    if not len(rows):
+        return
+    within, own = _view_groups(trace, rows, min_group_size=3)
+    sizes = np.bincount(correlations[correlations >= 0] + 0, minlength=8)
+    kept_sizes = np.bincount(correlations[rows][correlations[rows] >= 0], minlength=8)
+    cut = ((kept_sizes > 0) & (kept_sizes < sizes) & (sizes >= 3)).any()
+    assert (within is None) == bool(cut)
+    if within is None:
+        return
+    assert within.table.equals(own.table)
+    for field in ("type_counts", "type_time_us", "kernel_rows", "offsets", "residual_rows"):
+        assert np.array_equal(getattr(within, field), getattr(own, field)), field
+    assert within.total_groups == own.total_groups
+
+
+def test_a_range_view_between_the_kernels_of_a_group_takes_it_as_cut():
+    """A view of rows 1-3 keeps none of group 7 (rows 0 and 4) but lies inside its span: decided on first and last
+    rows, it counts as cut (the view is grouped anew). A view of rows 0 and 4 (a mask) keeps group 7 whole."""
+    kernels = [("a", "GEMM", 1.0, 7), ("b", "GEMM", 1.0, 8), ("c", "GEMM", 1.0, 8), ("d", "GEMM", 1.0, 8)]
+    trace = make_trace([*kernels, ("e", "Attention", 1.0, 7)])
+    assert _view_groups(trace, np.arange(1, 4), min_group_size=2)[0] is None
+    within, own = _view_groups(trace, np.array([0, 4]), min_group_size=2)
+    assert within is not None and within.table["correlation"].tolist() == [7] and within.table.equals(own.table)
+    assert within.kernel_rows.tolist() == own.kernel_rows.tolist() == [0, 1]

@@ -376,6 +376,28 @@ def test_a_phase_findings_evidence_cites_rows_of_the_whole_traces(serving_pair):
                     assert set(ends["name"].astype(str)) <= cited
 
 
+@pytest.mark.parametrize("pair", ["serving_pair", "engine_pair"])
+def test_a_phase_of_the_whole_comparison_finds_what_comparing_that_phase_alone_finds(pair, request):
+    """Each phase's own comparison starts from the whole comparison's matched groups (where its view cuts none of
+    them: the decode view keeps every graph, the prefill view none); its findings are those of comparing that
+    phase alone, which groups and matches the phase's view anew."""
+    _, _, traces = request.getfixturevalue(pair)
+    whole = compare(*traces).to_dict()["phases"]["per_phase"]
+    for phase in (PREFILL, DECODE):
+        alone = compare(*traces, phase=phase).to_dict()
+        section = whole[phase]
+        assert section["fusion_mappings"]
+        assert [_without_refs(m) for m in section["fusion_mappings"]] == [
+            _without_refs(m) for m in alone["fusion_mappings"]
+        ]
+        assert section["fusion_opportunities"] == alone["fusion_opportunities"]
+        assert section["comparability"]["level"] == alone["comparability"]["level"]
+
+
+def _without_refs(mapping):
+    return {k: v for k, v in mapping.items() if k != "evidence_refs"} | {"refs": len(mapping["evidence_refs"])}
+
+
 def test_more_steps_of_the_same_workload_are_compared_per_step_not_called_another_workload(tmp_path):
     paths = write_serving_pair(tmp_path, ServingSpec(schedule1="PPPPDDD", schedule2="PDDD"))
     prefill = analyze_fusion_differences(*paths, phase=PREFILL)["comparability"]
