@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, reduce
+from operator import add
 from typing import NamedTuple
 
 import numpy as np
@@ -37,6 +38,8 @@ STRETCH_REASON = "part of a long stretch of kernels with no counterpart (an extr
 NON_COMPUTE_REASON = "a non-compute kernel on one side only (not a fusion)"
 NOT_COVERED_REASON = "one-sided; no neighbouring kernel on the other side performs its operations: not a fusion"
 NO_NEIGHBOUR_REASON = "one-sided; no aligned kernel next to it"
+REASONS = (NON_COMPUTE_REASON, STRETCH_REASON, NOT_COVERED_REASON, NO_NEIGHBOUR_REASON)
+"""Why one-sided kernels are notes, by code."""
 
 
 @dataclass
@@ -280,6 +283,11 @@ class _Walk:
         return np.flatnonzero(self.op <= SUBSTITUTE)
 
     @cached_property
+    def name_count(self) -> int:
+        """More than any name code of either side."""
+        return max(len(side.name_list) for side in self.sides)
+
+    @cached_property
     def weights(self) -> np.ndarray:
         """Per segment: its weight (pairs)."""
         return np.array([s.weight for s in self.segments], dtype=np.int64)
@@ -440,11 +448,9 @@ def _weighted_counts(keys: np.ndarray, weights: np.ndarray) -> list[tuple[tuple[
     """Per distinct row of `keys`, in order of first occurrence: the sum of its rows' weights."""
     if not len(keys):
         return []
-    _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-    totals = np.zeros(len(first), dtype=np.int64)
-    np.add.at(totals, inverse.ravel(), weights)
-    order = np.argsort(first)
-    return list(zip(map(tuple, keys[first[order]].tolist()), totals[order].tolist()))
+    first, inverse = _row_groups(keys)
+    totals = np.bincount(inverse, weights=weights, minlength=len(first)).astype(np.int64)
+    return list(zip(map(tuple, keys[first].tolist()), totals.tolist()))
 
 
 def _walk_runs(walk: _Walk, evidence: Evidence) -> None:
@@ -475,8 +481,8 @@ class _Runs:
     """Per one-sided row: the alignment row of its operation's kernel (split helpers only, else -1)."""
     anchor: np.ndarray
     """Per run: the alignment row of the kernel credited with its compute kernels, -1 for none."""
-    reason: list[str]
-    """Per run without an anchor: why its compute kernels are notes."""
+    reason: np.ndarray
+    """Per run without an anchor: why its compute kernels are notes (a code into REASONS)."""
     before: np.ndarray
     """Per run short enough to be fused work: the aligned row just before it when that kernel's name has fused
     components (-1: none, no components, or a longer run)."""
@@ -545,7 +551,7 @@ def _anchors(
     run_of: np.ndarray,
     side: np.ndarray,
     positions: np.ndarray,
-) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per run (first alignment row `starts`, `count` compute kernels at `positions` of `run_of`): the aligned
     row of its segment before or after it whose kernel on the other side covers them, best score first (-1:
     none), and the reason when none does. The one before wins a tie (epilogue_bonus). Then, for runs short enough
@@ -555,10 +561,7 @@ def _anchors(
     anchor = np.full(len(starts), -1, dtype=np.int64)
     segment = row_segment[starts]
     neighboured = (np.bincount(row_segment[aligned], minlength=len(walk.segments)) > 0)[segment]
-    reason = [
-        STRETCH_REASON if n > limits.max_fused_run else NOT_COVERED_REASON if has else NO_NEIGHBOUR_REASON
-        for n, has in zip(count.tolist(), neighboured.tolist())
-    ]
+    reason = np.where(count > limits.max_fused_run, 1, np.where(neighboured, 2, 3))
     candidate = (count > 0) & (count <= limits.max_fused_run)
     if not len(aligned) or not candidate.any():
         return anchor, reason, anchor, anchor
@@ -668,30 +671,38 @@ def _notes(walk: _Walk, evidence: Evidence, runs: _Runs, target: np.ndarray) -> 
     left = (runs.kinds == COMPUTE) & (target < 0)
     kernels = np.flatnonzero(left | (runs.kinds == NON_COMPUTE))
     kernels = kernels[np.argsort(runs.run_of[kernels] * 2 + left[kernels], kind="stable")]
-    reasons = [
-        runs.reason[run] if rest else NON_COMPUTE_REASON
-        for run, rest in zip(runs.run_of[kernels].tolist(), left[kernels].tolist())
-    ]
+    reasons = np.where(left[kernels], runs.reason[runs.run_of[kernels]], 0)
     _note(walk, evidence, runs.side[kernels], runs.positions[kernels], reasons)
 
 
-def _note(walk: _Walk, evidence: Evidence, sides: np.ndarray, positions: np.ndarray, reasons: list[str]) -> None:
-    """Count one-sided kernels (side, position) as notes with their reasons, in order."""
-    times = _per_side(walk.note_times, sides, positions).tolist()
-    segments = _per_side(walk.position_segment, sides, positions).tolist()
-    types, names = (walk.type_names(1), walk.type_names(2)), (walk.names(1), walk.names(2))
+def _note(walk: _Walk, evidence: Evidence, sides: np.ndarray, positions: np.ndarray, reasons: np.ndarray) -> None:
+    """Count one-sided kernels (side, position) as notes with their reasons (codes into REASONS), in order: per
+    (side, type, reason) in order of first occurrence, its kernels by name (their times one after another) and
+    its first evidence refs."""
+    type_codes, names = _per_side(walk.type_codes, sides, positions), _per_side(walk.name_codes, sides, positions)
+    segments = _per_side(walk.position_segment, sides, positions)
+    weights, times = walk.weights[segments], _per_side(walk.note_times, sides, positions)
+    keys = ((sides - 1) * len(walk.types) + type_codes) * len(REASONS) + reasons
+    by_name: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
+    name_order, name_bounds = _grouped(keys * walk.name_count + names)
+    for a, b in zip(name_bounds[:-1], name_bounds[1:]):
+        by_name[int(keys[name_order[a]])].append((int(names[name_order[a]]), a, b))
+    name_times, name_weights = times[name_order].tolist(), weights[name_order]
+    order, bounds = _grouped(keys)
     cap = walk.limits.max_evidence_refs
-    for side, p, reason, time_us, i in zip(sides.tolist(), positions.tolist(), reasons, times, segments):
-        segment = walk.segments[i]
-        key = (side, types[side - 1][p], reason)
-        evidence.unattributed[key] += segment.weight
-        tally = evidence.note_kernels[key].setdefault(names[side - 1][p], [0, 0.0])
-        tally[0] += segment.weight
-        tally[1] += time_us
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        i = int(order[a])
+        key = (int(sides[i]), walk.types[int(type_codes[i])], REASONS[int(reasons[i])])
+        evidence.unattributed[key] += int(weights[order[a:b]].sum())
+        kernels = evidence.note_kernels[key]
+        for name, c, d in by_name[int(keys[i])]:
+            tally = kernels.setdefault(name, [0, 0.0])
+            tally[0] += int(name_weights[c:d].sum())
+            tally[1] = reduce(add, name_times[c:d], tally[1])
         refs = evidence.note_refs[key]
-        if len(refs) < cap:
-            local = [p - int(walk.offsets[side - 1][i])]
-            refs.append(segment.ref(0, local if side == 1 else [], local if side == 2 else []))
+        for j in order[a:b][: max(cap - len(refs), 0)].tolist():
+            segment, local = walk.segments[int(segments[j])], [walk.local(int(sides[j]), int(positions[j]))]
+            refs.append(segment.ref(0, local if sides[j] == 1 else [], local if sides[j] == 2 else []))
 
 
 def _column_sums(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -741,9 +752,9 @@ class _Occurrences(NamedTuple):
     segment: np.ndarray
     identity: np.ndarray
     bounds: list[int]
-    names: list[int]
-    types: list[str]
-    times: list[float]
+    names: np.ndarray
+    type_codes: np.ndarray
+    times: np.ndarray
     facts: Callable[[int], tuple]
     cited: Callable[[int], dict[int, list[int]]]
     counter: Callable[[_Counting, Evidence, tuple, int], Pattern]
@@ -755,36 +766,80 @@ def _add(walk: _Walk, evidence: Evidence, kinds: list[_Occurrences]) -> None:
     occurrence's time and evidence refs, in walk order."""
     counting = [_Counting(walk.sides, s, set()) for s in walk.segments]
     distinct: list[tuple[int, int, int, int, int]] = []
-    inverses: list[list[int]] = []
+    inverses: list[np.ndarray] = []
     for kind, occurrences in enumerate(kinds):
-        keys = np.column_stack([occurrences.segment, occurrences.identity])
-        _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-        inverses.append(inverse.ravel().tolist())
-        repeats, segments = np.bincount(inverse.ravel(), minlength=len(first)), occurrences.segment[first]
+        first, inverse = _row_groups(np.column_stack([occurrences.segment, occurrences.identity]))
+        inverses.append(inverse)
+        repeats, segments = np.bincount(inverse, minlength=len(first)), occurrences.segment[first]
         distinct += zip(segments.tolist(), [kind] * len(first), first.tolist(), range(len(first)), repeats.tolist())
     patterns: list[dict[int, Pattern]] = [{} for _ in kinds]
     for segment, kind, first_occurrence, index, times in sorted(distinct):
         facts, weight = kinds[kind].facts(first_occurrence), walk.segments[segment].weight * times
         patterns[kind][index] = kinds[kind].counter(counting[segment], evidence, facts, weight)
     for kind, occurrences in enumerate(kinds):
-        _tally(walk, occurrences, [patterns[kind][index] for index in inverses[kind]])
+        _tally(walk, occurrences, [patterns[kind][d] for d in range(len(patterns[kind]))], inverses[kind])
 
 
-def _tally(walk: _Walk, occurrences: _Occurrences, patterns: list[Pattern]) -> None:
-    """Each occurrence's extra time, evidence refs and one-sided kernels on its pattern, in walk order."""
-    bounds, names, types, times = occurrences.bounds, occurrences.names, occurrences.types, occurrences.times
+def _tally(walk: _Walk, occurrences: _Occurrences, distinct: list[Pattern], inverse: np.ndarray) -> None:
+    """On the pattern of each occurrence (distinct[inverse[i]]), in walk order: its time (its kernels' times one
+    after another), its evidence refs while the pattern has room, and its one-sided kernels' count and time."""
+    numbers: dict[int, int] = {}
+    unique = [numbers.setdefault(id(p), len(numbers)) for p in distinct]
+    patterns = list({id(p): p for p in distinct}.values())
+    number = np.asarray(unique, dtype=np.int64)[inverse]
+    order, bounds = _grouped(number)
+    times = _ordered_sums(occurrences.times, occurrences.bounds)[order].tolist()
     cap = walk.limits.max_evidence_refs
-    for i, (pattern, index) in enumerate(zip(patterns, occurrences.segment.tolist())):
-        segment, a, b = walk.segments[index], bounds[i], bounds[i + 1]
-        pattern.extra_time_us += sum(times[a:b])
-        if len(pattern.refs) < cap:
-            cited = occurrences.cited(i)
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        pattern = patterns[int(number[order[a]])]
+        pattern.extra_time_us = reduce(add, times[a:b], pattern.extra_time_us)
+        for i in order[a:b][:cap].tolist():
+            if len(pattern.refs) >= cap:
+                break
+            segment, cited = walk.segments[int(occurrences.segment[i])], occurrences.cited(i)
             for k in range(min(segment.weight, cap - len(pattern.refs))):
                 pattern.refs.append(segment.ref(k, cited[1], cited[2]))
-        for kernel_type, name, time_us in zip(types[a:b], names[a:b], times[a:b]):
-            tally = pattern.extra_kernels.setdefault((kernel_type, name), [0, 0.0])
-            tally[0] += segment.weight
-            tally[1] += time_us
+    sizes = np.diff(occurrences.bounds)
+    kernel_number = np.repeat(number, sizes)
+    weights = np.repeat(walk.weights[occurrences.segment], sizes)
+    codes = (kernel_number * len(walk.types) + occurrences.type_codes) * walk.name_count + occurrences.names
+    order, bounds = _grouped(codes)
+    kernel_times = occurrences.times[order].tolist()
+    counts = np.add.reduceat(weights[order], bounds[:-1]).tolist() if len(order) else []
+    firsts = order[bounds[:-1]]
+    keys = zip(
+        kernel_number[firsts].tolist(), occurrences.type_codes[firsts].tolist(), occurrences.names[firsts].tolist()
+    )
+    for (p, t, name), count, a, b in zip(keys, counts, bounds[:-1], bounds[1:]):
+        tally = patterns[p].extra_kernels.setdefault((walk.types[t], name), [0, 0.0])
+        tally[0] += count
+        tally[1] = reduce(add, kernel_times[a:b], tally[1])
+
+
+def _ordered_sums(values: np.ndarray, bounds: list[int]) -> np.ndarray:
+    """Per group bounds[i]:bounds[i + 1] of `values`: its values added one after another, as sum() of them does."""
+    sizes, starts = np.diff(bounds), np.asarray(bounds[:-1], dtype=np.int64)
+    out = np.zeros(len(sizes))
+    for j in range(int(sizes.max()) if len(sizes) else 0):
+        at = np.flatnonzero(sizes > j)
+        out[at] += values[starts[at] + j]
+    return out
+
+
+def _row_groups(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of an integer matrix, numbered in order of first occurrence: each one's first row, and
+    per row the number of its distinct row."""
+    if not len(rows):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    order = np.lexsort(rows.T[::-1])
+    ordered = rows[order]
+    new = np.r_[True, (ordered[1:] != ordered[:-1]).any(axis=1)]
+    first = order[new]
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(len(first))
+    inverse = np.empty(len(rows), dtype=np.int64)
+    inverse[order] = rank[np.cumsum(new) - 1]
+    return np.sort(first), inverse
 
 
 def _grouped(keys: np.ndarray) -> tuple[np.ndarray, list[int]]:
@@ -845,10 +900,8 @@ def _fusions(walk: _Walk, runs: _Runs, target: np.ndarray) -> _Occurrences:
             unfused_side: sorted(walk.local(unfused_side, p) for p in extra),
         }
 
-    types = [walk.types[c] for c in type_codes.tolist()]
-    times = _per_side(walk.position_times, side, positions).tolist()
-    segment = walk.row_segment[rows]
-    return _Occurrences(segment, identity, bounds, names.tolist(), types, times, facts, cited, _add_fusion)
+    times = _per_side(walk.position_times, side, positions)
+    return _Occurrences(walk.row_segment[rows], identity, bounds, names, type_codes, times, facts, cited, _add_fusion)
 
 
 def _fusion_facts(walk: _Walk, row: int, unfused: int, positions: list[int]) -> tuple:
@@ -928,11 +981,10 @@ def _splits(walk: _Walk, runs: _Runs) -> _Occurrences:
         return {3 - s: [walk.local(3 - s, walk.position(3 - s, row))], s: [walk.local(s, p) for p in own]}
 
     kernel_sides = runs.side[kernels]
-    types = [walk.types[c] for c in np.repeat(op_types, np.diff(bounds)).tolist()]
-    names = _per_side(walk.name_codes, kernel_sides, positions).tolist()
-    times = _per_side(walk.position_times, kernel_sides, positions).tolist()
-    segment = walk.row_segment[rows]
-    return _Occurrences(segment, identity, bounds, names, types, times, facts, cited, _add_split)
+    type_codes = np.repeat(op_types, np.diff(bounds))
+    names = _per_side(walk.name_codes, kernel_sides, positions)
+    times = _per_side(walk.position_times, kernel_sides, positions)
+    return _Occurrences(walk.row_segment[rows], identity, bounds, names, type_codes, times, facts, cited, _add_split)
 
 
 def _split_facts(walk: _Walk, row: int, side: int, helpers: int) -> tuple:
