@@ -10,8 +10,10 @@ occurrences of one (fused side, fused type, unfused sequence) with one kernel-na
 family of the fused kernel and of the other side's extra kernels, classify.name_family) form a Pattern; whether it
 is a finding is decided in mappings.py over the occurrences that could show it.
 
-The runs of a segment are decided on numpy columns (_Runs); occurrences of the same kernels are counted once,
-weighted by how often they occur (_add), so the Python work follows the distinct occurrences.
+All segments are walked at once: _Walk puts their alignments end to end in one set of numpy columns (no run,
+neighbour or operation reaches across a segment's bounds) and _Runs decides the runs on them. Occurrences of the
+same kernels in a segment are counted once, weighted by how often they occur (_add), and their kernels and the
+notes' are tallied per name on columns (_tally, _note), so the Python work follows the distinct occurrences.
 """
 
 from __future__ import annotations
