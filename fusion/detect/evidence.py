@@ -10,8 +10,10 @@ occurrences of one (fused side, fused type, unfused sequence) with one kernel-na
 family of the fused kernel and of the other side's extra kernels, classify.name_family) form a Pattern; whether it
 is a finding is decided in mappings.py over the occurrences that could show it.
 
-The runs of a segment are decided on numpy columns (_Runs); occurrences of the same kernels are counted once,
-weighted by how often they occur (_add), so the Python work follows the distinct occurrences.
+All segments are walked at once: _Walk puts their alignments end to end in one set of numpy columns (no run,
+neighbour or operation reaches across a segment's bounds) and _Runs decides the runs on them. Occurrences of the
+same kernels in a segment are counted once, weighted by how often they occur (_add), and their kernels and the
+notes' are tallied per name on columns (_tally, _note), so the Python work follows the distinct occurrences.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, reduce
+from operator import add
 from typing import NamedTuple
 
 import numpy as np
@@ -37,6 +40,8 @@ STRETCH_REASON = "part of a long stretch of kernels with no counterpart (an extr
 NON_COMPUTE_REASON = "a non-compute kernel on one side only (not a fusion)"
 NOT_COVERED_REASON = "one-sided; no neighbouring kernel on the other side performs its operations: not a fusion"
 NO_NEIGHBOUR_REASON = "one-sided; no aligned kernel next to it"
+REASONS = (NON_COMPUTE_REASON, STRETCH_REASON, NOT_COVERED_REASON, NO_NEIGHBOUR_REASON)
+"""Why one-sided kernels are notes, by code."""
 
 
 @dataclass
@@ -217,19 +222,36 @@ class _TypeSets:
 
 @dataclass
 class _Walk:
-    """One segment's alignment and what the walk needs to read it."""
+    """All segments' alignments as one set of columns: the positions of every segment end to end per side
+    (segment i's start at offsets[side - 1][i]) and their alignment rows end to end (path holds those global
+    positions, -1 for a gap). No run, neighbour, operation or unit reaches across a segment's bounds."""
 
-    segment: Segment
+    segments: list[Segment]
     sides: tuple[Side, Side]
     types: list[str]
     type_sets: _TypeSets
     limits: Thresholds
     path: np.ndarray
     op: np.ndarray
-    aligned: np.ndarray
-    """Alignment rows where both sides have a kernel."""
-    patterns_seen: set[tuple] = field(default_factory=set)
-    """Patterns that already hold this segment's pair ids."""
+    row_segment: np.ndarray
+    """Per alignment row: its segment."""
+    codes: tuple[np.ndarray, np.ndarray]
+    """Per side and position: the alignment code (align.unit_codes)."""
+    offsets: tuple[np.ndarray, np.ndarray]
+    """Per side: the first position of each segment, and the number of positions last."""
+
+    @classmethod
+    def of(cls, segments: list[Segment], sides: tuple[Side, Side], types: list[str], limits: Thresholds) -> _Walk:
+        paths = [align_codes(s.codes1, s.codes2) for s in segments]
+        op = np.concatenate([ops(p, s.codes1, s.codes2) for p, s in zip(paths, segments)]).astype(np.int64)
+        offsets = _per_side_of(
+            lambda side: np.r_[0, np.cumsum([len(s.codes(side)) for s in segments])].astype(np.int64)
+        )
+        row_segment = np.repeat(np.arange(len(segments)), [len(p) for p in paths])
+        path = np.concatenate(paths).astype(np.int64).reshape(-1, 2)
+        path = np.where(path >= 0, path + np.column_stack([o[row_segment] for o in offsets]), -1)
+        codes = _per_side_of(lambda side: np.concatenate([s.codes(side) for s in segments]))
+        return cls(segments, sides, types, _TypeSets.of(sides, types), limits, path, op, row_segment, codes, offsets)
 
     def kernel_type(self, side: int, position: int) -> str:
         return self._type_names[side - 1][position]
@@ -249,16 +271,42 @@ class _Walk:
         """Per position of one side: its kernel is a helper of its operation (Side.helper)."""
         return self._helpers[side - 1]
 
-    @cached_property
-    def _helpers(self) -> tuple[list[bool], list[bool]]:
-        return tuple(self.sides[s - 1].helper[self.segment.rows(s)[0]].tolist() for s in (1, 2))
-
-    def folded(self, side: int, position: int) -> bool:
-        return self._folded[side - 1][position]
-
     def position(self, side: int, row: int) -> int:
         """The position of one side's kernel at an alignment row (-1 for a gap)."""
         return self._path_columns[side - 1][row]
+
+    def local(self, side: int, position: int) -> int:
+        """A position of one side within its segment."""
+        return position - int(self.offsets[side - 1][self.position_segment[side - 1][position]])
+
+    @cached_property
+    def aligned(self) -> np.ndarray:
+        """Alignment rows where both sides have a kernel."""
+        return np.flatnonzero(self.op <= SUBSTITUTE)
+
+    @cached_property
+    def name_count(self) -> int:
+        """More than any name code of either side."""
+        return max(len(side.name_list) for side in self.sides)
+
+    @cached_property
+    def weights(self) -> np.ndarray:
+        """Per segment: its weight (pairs)."""
+        return np.array([s.weight for s in self.segments], dtype=np.int64)
+
+    @cached_property
+    def position_segment(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per side and position: its segment."""
+        return _per_side_of(lambda s: np.repeat(np.arange(len(self.segments)), np.diff(self.offsets[s - 1])))
+
+    @cached_property
+    def first_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per side and position: its kernel's global row in the segment's first pair."""
+        return _per_side_of(lambda side: np.concatenate([s.rows(side)[0] for s in self.segments]))
+
+    @cached_property
+    def _helpers(self) -> tuple[list[bool], list[bool]]:
+        return tuple(self.sides[s - 1].helper[self.first_rows[s - 1]].tolist() for s in (1, 2))
 
     @cached_property
     def _path_columns(self) -> tuple[list[int], list[int]]:
@@ -267,7 +315,7 @@ class _Walk:
     @cached_property
     def type_codes(self) -> tuple[np.ndarray, np.ndarray]:
         """Per side and position: the kernel's type code (index into `types`)."""
-        return type_code(self.segment.codes1), type_code(self.segment.codes2)
+        return type_code(self.codes[0]), type_code(self.codes[1])
 
     @cached_property
     def _type_names(self) -> tuple[list[str], list[str]]:
@@ -276,35 +324,24 @@ class _Walk:
     @cached_property
     def name_codes(self) -> tuple[np.ndarray, np.ndarray]:
         """Per side and position: the kernel's name code (Side.names)."""
-        return tuple(self.sides[s - 1].names[self.segment.rows(s)[0]] for s in (1, 2))
+        return tuple(self.sides[s - 1].names[self.first_rows[s - 1]] for s in (1, 2))
 
     @cached_property
     def _name_list(self) -> tuple[list[int], list[int]]:
         return self.name_codes[0].tolist(), self.name_codes[1].tolist()
 
     @cached_property
-    def _folded(self) -> tuple[list[bool], list[bool]]:
-        return tuple(((self.segment.codes(s) & FOLDED) != 0).tolist() for s in (1, 2))
-
-    def main_kernel(self, side: int, position: int) -> int | None:
-        """The position of the operation kernel a folded helper belongs to: the unfolded kernel of its type
-        before it, else the one after it; None if it is not folded or that kernel is outside the pair."""
-        main = self._mains[side - 1][position]
-        return None if main < 0 else main
-
-    @cached_property
-    def _main_positions(self) -> tuple[np.ndarray, np.ndarray]:
-        return _main_positions(self.segment.codes1), _main_positions(self.segment.codes2)
-
-    @cached_property
-    def _mains(self) -> tuple[list[int], list[int]]:
-        return self._main_positions[0].tolist(), self._main_positions[1].tolist()
+    def main_positions(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per side and position: the position of the operation kernel a folded helper belongs to: the unfolded
+        kernel of its type before it, else the one after it; -1 if it is not folded or that kernel is outside
+        its segment."""
+        return _per_side_of(lambda s: _main_positions(self.codes[s - 1], self.position_segment[s - 1]))
 
     @cached_property
     def split_mains(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per side and position: main_kernel's answer when that kernel is aligned (the position is a helper
-        split off an operation both sides run), else -1."""
-        return tuple(np.where(self.operation_aligned[s], self._main_positions[s], -1) for s in (0, 1))
+        """Per side and position: main_positions when that kernel is aligned (the position is a helper split
+        off an operation both sides run), else -1."""
+        return tuple(np.where(self.operation_aligned[s], self.main_positions[s], -1) for s in (0, 1))
 
     @cached_property
     def operation_aligned(self) -> tuple[np.ndarray, np.ndarray]:
@@ -312,8 +349,8 @@ class _Walk:
         folded into) is aligned with a kernel of the other side."""
         out = []
         for s in (1, 2):
-            codes = self.segment.codes(s)
-            mains = np.where((codes & FOLDED) != 0, self._main_positions[s - 1], np.arange(len(codes)))
+            codes = self.codes[s - 1]
+            mains = np.where((codes & FOLDED) != 0, self.main_positions[s - 1], np.arange(len(codes)))
             aligned = np.zeros(len(codes), dtype=bool)
             known = mains >= 0
             aligned[known] = self.op[self.row_of[s - 1][mains[known]]] <= SUBSTITUTE
@@ -324,18 +361,44 @@ class _Walk:
         """Per (side, position): the kernel's type is one of NON_FUSABLE_TYPES."""
         return self.type_sets.non_fusable[_per_side(self.type_codes, side, positions)]
 
-    def time(self, side: int, positions: list[int]) -> float:
-        """Kernel time of one side's `positions` summed over the segment's pairs."""
-        times = self._position_times[side - 1]
-        return sum(times[p] for p in positions)
-
-    def position_times(self, side: int) -> list[float]:
-        """Per position of one side: its kernels' time summed over the segment's pairs (time of one position)."""
-        return self._position_times[side - 1]
+    @cached_property
+    def position_times(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per side and position: its kernels' time summed over the segment's pairs (pair after pair)."""
+        return self._summed(lambda dur, rows: dur[rows].sum(axis=0))
 
     @cached_property
-    def _position_times(self) -> tuple[list[float], list[float]]:
-        return tuple(self.sides[s - 1].dur[self.segment.rows(s)].sum(axis=0).tolist() for s in (1, 2))
+    def note_times(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per side and position: its kernels' time summed over the segment's pairs as a note sums it
+        (_column_sums)."""
+        return self._summed(_column_sums)
+
+    def _summed(self, total: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Per side and position: `total` of its kernels' times over the segment's pairs (one pair: its time)."""
+
+        def summed(s: int) -> np.ndarray:
+            dur = self.sides[s - 1].dur
+            times = dur[self.first_rows[s - 1]]
+            for i in np.flatnonzero(self.weights > 1).tolist():
+                times[self.offsets[s - 1][i] : self.offsets[s - 1][i + 1]] = total(dur, self.segments[i].rows(s))
+            return times
+
+        return _per_side_of(summed)
+
+    @cached_property
+    def units(self) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """(first, end) per side and position of an operation's kernel: the positions of its kernel and the
+        helpers folded into it, in its segment; for a folded position, it and the folded ones after it."""
+        firsts, ends = [], []
+        for s in (1, 2):
+            folded = (self.codes[s - 1] & FOLDED) != 0
+            index = np.arange(len(folded))
+            segment_end = self.offsets[s - 1][1:][self.position_segment[s - 1]]
+            next_unfolded = np.minimum.accumulate(np.where(folded, len(folded), index)[::-1])[::-1]
+            ends.append(np.minimum(np.r_[next_unfolded[1:], len(folded)][: len(folded)], segment_end))
+            folded_into_next = folded & (self.main_positions[s - 1] == next_unfolded)
+            last_other = np.maximum.accumulate(np.where(folded_into_next, -1, index))
+            firsts.append(np.where(folded, index, np.r_[0, last_other[:-1] + 1][: len(folded)]))
+        return (firsts[0], firsts[1]), (ends[0], ends[1])
 
     @cached_property
     def row_of(self) -> tuple[np.ndarray, np.ndarray]:
@@ -343,7 +406,7 @@ class _Walk:
         out = []
         for s in (1, 2):
             column = self.path[:, s - 1]
-            rows = np.full(len(self.segment.codes(s)), -1, dtype=np.int64)
+            rows = np.full(len(self.codes[s - 1]), -1, dtype=np.int64)
             rows[column[column >= 0]] = np.flatnonzero(column >= 0)
             out.append(rows)
         return tuple(out)
@@ -352,107 +415,95 @@ class _Walk:
 def collect_evidence(
     segments: list[Segment], sides: tuple[Side, Side], types: list[str], limits: Thresholds
 ) -> Evidence:
-    """Align every distinct segment once and attribute its one-sided kernels (weighted by pair count)."""
-    evidence, type_sets = Evidence(), _TypeSets.of(sides, types)
-    for segment in segments:
-        path = align_codes(segment.codes1, segment.codes2)
-        op = ops(path, segment.codes1, segment.codes2)
-        walk = _Walk(segment, sides, types, type_sets, limits, path, op, np.flatnonzero(op <= SUBSTITUTE))
-        _count_anchors(walk, evidence)
-        _walk_runs(walk, evidence)
+    """Align every distinct segment once and attribute its one-sided kernels (weighted by pair count), all
+    segments at once."""
+    evidence = Evidence()
+    if not segments:
+        return evidence
+    walk = _Walk.of(segments, sides, types, limits)
+    _count_anchors(walk, evidence)
+    _walk_runs(walk, evidence)
     return evidence
 
 
 def _count_anchors(walk: _Walk, evidence: Evidence) -> None:
     """Aligned name pairs, and helpers whose operation's kernel is aligned: the occurrences that could show a
     pattern. A helper in a stretch the other side does not run (an extra step) can show no split, so it does
-    not count against the split's confidence."""
-    weight = walk.segment.weight
+    not count against the split's confidence. Keys are counted in order of first occurrence (segment by
+    segment; helpers of side 1 before side 2's)."""
     aligned = walk.path[walk.aligned]
-    names = [walk.sides[s].names[walk.segment.rows(s + 1)[0, aligned[:, s]]] for s in (0, 1)]
-    for pair, count in Counter(zip(names[0].tolist(), names[1].tolist())).items():
-        evidence.anchor_totals[(1, pair[0], pair[1])] += count * weight
-        evidence.anchor_totals[(2, pair[1], pair[0])] += count * weight
-    for side in walk.sides:
-        rows = walk.segment.rows(side.number)[0]
-        could_split = side.helper[rows] & walk.operation_aligned[side.number - 1]
-        for name, count in Counter(side.names[rows[could_split]].tolist()).items():
-            evidence.helper_totals[(side.number, name)] += count * weight
+    names = [walk.name_codes[s][aligned[:, s]] for s in (0, 1)]
+    weights = walk.weights[walk.row_segment[walk.aligned]]
+    for (first, second), count in _weighted_counts(np.column_stack(names), weights):
+        evidence.anchor_totals[(1, first, second)] += count
+        evidence.anchor_totals[(2, second, first)] += count
+    helpers = [np.flatnonzero(walk.sides[s].helper[walk.first_rows[s]] & walk.operation_aligned[s]) for s in (0, 1)]
+    segment = np.concatenate([walk.position_segment[s][helpers[s]] for s in (0, 1)])
+    side = np.repeat([1, 2], [len(h) for h in helpers])
+    order = np.argsort(segment * 2 + side, kind="stable")
+    keys = np.column_stack([side, np.concatenate([walk.name_codes[s][helpers[s]] for s in (0, 1)])])[order]
+    for (number, name), count in _weighted_counts(keys, walk.weights[segment[order]]):
+        evidence.helper_totals[(number, name)] += count
+
+
+def _weighted_counts(keys: np.ndarray, weights: np.ndarray) -> list[tuple[tuple[int, ...], int]]:
+    """Per distinct row of `keys`, in order of first occurrence: the sum of its rows' weights."""
+    if not len(keys):
+        return []
+    first, inverse = _row_groups(keys)
+    totals = np.bincount(inverse, weights=weights, minlength=len(first)).astype(np.int64)
+    return list(zip(map(tuple, keys[first].tolist()), totals.tolist()))
 
 
 def _walk_runs(walk: _Walk, evidence: Evidence) -> None:
     """Each run of one-sided kernels: a helper folded into an aligned kernel of its operation is a split, a
     non-compute kernel is a note, the rest is credited to its covering neighbour or noted with the reason.
-    Then the occurrences are added, fusions first."""
+    The notes are counted in run order; then the occurrences are added, segment by segment, fusions first."""
     runs = _Runs.of(walk)
-    fusions: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for i in runs.to_walk:
-        unfused, rest = runs.unfused[i], runs.rest(i)
-        non_compute = [p for p, skip in rest if skip]
-        if non_compute:
-            _note(walk, evidence, unfused, non_compute, NON_COMPUTE_REASON)
-        compute = [p for p, skip in rest if not skip]
-        if not compute:
-            continue
-        if runs.anchor[i] >= 0:
-            fusions[(runs.anchor[i], unfused)].extend(compute)
-            continue
-        parts, rest_of_run = _partial_cover(walk, unfused, compute, runs.before[i], runs.after[i])
-        for row, covered in parts:
-            fusions[(row, unfused)].extend(covered)
-        if rest_of_run:
-            _note(walk, evidence, unfused, rest_of_run, runs.reason[i])
-    _add(
-        walk,
-        evidence,
-        [_fusion(walk, row, unfused, positions) for (row, unfused), positions in fusions.items()],
-        _add_fusion,
-    )
-    _add(
-        walk, evidence, [_split(walk, row, side, helpers) for (row, side), helpers in runs.splits().items()], _add_split
-    )
+    target = runs.targets(walk)
+    _notes(walk, evidence, runs, target)
+    _add(walk, evidence, [_fusions(walk, runs, target), _splits(walk, runs)])
 
 
 @dataclass
 class _Runs:
-    """A segment's maximal runs of one-sided kernels (ONLY1 or ONLY2 rows), decided on columns: which of their
-    kernels are split helpers, which are non-compute, and the alignment row of the kernel covering the rest."""
+    """The maximal runs of one-sided kernels (ONLY1 or ONLY2 rows) of every segment, decided on columns: which of
+    their kernels are split helpers, which are non-compute, and the alignment row of the kernel covering the rest.
+    Per-kernel columns follow the one-sided rows in alignment order; per-run columns are indexed by run_of."""
 
-    unfused: list[int]
-    """Per run: the side its kernels are on."""
-    bounds: list[int]
-    """Run i is one-sided rows bounds[i]:bounds[i + 1] of `positions`, `kinds`, ..."""
-    positions: list[int]
-    """Per one-sided row, in alignment order: its kernel's position on its side."""
-    kinds: list[int]
+    side: np.ndarray
+    """Per one-sided row: the side its kernel is on."""
+    positions: np.ndarray
+    """Per one-sided row: its kernel's position on its side."""
+    kinds: np.ndarray
     """Per one-sided row: SPLIT (a helper whose operation's kernel is aligned), NON_COMPUTE or COMPUTE."""
-    mains: list[int]
-    """Per one-sided row: the alignment row of its operation's kernel (split helpers only)."""
-    anchor: list[int]
+    run_of: np.ndarray
+    """Per one-sided row: its run."""
+    main_rows: np.ndarray
+    """Per one-sided row: the alignment row of its operation's kernel (split helpers only, else -1)."""
+    anchor: np.ndarray
     """Per run: the alignment row of the kernel credited with its compute kernels, -1 for none."""
-    reason: list[str]
-    """Per run without an anchor: why its compute kernels are notes."""
-    before: list[int]
+    reason: np.ndarray
+    """Per run without an anchor: why its compute kernels are notes (a code into REASONS)."""
+    before: np.ndarray
     """Per run short enough to be fused work: the aligned row just before it when that kernel's name has fused
     components (-1: none, no components, or a longer run)."""
-    after: list[int]
+    after: np.ndarray
     """The same for the aligned row just after it."""
-    to_walk: list[int]
-    """The runs with a kernel that is no split helper, in order."""
 
-    def rest(self, run: int) -> list[tuple[int, bool]]:
-        """(position, non-compute) of the run's kernels that are no split helper, in order."""
-        a, b = self.bounds[run], self.bounds[run + 1]
-        return [(p, k == NON_COMPUTE) for p, k in zip(self.positions[a:b], self.kinds[a:b]) if k != SPLIT]
-
-    def splits(self) -> dict[tuple[int, int], list[int]]:
-        """(alignment row of the operation's kernel, side) -> its split helpers' positions, in walk order."""
-        out: dict[tuple[int, int], list[int]] = defaultdict(list)
-        for run, side in enumerate(self.unfused):
-            for i in range(self.bounds[run], self.bounds[run + 1]):
-                if self.kinds[i] == SPLIT:
-                    out[(self.mains[i], side)].append(self.positions[i])
-        return out
+    def targets(self, walk: _Walk) -> np.ndarray:
+        """Per one-sided row: the alignment row of the kernel credited with its compute kernel (the run's anchor,
+        or the neighbour taking the part of the run it is in, _partial_cover), -1 for none."""
+        compute = self.kinds == COMPUTE
+        target = np.where(compute, self.anchor[self.run_of], -1)
+        for run in np.flatnonzero((self.before >= 0) | (self.after >= 0)).tolist():
+            kernels = np.flatnonzero(compute & (self.run_of == run))
+            positions = self.positions[kernels]
+            side, before, after = int(self.side[kernels[0]]), int(self.before[run]), int(self.after[run])
+            parts, _ = _partial_cover(walk, side, positions.tolist(), before, after)
+            for row, covered in parts:
+                target[kernels[np.isin(positions, covered)]] = row
+        return target
 
     @classmethod
     def of(cls, walk: _Walk) -> _Runs:
@@ -462,7 +513,9 @@ class _Runs:
         positions = path[rows, side - 1]
         mains = _per_side(walk.split_mains, side, positions)
         kinds = np.where(mains >= 0, SPLIT, np.where(walk.non_fusable(side, positions), NON_COMPUTE, COMPUTE))
-        new = np.r_[True, (rows[1:] != rows[:-1] + 1) | (side[1:] != side[:-1])] if len(rows) else np.zeros(0, bool)
+        segment = walk.row_segment[rows]
+        breaks = (rows[1:] != rows[:-1] + 1) | (side[1:] != side[:-1]) | (segment[1:] != segment[:-1])
+        new = np.r_[True, breaks] if len(rows) else np.zeros(0, bool)
         starts = np.flatnonzero(new)
         run_of = np.cumsum(new) - 1
         compute = kinds == COMPUTE
@@ -470,24 +523,17 @@ class _Runs:
         anchor, reason, before, after = _anchors(
             walk, rows[starts], side[starts], count, run_of[compute], side[compute], positions[compute]
         )
-        has_rest = np.bincount(run_of[kinds != SPLIT], minlength=len(starts)) > 0
         main_rows = np.where(mains >= 0, _per_side(walk.row_of, side, np.maximum(mains, 0)), -1)
-        return cls(
-            side[starts].tolist(),
-            np.r_[starts, len(rows)].tolist(),
-            positions.tolist(),
-            kinds.tolist(),
-            main_rows.tolist(),
-            anchor.tolist(),
-            reason,
-            before.tolist(),
-            after.tolist(),
-            np.flatnonzero(has_rest).tolist(),
-        )
+        return cls(side, positions, kinds, run_of, main_rows, anchor, reason, before, after)
 
 
 SPLIT, NON_COMPUTE, COMPUTE = 0, 1, 2
 """_Runs.kinds: what a one-sided kernel is."""
+
+
+def _per_side_of(column: Callable[[int], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(column(1), column(2)): one column per side."""
+    return column(1), column(2)
 
 
 def _per_side(values: tuple[np.ndarray, np.ndarray], side: np.ndarray, positions: np.ndarray) -> np.ndarray:
@@ -507,18 +553,17 @@ def _anchors(
     run_of: np.ndarray,
     side: np.ndarray,
     positions: np.ndarray,
-) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per run (first alignment row `starts`, `count` compute kernels at `positions` of `run_of`): the aligned
-    row before or after it whose kernel on the other side covers them, best score first (-1: none), and the
-    reason when none does. The one before wins a tie (epilogue_bonus). Then, for runs short enough to be fused
-    work, the aligned rows just before and after them whose kernels' names have fused components (-1: none),
-    for _partial_cover: only those can take part of a run."""
-    limits, aligned = walk.limits, walk.aligned
+    row of its segment before or after it whose kernel on the other side covers them, best score first (-1:
+    none), and the reason when none does. The one before wins a tie (epilogue_bonus). Then, for runs short enough
+    to be fused work, the aligned rows just before and after them whose kernels' names have fused components (-1:
+    none), for _partial_cover: only those can take part of a run."""
+    limits, aligned, row_segment = walk.limits, walk.aligned, walk.row_segment
     anchor = np.full(len(starts), -1, dtype=np.int64)
-    reason = [
-        STRETCH_REASON if n > limits.max_fused_run else NOT_COVERED_REASON if len(aligned) else NO_NEIGHBOUR_REASON
-        for n in count.tolist()
-    ]
+    segment = row_segment[starts]
+    neighboured = (np.bincount(row_segment[aligned], minlength=len(walk.segments)) > 0)[segment]
+    reason = np.where(count > limits.max_fused_run, 1, np.where(neighboured, 2, 3))
     candidate = (count > 0) & (count <= limits.max_fused_run)
     if not len(aligned) or not candidate.any():
         return anchor, reason, anchor, anchor
@@ -527,10 +572,12 @@ def _anchors(
     np.bitwise_or.at(run_types, run_of, bits[_per_side(walk.type_codes, side, positions)])
     k = np.searchsorted(aligned, starts)
     before, after = aligned[np.maximum(k - 1, 0)], aligned[np.minimum(k, len(aligned) - 1)]
+    has_before = (k > 0) & (row_segment[before] == segment)
+    has_after = (k < len(aligned)) & (row_segment[after] == segment)
     before_score = _cover_scores(walk, before, unfused, run_types)
     after_score = _cover_scores(walk, after, unfused, run_types)
-    before_score = np.where((k > 0) & (before_score > 0), before_score + limits.epilogue_bonus, -np.inf)
-    after_score = np.where((k < len(aligned)) & (after_score > 0), after_score, -np.inf)
+    before_score = np.where(has_before & (before_score > 0), before_score + limits.epilogue_bonus, -np.inf)
+    after_score = np.where(has_after & (after_score > 0), after_score, -np.inf)
     use_after = candidate & (after_score > -np.inf) & (after_score >= before_score)
     use_before = candidate & ~use_after & (before_score > -np.inf)
     anchor[use_after], anchor[use_before] = after[use_after], before[use_before]
@@ -538,8 +585,8 @@ def _anchors(
     return (
         anchor,
         reason,
-        np.where(partial & (k > 0) & _named_parts(walk, before, unfused), before, -1),
-        np.where(partial & (k < len(aligned)) & _named_parts(walk, after, unfused), after, -1),
+        np.where(partial & has_before & _named_parts(walk, before, unfused), before, -1),
+        np.where(partial & has_after & _named_parts(walk, after, unfused), after, -1),
     )
 
 
@@ -603,31 +650,61 @@ def _cover_scores(walk: _Walk, rows: np.ndarray, unfused: np.ndarray, run_types:
     return np.where(_per_side(walk.type_sets.single_op, fused, names), 0.0, scores).astype(np.float64)
 
 
-def _main_positions(codes: np.ndarray) -> np.ndarray:
+def _main_positions(codes: np.ndarray, segment: np.ndarray) -> np.ndarray:
     """Per position of alignment codes: the nearest unfolded position before a folded one if it has the same
-    type, else the nearest after it if it does; -1 for unfolded positions and folded ones with neither."""
+    type, else the nearest after it if it does, in the position's `segment`; -1 for unfolded positions and
+    folded ones with neither."""
     folded = (codes & FOLDED) != 0
     kinds = type_code(codes)
     index = np.arange(len(codes))
-    before = np.maximum.accumulate(np.where(folded, -1, index)) if len(codes) else index
-    after = np.minimum.accumulate(np.where(folded, len(codes), index)[::-1])[::-1] if len(codes) else index
-    before_ok = (before >= 0) & (kinds[np.maximum(before, 0)] == kinds)
-    after_ok = (after < len(codes)) & (kinds[np.minimum(after, len(codes) - 1)] == kinds)
+    if not len(codes):
+        return index
+    before = np.maximum.accumulate(np.where(folded, -1, index))
+    after = np.minimum.accumulate(np.where(folded, len(codes), index)[::-1])[::-1]
+    before_at, after_at = np.maximum(before, 0), np.minimum(after, len(codes) - 1)
+    before_ok = (before >= 0) & (kinds[before_at] == kinds) & (segment[before_at] == segment)
+    after_ok = (after < len(codes)) & (kinds[after_at] == kinds) & (segment[after_at] == segment)
     return np.where(~folded, -1, np.where(before_ok, before, np.where(after_ok, after, -1)))
 
 
-def _note(walk: _Walk, evidence: Evidence, side: int, positions: list[int], reason: str) -> None:
-    times = _column_sums(walk.sides[side - 1].dur, walk.segment.rows(side)[:, positions]).tolist()
-    types, names, weight = walk.type_names(side), walk.names(side), walk.segment.weight
-    for p, time_us in zip(positions, times):
-        key = (side, types[p], reason)
-        evidence.unattributed[key] += weight
-        tally = evidence.note_kernels[key].setdefault(names[p], [0, 0.0])
-        tally[0] += weight
-        tally[1] += time_us
+def _notes(walk: _Walk, evidence: Evidence, runs: _Runs, target: np.ndarray) -> None:
+    """The one-sided kernels no fusion or split takes, run by run: its non-compute kernels, then its compute
+    kernels left over (with the run's reason)."""
+    left = (runs.kinds == COMPUTE) & (target < 0)
+    kernels = np.flatnonzero(left | (runs.kinds == NON_COMPUTE))
+    kernels = kernels[np.argsort(runs.run_of[kernels] * 2 + left[kernels], kind="stable")]
+    reasons = np.where(left[kernels], runs.reason[runs.run_of[kernels]], 0)
+    _note(walk, evidence, runs.side[kernels], runs.positions[kernels], reasons)
+
+
+def _note(walk: _Walk, evidence: Evidence, sides: np.ndarray, positions: np.ndarray, reasons: np.ndarray) -> None:
+    """Count one-sided kernels (side, position) as notes with their reasons (codes into REASONS), in order: per
+    (side, type, reason) in order of first occurrence, its kernels by name (their times one after another) and
+    its first evidence refs."""
+    type_codes, names = _per_side(walk.type_codes, sides, positions), _per_side(walk.name_codes, sides, positions)
+    segments = _per_side(walk.position_segment, sides, positions)
+    weights, times = walk.weights[segments], _per_side(walk.note_times, sides, positions)
+    keys = ((sides - 1) * len(walk.types) + type_codes) * len(REASONS) + reasons
+    by_name: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
+    name_order, name_bounds = _grouped(keys * walk.name_count + names)
+    for a, b in zip(name_bounds[:-1], name_bounds[1:]):
+        by_name[int(keys[name_order[a]])].append((int(names[name_order[a]]), a, b))
+    name_times, name_weights = times[name_order].tolist(), weights[name_order]
+    order, bounds = _grouped(keys)
+    cap = walk.limits.max_evidence_refs
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        i = int(order[a])
+        key = (int(sides[i]), walk.types[int(type_codes[i])], REASONS[int(reasons[i])])
+        evidence.unattributed[key] += int(weights[order[a:b]].sum())
+        kernels = evidence.note_kernels[key]
+        for name, c, d in by_name[int(keys[i])]:
+            tally = kernels.setdefault(name, [0, 0.0])
+            tally[0] += int(name_weights[c:d].sum())
+            tally[1] = reduce(add, name_times[c:d], tally[1])
         refs = evidence.note_refs[key]
-        if len(refs) < walk.limits.max_evidence_refs:
-            refs.append(walk.segment.ref(0, [p] if side == 1 else [], [p] if side == 2 else []))
+        for j in order[a:b][: max(cap - len(refs), 0)].tolist():
+            segment, local = walk.segments[int(segments[j])], [walk.local(int(sides[j]), int(positions[j]))]
+            refs.append(segment.ref(0, local if sides[j] == 1 else [], local if sides[j] == 2 else []))
 
 
 def _column_sums(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -637,8 +714,17 @@ def _column_sums(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(values[rows].T).sum(axis=1)
 
 
+class _Counting(NamedTuple):
+    """What counting one segment's occurrences reads: the sides, the segment, and the patterns that already hold
+    its pair ids."""
+
+    sides: tuple[Side, Side]
+    segment: Segment
+    patterns_seen: set[tuple]
+
+
 def _pattern(
-    walk: _Walk,
+    counting: _Counting,
     evidence: Evidence,
     key: tuple,
     fused: int,
@@ -651,51 +737,182 @@ def _pattern(
     if pattern is None:
         pattern = evidence.patterns[key] = Pattern(fused, fused_type, sequence, split)
     pattern.occurrences += weight
-    if key not in walk.patterns_seen:
-        walk.patterns_seen.add(key)
-        pattern.pair_ids.update(walk.segment.pair_ids.tolist())
-    pattern.kinds[walk.segment.kind] += weight
+    if key not in counting.patterns_seen:
+        counting.patterns_seen.add(key)
+        pattern.pair_ids.update(counting.segment.pair_ids.tolist())
+    pattern.kinds[counting.segment.kind] += weight
     return pattern
 
 
-class _Occurrence(NamedTuple):
-    """One fusion or split occurrence of a segment: `facts` (all its counters read, the same for every
-    occurrence of the same kernels), its extra time over the segment's pairs, the positions it cites and its
-    one-sided kernels as (type of the note counting it, name code, time over the segment's pairs)."""
+class _Occurrences(NamedTuple):
+    """All fusion or all split occurrences as columns, in walk order, and how to count them. Two occurrences of a
+    segment have equal `identity` rows exactly when they have the same facts (all the counters they add to);
+    bounds[i]:bounds[i + 1] are the one-sided kernels occurrence i credits, as name code, the type of the note
+    counting it and its time over the segment's pairs; facts(i) and cited(i) are occurrence i's facts and the
+    positions it cites per side (within its segment)."""
 
-    facts: tuple
-    time_us: float
-    positions: dict[int, list[int]]
-    extras: list[tuple[str, int, float]]
-
-
-def _add(
-    walk: _Walk,
-    evidence: Evidence,
-    occurrences: list[_Occurrence],
-    count: Callable[[_Walk, Evidence, tuple, int], Pattern],
-) -> None:
-    """Count each distinct `facts` once, weighted by its occurrences (in order of first occurrence, so every
-    counter sees its keys in walk order); then each occurrence's time and evidence refs, in walk order."""
-    repeats = Counter(o.facts for o in occurrences)
-    patterns = {facts: count(walk, evidence, facts, walk.segment.weight * n) for facts, n in repeats.items()}
-    for occurrence in occurrences:
-        pattern = patterns[occurrence.facts]
-        pattern.extra_time_us += occurrence.time_us
-        _add_refs(walk, pattern, occurrence.positions)
-        for kernel_type, name, time_us in occurrence.extras:
-            tally = pattern.extra_kernels.setdefault((kernel_type, name), [0, 0.0])
-            tally[0] += walk.segment.weight
-            tally[1] += time_us
+    segment: np.ndarray
+    identity: np.ndarray
+    bounds: list[int]
+    names: np.ndarray
+    type_codes: np.ndarray
+    times: np.ndarray
+    facts: Callable[[int], tuple]
+    cited: Callable[[int], dict[int, list[int]]]
+    counter: Callable[[_Counting, Evidence, tuple, int], Pattern]
 
 
-def _fusion(walk: _Walk, row: int, unfused: int, positions: list[int]) -> _Occurrence:
-    """The run `positions` covered by the kernel at alignment `row` (once per pair of the segment)."""
+def _add(walk: _Walk, evidence: Evidence, kinds: list[_Occurrences]) -> None:
+    """Count each distinct facts of a segment once, weighted by its occurrences: segment by segment, fusions
+    before splits, each in order of first occurrence (so every counter sees its keys in walk order); then each
+    occurrence's time and evidence refs, in walk order."""
+    counting = [_Counting(walk.sides, s, set()) for s in walk.segments]
+    distinct: list[tuple[int, int, int, int, int]] = []
+    inverses: list[np.ndarray] = []
+    for kind, occurrences in enumerate(kinds):
+        first, inverse = _row_groups(np.column_stack([occurrences.segment, occurrences.identity]))
+        inverses.append(inverse)
+        repeats, segments = np.bincount(inverse, minlength=len(first)), occurrences.segment[first]
+        distinct += zip(segments.tolist(), [kind] * len(first), first.tolist(), range(len(first)), repeats.tolist())
+    patterns: list[dict[int, Pattern]] = [{} for _ in kinds]
+    for segment, kind, first_occurrence, index, times in sorted(distinct):
+        facts, weight = kinds[kind].facts(first_occurrence), walk.segments[segment].weight * times
+        patterns[kind][index] = kinds[kind].counter(counting[segment], evidence, facts, weight)
+    for kind, occurrences in enumerate(kinds):
+        _tally(walk, occurrences, [patterns[kind][d] for d in range(len(patterns[kind]))], inverses[kind])
+
+
+def _tally(walk: _Walk, occurrences: _Occurrences, distinct: list[Pattern], inverse: np.ndarray) -> None:
+    """On the pattern of each occurrence (distinct[inverse[i]]), in walk order: its time (its kernels' times one
+    after another), its evidence refs while the pattern has room, and its one-sided kernels' count and time."""
+    numbers: dict[int, int] = {}
+    unique = [numbers.setdefault(id(p), len(numbers)) for p in distinct]
+    patterns = list({id(p): p for p in distinct}.values())
+    number = np.asarray(unique, dtype=np.int64)[inverse]
+    order, bounds = _grouped(number)
+    times = _ordered_sums(occurrences.times, occurrences.bounds)[order].tolist()
+    cap = walk.limits.max_evidence_refs
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        pattern = patterns[int(number[order[a]])]
+        pattern.extra_time_us = reduce(add, times[a:b], pattern.extra_time_us)
+        for i in order[a:b][:cap].tolist():
+            if len(pattern.refs) >= cap:
+                break
+            segment, cited = walk.segments[int(occurrences.segment[i])], occurrences.cited(i)
+            for k in range(min(segment.weight, cap - len(pattern.refs))):
+                pattern.refs.append(segment.ref(k, cited[1], cited[2]))
+    sizes = np.diff(occurrences.bounds)
+    kernel_number = np.repeat(number, sizes)
+    weights = np.repeat(walk.weights[occurrences.segment], sizes)
+    codes = (kernel_number * len(walk.types) + occurrences.type_codes) * walk.name_count + occurrences.names
+    order, bounds = _grouped(codes)
+    kernel_times = occurrences.times[order].tolist()
+    counts = np.add.reduceat(weights[order], bounds[:-1]).tolist() if len(order) else []
+    firsts = order[bounds[:-1]]
+    keys = zip(
+        kernel_number[firsts].tolist(), occurrences.type_codes[firsts].tolist(), occurrences.names[firsts].tolist()
+    )
+    for (p, t, name), count, a, b in zip(keys, counts, bounds[:-1], bounds[1:]):
+        tally = patterns[p].extra_kernels.setdefault((walk.types[t], name), [0, 0.0])
+        tally[0] += count
+        tally[1] = reduce(add, kernel_times[a:b], tally[1])
+
+
+def _ordered_sums(values: np.ndarray, bounds: list[int]) -> np.ndarray:
+    """Per group bounds[i]:bounds[i + 1] of `values`: its values added one after another, as sum() of them does."""
+    sizes, starts = np.diff(bounds), np.asarray(bounds[:-1], dtype=np.int64)
+    out = np.zeros(len(sizes))
+    for j in range(int(sizes.max()) if len(sizes) else 0):
+        at = np.flatnonzero(sizes > j)
+        out[at] += values[starts[at] + j]
+    return out
+
+
+def _row_groups(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of an integer matrix, numbered in order of first occurrence: each one's first row, and
+    per row the number of its distinct row."""
+    if not len(rows):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    order = np.lexsort(rows.T[::-1])
+    ordered = rows[order]
+    new = np.r_[True, (ordered[1:] != ordered[:-1]).any(axis=1)]
+    first = order[new]
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(len(first))
+    inverse = np.empty(len(rows), dtype=np.int64)
+    inverse[order] = rank[np.cumsum(new) - 1]
+    return np.sort(first), inverse
+
+
+def _grouped(keys: np.ndarray) -> tuple[np.ndarray, list[int]]:
+    """Indices of `keys` grouped by key, groups in order of first appearance and each in order, and the group
+    bounds in that order."""
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(len(first))
+    group = rank[inverse.ravel()]
+    order = np.argsort(group, kind="stable")
+    return order, np.searchsorted(group[order], np.arange(len(first) + 1)).tolist()
+
+
+def _padded(values: np.ndarray, bounds: list[int]) -> np.ndarray:
+    """(groups, longest group) matrix of the groups bounds[i]:bounds[i + 1] of `values`, -1 past a group's end."""
+    sizes = np.diff(bounds)
+    group = np.repeat(np.arange(len(sizes)), sizes)
+    out = np.full((len(sizes), int(sizes.max()) if len(sizes) else 0), -1, dtype=np.int64)
+    out[group, np.arange(len(values)) - np.asarray(bounds[:-1], dtype=np.int64)[group]] = values
+    return out
+
+
+def _fusions(walk: _Walk, runs: _Runs, target: np.ndarray) -> _Occurrences:
+    """Per (covering aligned row, unfused side): one fusion occurrence of the compute kernels credited to it."""
+    kernels = np.flatnonzero(target >= 0)
+    order, bounds = _grouped(target[kernels] * 3 + runs.side[kernels])
+    kernels = kernels[order]
+    first = kernels[np.asarray(bounds[:-1], dtype=np.int64)]
+    rows, unfused = target[first], runs.side[first]
+    fused_pos, counterpart = walk.path[rows, 2 - unfused], walk.path[rows, unfused - 1]
+    side, positions = runs.side[kernels], runs.positions[kernels]
+    type_codes, names = _per_side(walk.type_codes, side, positions), _per_side(walk.name_codes, side, positions)
+    occurrence = np.repeat(np.arange(len(rows)), np.diff(bounds))
+    before_counterpart = np.bincount(occurrence[positions < counterpart[occurrence]], minlength=len(rows))
+    identity = np.column_stack(
+        [
+            unfused,
+            _per_side(walk.type_codes, 3 - unfused, fused_pos),
+            _per_side(walk.name_codes, 3 - unfused, fused_pos),
+            _per_side(walk.type_codes, unfused, counterpart),
+            _per_side(walk.name_codes, unfused, counterpart),
+            before_counterpart,
+            _padded(type_codes, bounds),
+            _padded(names, bounds),
+        ]
+    ).astype(np.int64)
+    position_list, rows_list, unfused_list = positions.tolist(), rows.tolist(), unfused.tolist()
+
+    def facts(i: int) -> tuple:
+        return _fusion_facts(walk, rows_list[i], unfused_list[i], position_list[bounds[i] : bounds[i + 1]])
+
+    def cited(i: int) -> dict[int, list[int]]:
+        row, unfused_side = rows_list[i], unfused_list[i]
+        extra = position_list[bounds[i] : bounds[i + 1]] + [walk.position(unfused_side, row)]
+        fused_side = 3 - unfused_side
+        return {
+            fused_side: [walk.local(fused_side, walk.position(fused_side, row))],
+            unfused_side: sorted(walk.local(unfused_side, p) for p in extra),
+        }
+
+    times = _per_side(walk.position_times, side, positions)
+    return _Occurrences(walk.row_segment[rows], identity, bounds, names, type_codes, times, facts, cited, _add_fusion)
+
+
+def _fusion_facts(walk: _Walk, row: int, unfused: int, positions: list[int]) -> tuple:
+    """The facts of the run `positions` covered by the kernel at alignment `row`."""
     fused = 3 - unfused
     fused_pos, counterpart = walk.position(fused, row), walk.position(unfused, row)
     unfused_positions = sorted(positions + [counterpart])
     types, names = walk.type_names(unfused), walk.names(unfused)
-    facts = (
+    return (
         unfused,
         walk.kernel_type(fused, fused_pos),
         walk.name(fused, fused_pos),
@@ -703,24 +920,21 @@ def _fusion(walk: _Walk, row: int, unfused: int, positions: list[int]) -> _Occur
         tuple([(types[p], names[p]) for p in unfused_positions]),
         tuple([(types[p], names[p]) for p in positions]),
     )
-    times = walk.position_times(unfused)
-    extras = [(types[p], names[p], times[p]) for p in positions]
-    return _Occurrence(facts, walk.time(unfused, positions), {fused: [fused_pos], unfused: unfused_positions}, extras)
 
 
-def _add_fusion(walk: _Walk, evidence: Evidence, facts: tuple, weight: int) -> Pattern:
+def _add_fusion(counting: _Counting, evidence: Evidence, facts: tuple, weight: int) -> Pattern:
     unfused, fused_type, fused_name, counterpart_name, kernels, extra = facts
     fused = 3 - unfused
     sequence = tuple(kernel_type for kernel_type, _ in kernels)
-    families = walk.sides[unfused - 1].families
+    families = counting.sides[unfused - 1].families
     key = (
         fused,
         fused_type,
         sequence,
-        walk.sides[fused - 1].families[fused_name],
+        counting.sides[fused - 1].families[fused_name],
         tuple(families[n] for _, n in extra),
     )
-    pattern = _pattern(walk, evidence, key, fused, fused_type, sequence, False, weight)
+    pattern = _pattern(counting, evidence, key, fused, fused_type, sequence, False, weight)
     pattern.fused_names[fused_name] += weight
     pattern.anchors[(fused_name, counterpart_name)] += weight
     for kernel_type, name in kernels:
@@ -728,61 +942,86 @@ def _add_fusion(walk: _Walk, evidence: Evidence, facts: tuple, weight: int) -> P
     for kernel_type, name in extra:
         evidence.attributions[(unfused, kernel_type)][fused_name] += weight
         evidence.attributed_names[(unfused, kernel_type)][name] += weight
-        if walk.segment.kind == "group":
+        if counting.segment.kind == "group":
             pattern.group_extra[kernel_type] += weight
     return pattern
 
 
-def _split(walk: _Walk, row: int, side: int, helpers: list[int]) -> _Occurrence:
-    """One operation run as its kernel plus one-sided helpers on `side`, as one kernel on the other."""
+def _splits(walk: _Walk, runs: _Runs) -> _Occurrences:
+    """Per (aligned row of an operation's kernel, side): one split occurrence of the helpers folded into it."""
+    kernels = np.flatnonzero(runs.kinds == SPLIT)
+    order, bounds = _grouped(runs.main_rows[kernels] * 3 + runs.side[kernels])
+    kernels = kernels[order]
+    first = kernels[np.asarray(bounds[:-1], dtype=np.int64)]
+    rows, side = runs.main_rows[first], runs.side[first]
+    main, counterpart = walk.path[rows, side - 1], walk.path[rows, 2 - side]
+    unit_first, unit_end = (_per_side(walk.units[k], side, main) for k in (0, 1))
+    other_first, other_end = (_per_side(walk.units[k], 3 - side, counterpart) for k in (0, 1))
+    unit_bounds = np.r_[0, np.cumsum(unit_end - unit_first)].astype(np.int64)
+    unit_positions = np.arange(unit_bounds[-1]) - np.repeat(unit_bounds[:-1] - unit_first, unit_end - unit_first)
+    unit_sides = np.repeat(side, unit_end - unit_first)
+    op_types = _per_side(walk.type_codes, side, main)
+    identity = np.column_stack(
+        [
+            side,
+            op_types,
+            other_end - other_first,
+            _per_side(walk.name_codes, 3 - side, counterpart),
+            np.diff(bounds),
+            _padded(_per_side(walk.name_codes, unit_sides, unit_positions), unit_bounds.tolist()),
+        ]
+    ).astype(np.int64)
+    positions, rows_list, side_list = runs.positions[kernels], rows.tolist(), side.tolist()
+    position_list = positions.tolist()
+
+    def facts(i: int) -> tuple:
+        return _split_facts(walk, rows_list[i], side_list[i], bounds[i + 1] - bounds[i])
+
+    def cited(i: int) -> dict[int, list[int]]:
+        row, s = rows_list[i], side_list[i]
+        own = [walk.position(s, row)] + position_list[bounds[i] : bounds[i + 1]]
+        return {3 - s: [walk.local(3 - s, walk.position(3 - s, row))], s: [walk.local(s, p) for p in own]}
+
+    kernel_sides = runs.side[kernels]
+    type_codes = np.repeat(op_types, np.diff(bounds))
+    names = _per_side(walk.name_codes, kernel_sides, positions)
+    times = _per_side(walk.position_times, kernel_sides, positions)
+    return _Occurrences(walk.row_segment[rows], identity, bounds, names, type_codes, times, facts, cited, _add_split)
+
+
+def _split_facts(walk: _Walk, row: int, side: int, helpers: int) -> tuple:
+    """The facts of one operation run as its kernel plus `helpers` one-sided helpers on `side`, as one kernel on
+    the other."""
     other = 3 - side
     main, counterpart = walk.position(side, row), walk.position(other, row)
-    unit = _unit(walk, side, main)
+    firsts, ends = walk.units
+    unit = range(int(firsts[side - 1][main]), int(ends[side - 1][main]))
     names, helper = walk.names(side), walk.helpers(side)
-    facts = (
+    return (
         side,
         walk.kernel_type(side, main),
-        len(_unit(walk, other, counterpart)),
+        int(ends[other - 1][counterpart] - firsts[other - 1][counterpart]),
         walk.name(other, counterpart),
         tuple([names[p] for p in unit]),
         tuple([helper[p] for p in unit]),
-        len(helpers),
+        helpers,
     )
-    op_type = facts[1]  # a split's note counts its helpers as kernels of the operation's type
-    times = walk.position_times(side)
-    extras = [(op_type, names[p], times[p]) for p in helpers]
-    return _Occurrence(facts, walk.time(side, helpers), {other: [counterpart], side: [main] + helpers}, extras)
 
 
-def _add_split(walk: _Walk, evidence: Evidence, facts: tuple, weight: int) -> Pattern:
+def _add_split(counting: _Counting, evidence: Evidence, facts: tuple, weight: int) -> Pattern:
     side, op_type, fused_kernels, fused_name, unit_names, helper, helpers = facts
     other = 3 - side
-    families = walk.sides[side - 1].families
+    families = counting.sides[side - 1].families
     helper_families = tuple(families[n] for n, is_helper in zip(unit_names, helper) if is_helper)
-    pattern_families = (walk.sides[other - 1].families[fused_name], helper_families)
+    pattern_families = (counting.sides[other - 1].families[fused_name], helper_families)
     key = ("split", other, op_type, len(unit_names), fused_kernels, pattern_families)
-    pattern = _pattern(walk, evidence, key, other, op_type, (op_type,) * len(unit_names), True, weight)
+    pattern = _pattern(counting, evidence, key, other, op_type, (op_type,) * len(unit_names), True, weight)
     pattern.fused_kernels = fused_kernels
     pattern.fused_names[fused_name] += weight
     for name, is_helper in zip(unit_names, helper):
         pattern.unfused_names[op_type][name] += weight
         if is_helper:
             pattern.helper_names[name] += weight
-    if walk.segment.kind == "group":
+    if counting.segment.kind == "group":
         pattern.group_extra[op_type] += weight * helpers
     return pattern
-
-
-def _unit(walk: _Walk, side: int, main: int) -> list[int]:
-    """Positions of one operation's kernels: its kernel and the helpers folded into it, in order."""
-    first, last = main, main + 1
-    while first > 0 and walk.folded(side, first - 1) and walk.main_kernel(side, first - 1) == main:
-        first -= 1
-    while last < len(walk.segment.codes(side)) and walk.folded(side, last):
-        last += 1
-    return list(range(first, last))
-
-
-def _add_refs(walk: _Walk, pattern: Pattern, positions: dict[int, list[int]]) -> None:
-    for k in range(min(walk.segment.weight, walk.limits.max_evidence_refs - len(pattern.refs))):
-        pattern.refs.append(walk.segment.ref(k, positions[1], positions[2]))

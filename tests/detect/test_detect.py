@@ -397,14 +397,16 @@ def test_a_long_run_of_one_sided_kernels_is_a_stretch_not_a_fusion():
 
 
 def test_each_folded_helper_belongs_to_the_nearest_kernel_of_its_type_before_it_else_after_it():
-    """_main_positions on columns agrees with walking from each folded helper to the nearest unfolded kernel."""
+    """_main_positions on columns agrees with walking from each folded helper to the nearest unfolded kernel of
+    its segment (the walk puts all segments end to end; no helper belongs to a kernel of another segment)."""
 
-    def walked(codes):
+    def walked(codes, segment):
         kinds, folded = codes & (FOLDED - 1), (codes & FOLDED) != 0
         out = []
         for p in range(len(codes)):
-            before = next((q for q in range(p - 1, -1, -1) if not folded[q]), -1) if folded[p] else -1
-            after = next((q for q in range(p + 1, len(codes)) if not folded[q]), -1) if folded[p] else -1
+            mine = [q for q in range(len(codes)) if segment[q] == segment[p]]
+            before = next((q for q in reversed(mine) if q < p and not folded[q]), -1) if folded[p] else -1
+            after = next((q for q in mine if q > p and not folded[q]), -1) if folded[p] else -1
             out.append(
                 before
                 if before >= 0 and kinds[before] == kinds[p]
@@ -418,4 +420,23 @@ def test_each_folded_helper_belongs_to_the_nearest_kernel_of_its_type_before_it_
     for _ in range(300):
         length = int(rng.integers(0, 12))
         codes = rng.integers(0, 3, length) | np.where(rng.random(length) < 0.5, FOLDED, 0)
-        assert _main_positions(codes).tolist() == walked(codes)
+        segment = np.sort(rng.integers(0, 3, length))
+        assert _main_positions(codes, segment).tolist() == walked(codes, segment)
+
+
+def test_a_note_cites_only_its_own_kernels_when_it_has_fewer_than_the_refs_allowed():
+    """A note's evidence refs (up to max_evidence_refs) point at kernels of its side and type only: a note with
+    fewer kernels than refs allowed takes none of the next note's."""
+    body = [("gemm", "GEMM"), ("norm", "RMSNorm")] * 30
+    odd = list(body)
+    odd.insert(7, ("copy_like", "Elementwise"))
+    traces = {1: make_trace(steps([("fill", "Memset")] + body, 4)), 2: make_trace(steps(odd, 4))}
+    c = compare(traces[1], traces[2])
+    assert {(n.side, n.kernel_type) for n in c.one_sided} == {(1, "Memset"), (2, "Elementwise")}
+    for note in c.one_sided:
+        assert note.evidence_refs
+        for ref in note.evidence_refs:
+            own, other = (ref.window1, ref.window2) if note.side == 1 else (ref.window2, ref.window1)
+            trace = traces[note.side]
+            names = trace.kernels["name"].iloc[own[0] : own[1]].astype(str)
+            assert other == (-1, -1) and set(trace.names.loc[names, "type"]) == {note.kernel_type}
