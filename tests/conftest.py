@@ -3,7 +3,6 @@ The batch fixtures (a real batch result) serve the batch, view-state and dashboa
 
 import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,33 +12,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from builders import BATCH_RANKS as RANKS  # noqa: E402
 from builders import BATCH_SAME_RANK as SAME_RANK  # noqa: E402
 from builders import FUSED_SAMPLE as FUSED  # noqa: E402
-from builders import SHARED_ABSENT, SHARED_TRACES  # noqa: E402
+
+# The end-of-run lines (summary.py): its hook, and its fixture for every test.
+from summary import pytest_terminal_summary, summary_line  # noqa: E402, F401
 
 from fusion.batch import run as batch  # noqa: E402
-
-SUMMARY_LINES = pytest.StashKey[list[str]]()
-
-
-@pytest.fixture
-def summary_line(request: pytest.FixtureRequest):
-    """Say something at the end of the run, even when output is captured (the browser sweep's count)."""
-    return request.config.stash.setdefault(SUMMARY_LINES, []).append
-
-
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_terminal_summary(terminalreporter) -> Iterator[None]:
-    """Lines at the end of the run (after the short summary, before the counts): what tests asked to say
-    (summary_line), and how many tests skipped for want of ../shared, and how to get them."""
-    yield
-    for line in terminalreporter.config.stash.get(SUMMARY_LINES, []):
-        terminalreporter.write_line(line)
-    skipped = [report for report in terminalreporter.stats.get("skipped", []) if SHARED_ABSENT in str(report.longrepr)]
-    if skipped:
-        terminalreporter.write_line(
-            f"{len(skipped)} tests skipped: they need the real public traces in {SHARED_TRACES.parent}, which is "
-            "absent; put a copy of the shared folder (shared/traces, shared/repro) beside this checkout to run them "
-            "(docs/development.md, Real traces)"
-        )
 
 
 @pytest.fixture(autouse=True)
