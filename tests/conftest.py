@@ -1,6 +1,9 @@
 """Tests import their helpers from this folder (builders.py and friends), and never write to the user's cache.
-The batch fixtures (a real batch result) serve the batch, view-state and dashboard tests."""
+The batch fixtures (a real batch result) serve the batch, view-state and dashboard tests. The run is parallel
+(pyproject's addopts: pytest-xdist, `-n auto --dist loadfile`); the two hooks below choose the workers and keep
+the tests that share a fixture on one worker."""
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -17,6 +20,46 @@ from builders import FUSED_SAMPLE as FUSED  # noqa: E402
 from summary import pytest_terminal_summary, summary_line  # noqa: E402, F401
 
 from fusion.batch import run as batch  # noqa: E402
+
+MAX_WORKERS = 4
+"""`-n auto` starts at most this many workers: the browser sweep alone takes about 100 s and the tests' CPU time
+is about 400 s, so a fifth worker would wait for the sweep, and each worker holds its own loaded traces."""
+WORK_UNITS = {
+    "tests/ui/test_e2e.py::test_every_page_view_and_pair_draws_without_an_error_or_a_foreign_request": "the sweep",
+}
+"""Work units of `--dist loadfile` other than one test file: the browser sweep (about 100 s; a unit of its own,
+with its own server, beside the other browser tests of its file)."""
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """One worker per core this process may use, up to MAX_WORKERS; none (the tests run in this process) on one core
+    or when the tests named are all in one file (`--dist loadfile` would give it one worker and stop the others).
+    PYTEST_XDIST_AUTO_NUM_WORKERS, when set, decides."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    cores = len(os.sched_getaffinity(0))
+    files = {str(arg).split("::", 1)[0] for arg in config.args}
+    if cores < 2 or (len(files) == 1 and next(iter(files)).endswith(".py")):
+        return 0
+    return min(cores, MAX_WORKERS)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """`--dist loadfile` with WORK_UNITS: the tests of one file run on one worker, so a module-scoped fixture (a
+    Streamlit server and its browser, loaded traces, a batch result) is made once. (pytest-xdist 3.8's
+    `--dist loadgroup` does not group under pytest 9, whose node ids it can no longer rename.)"""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return WORK_UNITS.get(nodeid) or WORK_UNITS.get(path) or path
+
+    return Scheduling(config, log)
 
 
 @pytest.fixture(autouse=True)
