@@ -25,10 +25,13 @@ MAX_WORKERS = 4
 """`-n auto` starts at most this many workers: the browser sweep alone takes about 100 s and the tests' CPU time
 is about 400 s, so a fifth worker would wait for the sweep, and each worker holds its own loaded traces."""
 WORK_UNITS = {
+    "tests/comparison/test_golden.py": "the shared comparisons",
+    "tests/detect/test_workload.py": "the shared comparisons",
     "tests/ui/test_e2e.py::test_every_page_view_and_pair_draws_without_an_error_or_a_foreign_request": "the sweep",
 }
-"""Work units of `--dist loadfile` other than one test file: the browser sweep (about 100 s; a unit of its own,
-with its own server, beside the other browser tests of its file)."""
+"""Work units of `--dist loadfile` other than one test file: the two modules that share the session fixture
+shared_comparisons (one unit: it is made once), and the browser sweep (about 100 s; a unit of its own, with its
+own server, beside the other browser tests of its file)."""
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -60,6 +63,22 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
             return WORK_UNITS.get(nodeid) or WORK_UNITS.get(path) or path
 
     return Scheduling(config, log)
+
+
+@pytest.fixture(scope="session")
+def shared_loaded() -> dict[Path, object]:
+    """The shared traces loaded (by path), each once in the session: filled by shared_comparisons."""
+    return {}
+
+
+@pytest.fixture(scope="session")
+def shared_comparisons(shared_loaded: dict[Path, object]) -> dict[str, object]:
+    """`compare` of every pairing of the shared traces (tests/golden/pairs.py names them), made once for the
+    before/after check (tests/comparison/test_golden.py) and the workload check (tests/detect/test_workload.py),
+    which both ask it of all 190 pairs; {} without ../shared."""
+    from golden import pairs
+
+    return {name: pairs.compared(a, b, shared_loaded) for name, a, b in pairs.shared_pairs()}
 
 
 @pytest.fixture(autouse=True)
