@@ -1,9 +1,11 @@
 """Tests import their helpers from this folder (builders.py and friends), and never write to the user's cache.
-The batch fixtures (a real batch result) serve the batch, view-state and dashboard tests."""
+The batch fixtures (a real batch result) serve the batch, view-state and dashboard tests. The run is parallel
+(pyproject's addopts: pytest-xdist, `-n auto --dist loadfile`); the two hooks below choose the workers and keep
+the tests that share a fixture on one worker."""
 
+import os
 import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,33 +15,70 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from builders import BATCH_RANKS as RANKS  # noqa: E402
 from builders import BATCH_SAME_RANK as SAME_RANK  # noqa: E402
 from builders import FUSED_SAMPLE as FUSED  # noqa: E402
-from builders import SHARED_ABSENT, SHARED_TRACES  # noqa: E402
+
+# The end-of-run lines (summary.py): its hook, and its fixture for every test.
+from summary import pytest_terminal_summary, summary_line  # noqa: E402, F401
 
 from fusion.batch import run as batch  # noqa: E402
 
-SUMMARY_LINES = pytest.StashKey[list[str]]()
+MAX_WORKERS = 4
+"""`-n auto` starts at most this many workers: the browser sweep alone takes about 100 s and the tests' CPU time
+is about 400 s, so a fifth worker would wait for the sweep, and each worker holds its own loaded traces."""
+WORK_UNITS = {
+    "tests/comparison/test_golden.py": "the shared comparisons",
+    "tests/detect/test_workload.py": "the shared comparisons",
+    "tests/ui/test_e2e.py::test_every_page_view_and_pair_draws_without_an_error_or_a_foreign_request": "the sweep",
+}
+"""Work units of `--dist loadfile` other than one test file: the two modules that share the session fixture
+shared_comparisons (one unit: it is made once), and the browser sweep (about 100 s; a unit of its own, with its
+own server, beside the other browser tests of its file)."""
 
 
-@pytest.fixture
-def summary_line(request: pytest.FixtureRequest):
-    """Say something at the end of the run, even when output is captured (the browser sweep's count)."""
-    return request.config.stash.setdefault(SUMMARY_LINES, []).append
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """One worker per core this process may use, up to MAX_WORKERS; none (the tests run in this process) on one core
+    or when the tests named are all in one file (`--dist loadfile` would give it one worker and stop the others).
+    PYTEST_XDIST_AUTO_NUM_WORKERS, when set, decides."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    cores = len(os.sched_getaffinity(0))
+    files = {str(arg).split("::", 1)[0] for arg in config.args}
+    if cores < 2 or (len(files) == 1 and next(iter(files)).endswith(".py")):
+        return 0
+    return min(cores, MAX_WORKERS)
 
 
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_terminal_summary(terminalreporter) -> Iterator[None]:
-    """Lines at the end of the run (after the short summary, before the counts): what tests asked to say
-    (summary_line), and how many tests skipped for want of ../shared, and how to get them."""
-    yield
-    for line in terminalreporter.config.stash.get(SUMMARY_LINES, []):
-        terminalreporter.write_line(line)
-    skipped = [report for report in terminalreporter.stats.get("skipped", []) if SHARED_ABSENT in str(report.longrepr)]
-    if skipped:
-        terminalreporter.write_line(
-            f"{len(skipped)} tests skipped: they need the real public traces in {SHARED_TRACES.parent}, which is "
-            "absent; put a copy of the shared folder (shared/traces, shared/repro) beside this checkout to run them "
-            "(docs/development.md, Real traces)"
-        )
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """`--dist loadfile` with WORK_UNITS: the tests of one file run on one worker, so a module-scoped fixture (a
+    Streamlit server and its browser, loaded traces, a batch result) is made once. (pytest-xdist 3.8's
+    `--dist loadgroup` does not group under pytest 9, whose node ids it can no longer rename.)"""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return WORK_UNITS.get(nodeid) or WORK_UNITS.get(path) or path
+
+    return Scheduling(config, log)
+
+
+@pytest.fixture(scope="session")
+def shared_loaded() -> dict[Path, object]:
+    """The shared traces loaded (by path), each once in the session: filled by shared_comparisons."""
+    return {}
+
+
+@pytest.fixture(scope="session")
+def shared_comparisons(shared_loaded: dict[Path, object]) -> dict[str, object]:
+    """`compare` of every pairing of the shared traces (tests/golden/pairs.py names them), made once for the
+    before/after check (tests/comparison/test_golden.py) and the workload check (tests/detect/test_workload.py),
+    which both ask it of all 190 pairs; {} without ../shared."""
+    from golden import pairs
+
+    return {name: pairs.compared(a, b, shared_loaded) for name, a, b in pairs.shared_pairs()}
 
 
 @pytest.fixture(autouse=True)

@@ -15,11 +15,12 @@ def test_the_sample_pairs_give_the_recorded_json() -> None:
     assert pairs.check(pairs.sample_pairs()) == []
 
 
-def test_every_pairing_of_the_shared_traces_gives_the_recorded_json() -> None:
-    shared = pairs.shared_pairs()
+def test_every_pairing_of_the_shared_traces_gives_the_recorded_json(shared_comparisons) -> None:
+    """The comparisons are made once for this check and tests/detect/test_workload.py (conftest.py)."""
+    shared = shared_comparisons
     if not shared:
         pytest.skip(shared_absent("../shared/traces"))
-    differ = pairs.check(shared)
+    differ = pairs.differing(shared.items())
     assert differ == [], f"{len(differ)} of {len(shared)} pairs differ from tests/golden (first: {differ[:5]})"
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from builders import SHARED_REPRO, shared_trace, shared_trace_names
+from builders import SHARED_REPRO, SHARED_TRACES, shared_absent, shared_trace, shared_trace_names
 
 from fusion.classify.trace import load
 from fusion.comparison.pair import compare
@@ -18,22 +18,25 @@ SAME_MODEL = {frozenset((f"tl_h100_{m}", f"tl_mi300_{m}")) for m in CROSS_VENDOR
     frozenset(("tl_vllm_decode_full_exec", "tl_vllm_pd_piecewise_exec"))  # gpt-oss-20b: a decode and a mixed step
 }
 """Pairs of shared traces that run the same model (MANIFEST.md); every other pair runs two different models."""
-KINETO = [n for n in shared_trace_names() if not n.startswith("tl_rocprofv3")]
+# shared_trace_names() is one skipped parameter (no name) when ../shared is absent: then no trace, and a skip.
+KINETO = [n for n in shared_trace_names() if isinstance(n, str) and not n.startswith("tl_rocprofv3")]
 
 
 @pytest.fixture(scope="module")
-def traces():
+def traces(shared_comparisons, shared_loaded):
+    """The shared Kineto traces by name, loaded once in the session (with the comparisons of every pairing)."""
     if not KINETO:
-        pytest.skip("../shared/traces is absent")
-    return {name: load(shared_trace(name)) for name in KINETO}
+        pytest.skip(shared_absent(SHARED_TRACES))
+    return {name: shared_loaded[shared_trace(name)] for name in KINETO}
 
 
-def test_every_pair_of_two_different_shared_models_is_not_the_same_workload(traces):
-    """And compare reports no finding for them: no "fused by", no mapping, no one-sided note; the tables stay."""
+def test_every_pair_of_two_different_shared_models_is_not_the_same_workload(traces, shared_comparisons):
+    """And compare reports no finding for them: no "fused by", no mapping, no one-sided note; the tables stay.
+    The comparisons are the before/after check's (conftest.py's shared_comparisons: compare of each pairing)."""
     different = [p for p in itertools.combinations(KINETO, 2) if frozenset(p) not in SAME_MODEL]
     assert len(different) >= 180
     for first, second in different:
-        comparison = compare(traces[first], traces[second])
+        comparison = shared_comparisons[f"shared/{first}~{second}"]
         check = comparison.comparability
         assert check.level == "not_same_workload" and not check.ok, (first, second, check.evidence)
         assert check.checks["workload_similarity"] is not None and check.evidence

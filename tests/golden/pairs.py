@@ -67,9 +67,9 @@ def cross_vendor_pairs() -> list[tuple[str, Path, Path]]:
     ]
 
 
-def canonical_json(path1: Path, path2: Path, loaded: dict[Path, Any] | None = None) -> bytes:
-    """The pair's comparison as canonical JSON; `loaded` keeps each trace loaded once (compare never changes a
-    trace, so a trace compared before gives the same result as a fresh load: the check holds either way)."""
+def compared(path1: Path, path2: Path, loaded: dict[Path, Any] | None = None) -> Any:
+    """The pair's `compare`; `loaded` keeps each trace loaded once (compare never changes a trace, so a trace
+    compared before gives the same result as a fresh load: the check holds either way)."""
     from fusion import compare, load
 
     def trace(path: Path) -> Any:
@@ -79,7 +79,11 @@ def canonical_json(path1: Path, path2: Path, loaded: dict[Path, Any] | None = No
             loaded[path] = load(path, label=_label(path))
         return loaded[path]
 
-    comparison = compare(trace(path1), trace(path2))
+    return compare(trace(path1), trace(path2))
+
+
+def canonical(comparison: Any) -> bytes:
+    """A comparison as canonical JSON."""
     return orjson.dumps(comparison.to_dict(), option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2)
 
 
@@ -112,7 +116,7 @@ def record() -> None:
     FULL_DIR.mkdir(exist_ok=True)
     keep = full_names()
     for name, a, b in all_pairs():
-        data = canonical_json(a, b)
+        data = canonical(compared(a, b))
         digests[name] = digest(data)
         if name in keep:
             _file_of(name).write_bytes(gzip.compress(data, mtime=0))
@@ -126,10 +130,15 @@ def recorded() -> dict[str, str]:
 
 def check(pairs: Iterable[tuple[str, Path, Path]] | None = None) -> list[str]:
     """Names of the pairs (default: all) whose JSON differs from the recording (one not recorded differs)."""
-    want = recorded()
     loaded: dict[Path, Any] = {}
     chosen = all_pairs() if pairs is None else pairs
-    return [name for name, a, b in chosen if want.get(name) != digest(canonical_json(a, b, loaded))]
+    return differing((name, compared(a, b, loaded)) for name, a, b in chosen)
+
+
+def differing(comparisons: Iterable[tuple[str, Any]]) -> list[str]:
+    """Names of the comparisons whose canonical JSON differs from the recording (one not recorded differs)."""
+    want = recorded()
+    return [name for name, comparison in comparisons if want.get(name) != digest(canonical(comparison))]
 
 
 def main(argv: list[str] | None = None) -> int:
