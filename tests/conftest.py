@@ -27,11 +27,40 @@ is about 400 s, so a fifth worker would wait for the sweep, and each worker hold
 WORK_UNITS = {
     "tests/comparison/test_golden.py": "the shared comparisons",
     "tests/detect/test_workload.py": "the shared comparisons",
-    "tests/ui/test_e2e.py::test_every_page_view_and_pair_draws_without_an_error_or_a_foreign_request": "the sweep",
 }
 """Work units of `--dist loadfile` other than one test file: the two modules that share the session fixture
-shared_comparisons (one unit: it is made once), and the browser sweep (about 100 s; a unit of its own, with its
-own server, beside the other browser tests of its file)."""
+shared_comparisons (one unit: it is made once)."""
+OWN_UNITS = ("tests/ui/test_e2e.py::test_every_page_view_and_pair_draws_without_an_error_or_a_foreign_request",)
+"""Tests each of whose cases is a work unit of its own: the browser sweep's pairs (about 25 s each, each worker
+that runs one starts its module's server)."""
+LONGEST_FIRST = (
+    OWN_UNITS[0],
+    "tests/ui/test_e2e.py",
+    "tests/loader/test_fuzz.py",
+    "the shared comparisons",
+    "tests/ui/test_concurrency.py",
+)
+"""The longest work units (the sweep's pairs, then about 80, 50, 45 and 25 s on this project's 2-core machine),
+handed out first and in this order, the rest after them in collection order: a long unit started last keeps one
+worker busy while the others have nothing left (xdist's own order, by number of tests, started the sweep near the
+end)."""
+
+
+def work_unit(nodeid: str) -> str:
+    """The work unit of a test: itself (OWN_UNITS), its WORK_UNITS entry, else its file."""
+    if nodeid.split("[", 1)[0] in OWN_UNITS:
+        return nodeid
+    path = nodeid.split("::", 1)[0]
+    return WORK_UNITS.get(path) or path
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In a parallel run's workers (whose collection order is the order xdist hands the units out in), tests of
+    the LONGEST_FIRST units first; a stable sort: within a unit, and elsewhere, collection order."""
+    if not hasattr(config, "workerinput"):
+        return
+    rank = {unit: i for i, unit in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(work_unit(item.nodeid).split("[", 1)[0], len(rank)))
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -59,9 +88,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
 
     class Scheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return WORK_UNITS.get(nodeid) or WORK_UNITS.get(path) or path
+            return work_unit(nodeid)
 
+    config.option.loadscopereorder = False  # the collection's order (pytest_collection_modifyitems) decides
     return Scheduling(config, log)
 
 
