@@ -22,8 +22,8 @@ from summary import pytest_terminal_summary, summary_line  # noqa: E402, F401
 from fusion.batch import run as batch  # noqa: E402
 
 MAX_WORKERS = 4
-"""`-n auto` starts at most this many workers: the browser sweep alone takes about 100 s and the tests' CPU time
-is about 400 s, so a fifth worker would wait for the sweep, and each worker holds its own loaded traces."""
+"""`-n auto` starts at most this many workers: each holds its own loaded traces and, for browser tests, its own
+server and browser; on this project's 2-core machine 4 workers were no faster than 2 (266 s against 257 s)."""
 WORK_UNITS = {
     "tests/comparison/test_golden.py": "the shared comparisons",
     "tests/detect/test_workload.py": "the shared comparisons",
