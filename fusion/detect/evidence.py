@@ -63,6 +63,25 @@ class Side:
     """Per name code: the name says the kernel computes one elementwise operation and nothing else."""
     families: list[str]
     """Per name code: its name family (classify.name_family): one pattern is one family per kernel on each side."""
+    helper_names: np.ndarray
+    """Per name code: its kernels are helpers of their operation (`helper` per kernel)."""
+
+    @cached_property
+    def name_type_counts(self) -> np.ndarray:
+        """(name code, type code) -> the kernels of that name and type (a name's kernels may differ in type where
+        the launching op decides it), counted in one pass; as wide as the largest type code present."""
+        known = self.codes >= 0
+        width = int(self.codes[known].max()) + 1 if known.any() else 0
+        flat = self.names[known].astype(np.int64) * width + self.codes[known]
+        return np.bincount(flat, minlength=len(self.name_list) * width).reshape(len(self.name_list), width)
+
+    def type_counts(self, n_types: int, names: np.ndarray | None = None) -> np.ndarray:
+        """Per type code (of `n_types`): the kernels of that type, of the name codes where `names` holds (bool per
+        name code; every name without it)."""
+        counts = self.name_type_counts if names is None else self.name_type_counts[names]
+        out = np.zeros(n_types, dtype=np.int64)
+        out[: counts.shape[1]] = counts.sum(axis=0)
+        return out
 
     @classmethod
     def of(cls, number: int, trace: Trace, codes: np.ndarray) -> Side:
@@ -89,6 +108,7 @@ class Side:
                 name_family(n, str(rule), tuple(fused))
                 for n, rule, fused in zip(name_list, table["rule"], table["fused_components"])
             ],
+            helper,
         )
 
 
@@ -361,28 +381,35 @@ class _Walk:
         """Per (side, position): the kernel's type is one of NON_FUSABLE_TYPES."""
         return self.type_sets.non_fusable[_per_side(self.type_codes, side, positions)]
 
-    @cached_property
-    def position_times(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per side and position: its kernels' time summed over the segment's pairs (pair after pair)."""
-        return self._summed(lambda dur, rows: dur[rows].sum(axis=0))
+    def position_times(self, side: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Per (side, position): its kernels' time summed over the segment's pairs (pair after pair)."""
+        return self._summed(_pair_sums, side, positions)
 
-    @cached_property
-    def note_times(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per side and position: its kernels' time summed over the segment's pairs as a note sums it
+    def note_times(self, side: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Per (side, position): its kernels' time summed over the segment's pairs as a note sums it
         (_column_sums)."""
-        return self._summed(_column_sums)
+        return self._summed(_column_sums, side, positions)
 
-    def _summed(self, total: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """Per side and position: `total` of its kernels' times over the segment's pairs (one pair: its time)."""
-
-        def summed(s: int) -> np.ndarray:
-            dur = self.sides[s - 1].dur
-            times = dur[self.first_rows[s - 1]]
-            for i in np.flatnonzero(self.weights > 1).tolist():
-                times[self.offsets[s - 1][i] : self.offsets[s - 1][i + 1]] = total(dur, self.segments[i].rows(s))
-            return times
-
-        return _per_side_of(summed)
+    def _summed(
+        self, total: Callable[[np.ndarray, np.ndarray, int], np.ndarray], side: np.ndarray, positions: np.ndarray
+    ) -> np.ndarray:
+        """Per (side, position): `total` of its kernels' times over the segment's pairs (one pair: its time),
+        computed for these positions only, segment by segment."""
+        out = np.zeros(len(positions))
+        for s in (1, 2):
+            at = np.flatnonzero(side == s)
+            wanted, dur = positions[at], self.sides[s - 1].dur
+            out[at] = dur[self.first_rows[s - 1][wanted]]
+            segment = self.position_segment[s - 1][wanted]
+            repeated = np.flatnonzero(self.weights[segment] > 1)
+            order, bounds = _grouped(segment[repeated])
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                picked = repeated[order[a:b]]
+                i = int(segment[picked[0]])
+                rows = self.segments[i].rows(s)
+                local = wanted[picked] - self.offsets[s - 1][i]
+                out[at[picked]] = total(dur, rows[:, local], rows.shape[1])
+        return out
 
     @cached_property
     def units(self) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
@@ -683,7 +710,7 @@ def _note(walk: _Walk, evidence: Evidence, sides: np.ndarray, positions: np.ndar
     its first evidence refs."""
     type_codes, names = _per_side(walk.type_codes, sides, positions), _per_side(walk.name_codes, sides, positions)
     segments = _per_side(walk.position_segment, sides, positions)
-    weights, times = walk.weights[segments], _per_side(walk.note_times, sides, positions)
+    weights, times = walk.weights[segments], walk.note_times(sides, positions)
     keys = ((sides - 1) * len(walk.types) + type_codes) * len(REASONS) + reasons
     by_name: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
     name_order, name_bounds = _grouped(keys * walk.name_count + names)
@@ -707,11 +734,20 @@ def _note(walk: _Walk, evidence: Evidence, sides: np.ndarray, positions: np.ndar
             refs.append(segment.ref(0, local if sides[j] == 1 else [], local if sides[j] == 2 else []))
 
 
-def _column_sums(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+def _column_sums(values: np.ndarray, rows: np.ndarray, width: int) -> np.ndarray:
     """Per column of (pairs, positions) `rows`: values[rows[:, j]].sum(), all at once. Each column is summed as a
     contiguous row of the transposed values, so to the same bits as on its own (pairwise); sum(axis=0) adds
-    pair after pair and can differ in the last bits."""
+    pair after pair and can differ in the last bits. (`width`: the segment's positions; no bearing here.)"""
     return np.ascontiguousarray(values[rows].T).sum(axis=1)
+
+
+def _pair_sums(values: np.ndarray, rows: np.ndarray, width: int) -> np.ndarray:
+    """Per column of (pairs, positions) `rows` picked from a segment `width` positions wide: values[rows].sum(axis=0)
+    as over the whole segment, pair after pair. One column of a wider segment is summed beside a copy of itself:
+    alone, numpy would sum it pairwise, to other bits."""
+    if rows.shape[1] == 1 and width > 1:
+        return values[np.repeat(rows, 2, axis=1)].sum(axis=0)[:1]
+    return values[rows].sum(axis=0)
 
 
 class _Counting(NamedTuple):
@@ -902,7 +938,7 @@ def _fusions(walk: _Walk, runs: _Runs, target: np.ndarray) -> _Occurrences:
             unfused_side: sorted(walk.local(unfused_side, p) for p in extra),
         }
 
-    times = _per_side(walk.position_times, side, positions)
+    times = walk.position_times(side, positions)
     return _Occurrences(walk.row_segment[rows], identity, bounds, names, type_codes, times, facts, cited, _add_fusion)
 
 
@@ -985,7 +1021,7 @@ def _splits(walk: _Walk, runs: _Runs) -> _Occurrences:
     kernel_sides = runs.side[kernels]
     type_codes = np.repeat(op_types, np.diff(bounds))
     names = _per_side(walk.name_codes, kernel_sides, positions)
-    times = _per_side(walk.position_times, kernel_sides, positions)
+    times = walk.position_times(kernel_sides, positions)
     return _Occurrences(walk.row_segment[rows], identity, bounds, names, type_codes, times, facts, cited, _add_split)
 
 

@@ -46,20 +46,26 @@ UNKNOWN_TYPE = "Other"
 """The classification's type for names no rule knows."""
 
 
-def unit_codes(codes: np.ndarray, helper: np.ndarray, unknown_code: int = -1) -> np.ndarray:
+def unit_codes(
+    codes: np.ndarray, helper: np.ndarray, unknown_code: int = -1, lengths: np.ndarray | None = None
+) -> np.ndarray:
     """Alignment codes: a helper kernel next to a kernel of its operation type carries FOLDED.
 
     In a run of kernels of one type, helpers are folded into the run's other kernels (before or after
     them: a split-K reduce follows its GEMM, a BetaOnly scaling precedes it); a run of helpers only keeps
     its first kernel unfolded. A folded helper never aligns with the other side's real kernel of that type,
     only with a folded helper, so "GEMM + splitKreduce" vs "GEMM" aligns the two GEMMs and leaves the
-    reduce one-sided. Kernels of `unknown_code` (the unknown type's code) carry UNKNOWN.
+    reduce one-sided. Kernels of `unknown_code` (the unknown type's code) carry UNKNOWN. With `lengths`, the
+    sequences are several put end to end (of these lengths), each coded as on its own: no run crosses into the next.
     """
     codes = np.asarray(codes, dtype=CODE_DTYPE)
     helper = np.asarray(helper, dtype=bool)
     if not len(codes):
         return codes
     starts = np.r_[True, codes[1:] != codes[:-1]]
+    if lengths is not None:
+        bounds = np.cumsum(lengths)[:-1]
+        starts[bounds[bounds < len(codes)]] = True
     run = np.cumsum(starts) - 1
     has_main = np.bincount(run, weights=~helper)[run] > 0
     folded = helper & (has_main | ~starts)
