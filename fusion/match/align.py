@@ -6,7 +6,7 @@ one-sided kernels). A kernel whose type is unknown (no rule knows its name) may 
 a different type costs -3, cheaper than two gaps. Codes carry two flag bits for this (FOLDED, UNKNOWN; see
 unit_codes). Alignments are cached by the pair of code sequences: identical decode steps are aligned once.
 
-The DP runs in compiled code (dp.py, numba: about 2.5 ns a cell) in a process that has loaded numba (a large
+The DP runs in compiled code (dp.py, numba: about 0.7 ns a cell) in a process that has loaded numba (a large
 trace's loader did) or has aligned enough cells to win back loading it; otherwise in numpy rows (dp_rows.py:
 about 15-25 ns a cell, the same cells), so that a small pair never waits for numba, let alone its compile.
 """
