@@ -114,7 +114,7 @@ CodePair = tuple[np.ndarray, np.ndarray]
 
 
 def _unit_codes(side: Side, rows: np.ndarray, types: list[str]) -> np.ndarray:
-    return unit_codes(side.codes[rows], side.helper[rows], types.index(UNKNOWN_TYPE))
+    return unit_codes(side.codes[rows], side.helpers(rows), types.index(UNKNOWN_TYPE))
 
 
 def _group_codes(side: Side, groups: Groups, ids: np.ndarray, types: list[str]) -> list[np.ndarray]:
@@ -123,7 +123,7 @@ def _group_codes(side: Side, groups: Groups, ids: np.ndarray, types: list[str]) 
     ends = np.cumsum(lengths)
     positions = np.arange(int(ends[-1]) if len(ends) else 0) + np.repeat(starts - (ends - lengths), lengths)
     rows = groups.kernel_rows[positions]
-    codes = unit_codes(side.codes[rows], side.helper[rows], types.index(UNKNOWN_TYPE), lengths)
+    codes = unit_codes(side.codes[rows], side.helpers(rows), types.index(UNKNOWN_TYPE), lengths)
     return np.split(codes, ends[:-1])
 
 

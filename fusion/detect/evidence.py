@@ -51,7 +51,6 @@ class Side:
     number: int
     trace: Trace
     codes: np.ndarray
-    helper: np.ndarray
     names: np.ndarray
     name_list: list[str]
     name_types: list[str]
@@ -64,7 +63,11 @@ class Side:
     families: list[str]
     """Per name code: its name family (classify.name_family): one pattern is one family per kernel on each side."""
     helper_names: np.ndarray
-    """Per name code: its kernels are helpers of their operation (`helper` per kernel)."""
+    """Per name code: its kernels are helpers of their operation (helpers)."""
+
+    def helpers(self, rows: np.ndarray) -> np.ndarray:
+        """Per kernel at `rows`: it is a helper of its own operation type (a split role, such as split-K reduce)."""
+        return self.helper_names[self.names[rows]]
 
     @cached_property
     def name_type_counts(self) -> np.ndarray:
@@ -95,7 +98,6 @@ class Side:
             number,
             trace,
             codes,
-            helper[names] if len(names) else np.zeros(0, dtype=bool),
             names,
             name_list,
             [str(t) for t in table["type"]],
@@ -288,7 +290,7 @@ class _Walk:
         return self._name_list[side - 1]
 
     def helpers(self, side: int) -> list[bool]:
-        """Per position of one side: its kernel is a helper of its operation (Side.helper)."""
+        """Per position of one side: its kernel is a helper of its operation (Side.helpers)."""
         return self._helpers[side - 1]
 
     def position(self, side: int, row: int) -> int:
@@ -326,7 +328,7 @@ class _Walk:
 
     @cached_property
     def _helpers(self) -> tuple[list[bool], list[bool]]:
-        return tuple(self.sides[s - 1].helper[self.first_rows[s - 1]].tolist() for s in (1, 2))
+        return tuple(self.sides[s - 1].helpers(self.first_rows[s - 1]).tolist() for s in (1, 2))
 
     @cached_property
     def _path_columns(self) -> tuple[list[int], list[int]]:
@@ -464,7 +466,7 @@ def _count_anchors(walk: _Walk, evidence: Evidence) -> None:
     for (first, second), count in _weighted_counts(np.column_stack(names), weights):
         evidence.anchor_totals[(1, first, second)] += count
         evidence.anchor_totals[(2, second, first)] += count
-    helpers = [np.flatnonzero(walk.sides[s].helper[walk.first_rows[s]] & walk.operation_aligned[s]) for s in (0, 1)]
+    helpers = [np.flatnonzero(walk.sides[s].helpers(walk.first_rows[s]) & walk.operation_aligned[s]) for s in (0, 1)]
     segment = np.concatenate([walk.position_segment[s][helpers[s]] for s in (0, 1)])
     side = np.repeat([1, 2], [len(h) for h in helpers])
     order = np.argsort(segment * 2 + side, kind="stable")

@@ -323,7 +323,7 @@ def _attention_layers(views: tuple[_View, _View], limits: Thresholds) -> Signal 
         side, kernels = view.side, view.side.trace.kernels
         forward = ~kernels["phase"].isin((BACKWARD, OPTIMIZER)).to_numpy() if "phase" in kernels.columns else True
         is_attention = side.codes == view.types.index("Attention") if "Attention" in view.types else False
-        attention = int((is_attention & ~side.helper & forward).sum())
+        attention = int((is_attention & ~side.helper_names[side.names] & forward).sum())
         if not attention:
             return None
         per_step.append(attention / view.steps)
