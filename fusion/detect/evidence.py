@@ -783,8 +783,8 @@ def _pattern(
 
 
 class _Occurrences(NamedTuple):
-    """All fusion or all split occurrences as columns, in walk order, and how to count them. Two occurrences of a
-    segment have equal `identity` rows exactly when they have the same facts (all the counters they add to);
+    """All fusion or all split occurrences as columns, in walk order, and how to count them. Two occurrences (of any
+    segments) have equal `identity` rows exactly when they have the same facts (all the counters they add to);
     bounds[i]:bounds[i + 1] are the one-sided kernels occurrence i credits, as name code, the type of the note
     counting it and its time over the segment's pairs; facts(i) and cited(i) are occurrence i's facts and the
     positions it cites per side (within its segment)."""
@@ -813,8 +813,13 @@ def _add(walk: _Walk, evidence: Evidence, kinds: list[_Occurrences]) -> None:
         repeats, segments = np.bincount(inverse, minlength=len(first)), occurrences.segment[first]
         distinct += zip(segments.tolist(), [kind] * len(first), first.tolist(), range(len(first)), repeats.tolist())
     patterns: list[dict[int, Pattern]] = [{} for _ in kinds]
+    known: dict[tuple[int, bytes], tuple] = {}  # facts by identity: computed once over all segments
     for segment, kind, first_occurrence, index, times in sorted(distinct):
-        facts, weight = kinds[kind].facts(first_occurrence), walk.segments[segment].weight * times
+        identity = (kind, kinds[kind].identity[first_occurrence].tobytes())
+        if identity not in known:
+            known[identity] = kinds[kind].facts(first_occurrence)
+        facts = known[identity]
+        weight = walk.segments[segment].weight * times
         patterns[kind][index] = kinds[kind].counter(counting[segment], evidence, facts, weight)
     for kind, occurrences in enumerate(kinds):
         _tally(walk, occurrences, [patterns[kind][d] for d in range(len(patterns[kind]))], inverses[kind])
