@@ -94,19 +94,37 @@ class PairIndex:
             out[: len(self.group_pairs), s] = self.groups[s].correlations[self.group_pairs[:, s]]
         return out
 
-    def alignment_codes(
-        self, pair_id: int, sides: tuple[Side, Side], types: list[str]
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """What the alignment of one pair compares: type codes with helpers folded into their operation."""
-        if pair_id < len(self.group_pairs):
-            rows = self.kernel_indices(pair_id)
-            return _unit_codes(sides[0], rows[0], types), _unit_codes(sides[1], rows[1], types)
-        s1, e1, s2, e2 = self.windows[pair_id - len(self.group_pairs)]
-        return self.stream_codes[0][s1:e1], self.stream_codes[1][s2:e2]
+    def alignment_codes(self, pair_ids: np.ndarray, sides: tuple[Side, Side], types: list[str]) -> list[CodePair]:
+        """What the alignment of each pair compares: type codes with helpers folded into their operation; the group
+        pairs' coded in one pass per side."""
+        groups = pair_ids[pair_ids < len(self.group_pairs)]
+        coded = [_group_codes(sides[s], self.groups[s], self.group_pairs[groups, s], types) for s in (0, 1)]
+        found = dict(zip(groups.tolist(), zip(coded[0], coded[1])))
+        out = []
+        for pair_id in pair_ids.tolist():
+            if pair_id in found:
+                out.append(found[pair_id])
+                continue
+            s1, e1, s2, e2 = self.windows[pair_id - len(self.group_pairs)]
+            out.append((self.stream_codes[0][s1:e1], self.stream_codes[1][s2:e2]))
+        return out
+
+
+CodePair = tuple[np.ndarray, np.ndarray]
 
 
 def _unit_codes(side: Side, rows: np.ndarray, types: list[str]) -> np.ndarray:
-    return unit_codes(side.codes[rows], side.helper[rows], types.index(UNKNOWN_TYPE))
+    return unit_codes(side.codes[rows], side.helpers(rows), types.index(UNKNOWN_TYPE))
+
+
+def _group_codes(side: Side, groups: Groups, ids: np.ndarray, types: list[str]) -> list[np.ndarray]:
+    """_unit_codes of the kernels of each group `ids` of one side, all coded in one pass."""
+    starts, lengths = groups.offsets[ids], np.diff(groups.offsets)[ids]
+    ends = np.cumsum(lengths)
+    positions = np.arange(int(ends[-1]) if len(ends) else 0) + np.repeat(starts - (ends - lengths), lengths)
+    rows = groups.kernel_rows[positions]
+    codes = unit_codes(side.codes[rows], side.helpers(rows), types.index(UNKNOWN_TYPE), lengths)
+    return np.split(codes, ends[:-1])
 
 
 def compare(
@@ -336,15 +354,8 @@ def _without_cut_pairs(
     if not len(pairs):
         return groups[0], groups[1], matching, CutPairs()
     first, inverse = _distinct_pairs([sequences[s][pairs[:, s]] for s in (0, 1)])
-    cut = np.array(
-        [
-            cut_differently(
-                *(_unit_codes(sides[s], groups[s].rows(int(pairs[p, s])), types) for s in (0, 1)), limits.max_fused_run
-            )
-            for p in first.tolist()
-        ],
-        dtype=bool,
-    )[inverse]
+    coded = [_group_codes(sides[s], groups[s], pairs[first, s], types) for s in (0, 1)]
+    cut = np.array([cut_differently(a, b, limits.max_fused_run) for a, b in zip(*coded)], dtype=bool)[inverse]
     if not cut.any():
         return groups[0], groups[1], matching, CutPairs()
     stream = [len(g.residual_rows) + int(np.diff(g.offsets)[pairs[cut, s]].sum()) for s, g in enumerate(groups)]
@@ -439,22 +450,24 @@ def _segments(
     Segments are in order of their first pair: group pairs (`sequences`: per side and group, an id of its name
     sequence, so a pair's key is two ints), then stream windows (keyed by their name bytes).
     """
-    correlations = index.correlation_table
-    segments = []
+    members: list[np.ndarray] = []
     n_groups = len(index.group_pairs)
     if n_groups:
         first, inverse = _distinct_pairs([sequences[s][index.group_pairs[:, s]] for s in (0, 1)])
         by_segment = np.argsort(inverse, kind="stable")
         bounds = np.r_[0, np.cumsum(np.bincount(inverse))]
-        for segment in np.argsort(first, kind="stable"):
-            pids = by_segment[bounds[segment] : bounds[segment + 1]]
-            segments.append(_segment(index, sides, types, pids, correlations, "group"))
+        members += [by_segment[bounds[k] : bounds[k + 1]] for k in np.argsort(first, kind="stable").tolist()]
     by_key: dict[tuple[bytes, bytes], list[int]] = {}
     for pid in range(n_groups, len(index)):
         rows1, rows2 = index.kernel_indices(pid)
         by_key.setdefault((sides[0].names[rows1].tobytes(), sides[1].names[rows2].tobytes()), []).append(pid)
-    segments += [_segment(index, sides, types, np.array(pids), correlations, "stream") for pids in by_key.values()]
-    return segments
+    members += [np.array(pids) for pids in by_key.values()]
+    codes = index.alignment_codes(np.array([int(pids[0]) for pids in members], dtype=np.int64), sides, types)
+    correlations = index.correlation_table
+    return [
+        _segment(index, pair_codes, pids, correlations, "group" if pids[0] < n_groups else "stream")
+        for pair_codes, pids in zip(codes, members)
+    ]
 
 
 def _distinct_pairs(ids: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -473,10 +486,8 @@ def _sequence_ids(groups: Groups, side: Side) -> np.ndarray:
     return np.array([ids.setdefault(data[a:b], len(ids)) for a, b in zip(bounds[:-1], bounds[1:])], dtype=np.int64)
 
 
-def _segment(
-    index: PairIndex, sides: tuple[Side, Side], types: list[str], pids: np.ndarray, correlations: np.ndarray, kind: str
-) -> Segment:
-    codes1, codes2 = index.alignment_codes(int(pids[0]), sides, types)
+def _segment(index: PairIndex, codes: CodePair, pids: np.ndarray, correlations: np.ndarray, kind: str) -> Segment:
+    codes1, codes2 = codes
     return Segment(
         codes1=codes1,
         codes2=codes2,

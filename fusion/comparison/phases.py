@@ -5,7 +5,7 @@ step counts, mixed batches, assumed phases)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -49,21 +49,27 @@ def phase_summary(comparison: Comparison, phase: str = ALL, compare: Compare | N
     tables = [phase_table(t.kernels) for t in traces]
     present = [p for p in PHASES if any(p in table.index for table in tables)]
     split = compare if phase == ALL and len(present) > 1 else None
+    counts = (_TypeCounts.of(traces[0].kernels), _TypeCounts.of(traces[1].kernels))
     return plain(
         {
             "selected": phase,
             "notes": pair_notes(traces, tables),
-            "per_phase": {p: _section(p, traces, tables, comparison.params, split) for p in present},
+            "per_phase": {p: _section(p, traces, tables, counts, comparison.params, split) for p in present},
         }
     )
 
 
 def _section(
-    phase: str, traces: tuple[Trace, Trace], tables: list[pd.DataFrame], params: dict[str, Any], compare: Compare | None
+    phase: str,
+    traces: tuple[Trace, Trace],
+    tables: list[pd.DataFrame],
+    counts: tuple[_TypeCounts, _TypeCounts],
+    params: dict[str, Any],
+    compare: Compare | None,
 ) -> dict[str, Any]:
     steps = [int(t.loc[phase, "steps"]) if phase in t.index else 0 for t in tables]
     section: dict[str, Any] = {f"trace{s}": _side(table, phase) for s, table in enumerate(tables, start=1)}
-    section["type_stats"] = _type_stats(traces, phase, steps)
+    section["type_stats"] = _type_stats(counts, phase, steps)
     if compare is not None and phase != ALL and all(phase in t.index for t in tables):
         views = (phase_view(traces[0], phase, tables[0]), phase_view(traces[1], phase, tables[1]))
         origins = (view_rows(traces[0].kernels, phase), view_rows(traces[1].kernels, phase))
@@ -109,12 +115,10 @@ def _side(table: pd.DataFrame, phase: str) -> dict[str, Any]:
     }
 
 
-def _type_stats(traces: tuple[Trace, Trace], phase: str, steps: list[int]) -> list[dict[str, Any]]:
+def _type_stats(counted: tuple[_TypeCounts, _TypeCounts], phase: str, steps: list[int]) -> list[dict[str, Any]]:
     """Per kernel type: count on each side and per step (None without steps), and the per-step ratio."""
     counts = (
-        pd.DataFrame(
-            {side_column(COUNT, s): _type_counts(trace.kernels, phase) for s, trace in enumerate(traces, start=1)}
-        )
+        pd.DataFrame({side_column(COUNT, s): c.in_phase(phase) for s, c in enumerate(counted, start=1)})
         .fillna(0)
         .astype(int)
     )
@@ -133,15 +137,31 @@ def _type_stats(traces: tuple[Trace, Trace], phase: str, steps: list[int]) -> li
     return rows
 
 
-def _type_counts(kernels: pd.DataFrame, phase: str) -> pd.Series:
-    """Kernels per type (observed types, in category order) of one phase, counted on the category codes."""
-    types = kernels["type"].cat
-    codes = types.codes.to_numpy()
-    codes = codes[(kernels["phase"] == phase).to_numpy() & (codes >= 0)]
-    counts = np.bincount(codes, minlength=len(types.categories))
-    present = counts > 0
-    index = pd.CategoricalIndex(types.categories[present], categories=types.categories, name="type")
-    return pd.Series(counts[present], index=index)
+@dataclass(frozen=True)
+class _TypeCounts:
+    """Kernels per (phase, type) of one trace, counted on the category codes in one pass."""
+
+    phases: list[str]
+    types: pd.Index
+    counts: np.ndarray
+    """(phases, types) kernel counts."""
+
+    @classmethod
+    def of(cls, kernels: pd.DataFrame) -> _TypeCounts:
+        types, phases = kernels["type"].cat, kernels["phase"].astype("category").cat
+        codes, phase_codes = types.codes.to_numpy(), phases.codes.to_numpy()
+        known = (codes >= 0) & (phase_codes >= 0)
+        width = len(types.categories)
+        flat = phase_codes[known].astype(np.int64) * width + codes[known]
+        counts = np.bincount(flat, minlength=len(phases.categories) * width).reshape(-1, width)
+        return cls([str(p) for p in phases.categories], types.categories, counts)
+
+    def in_phase(self, phase: str) -> pd.Series:
+        """Kernels per type (observed types, in category order) of one phase."""
+        counts = self.counts[self.phases.index(phase)] if phase in self.phases else np.zeros(len(self.types), int)
+        present = counts > 0
+        index = pd.CategoricalIndex(self.types[present], categories=self.types, name="type")
+        return pd.Series(counts[present], index=index)
 
 
 def pair_notes(traces: tuple[Trace, Trace], tables: list[pd.DataFrame]) -> list[str]:

@@ -23,17 +23,17 @@ class LaunchOps:
 
     top: np.ndarray
     inner: np.ndarray
-    top_names: pd.Index
-    inner_names: pd.Index
+    top_names: list[str]
+    inner_names: list[str]
 
     @classmethod
     def of(cls, trace: Trace) -> LaunchOps:
         kernels = trace.kernels
         if not {"op", "op_top"} <= set(kernels.columns):
             none = np.full(len(kernels), -1, dtype=np.int64)
-            return cls(none, none, pd.Index([]), pd.Index([]))
+            return cls(none, none, [], [])
         top, inner = kernels["op_top"].cat, kernels["op"].cat
-        return cls(top.codes.to_numpy(), inner.codes.to_numpy(), top.categories, inner.categories)
+        return cls(top.codes.to_numpy(), inner.codes.to_numpy(), _strings(top.categories), _strings(inner.categories))
 
     def counts(self, windows: Iterable[tuple[int, int]]) -> Counter[tuple[str, str]]:
         """Kernels per (op_top, op) in the [start, stop) row windows (a window (-1, -1) cites no kernel); kernels
@@ -53,8 +53,13 @@ def _texts(counts: Counter[tuple[str, str]], limit: int) -> list[str]:
     return [path_text(*path) for path, _ in counts.most_common(limit)]
 
 
-def _category(categories: pd.Index, code: int) -> str:
-    return str(categories[code]) if 0 <= code < len(categories) else ""
+def _category(categories: list[str], code: int) -> str:
+    return categories[code] if 0 <= code < len(categories) else ""
+
+
+def _strings(categories: pd.Index) -> list[str]:
+    """The categories as Python strings, read once (indexing the Index per kernel costs microseconds each)."""
+    return [str(c) for c in categories]
 
 
 def path_text(top: str, inner: str) -> str:

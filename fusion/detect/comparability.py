@@ -116,8 +116,7 @@ def _counts(counts: tuple[int, int], divisors: tuple[int, int]) -> str:
 
 def _operations_per_type(side: Side, n_types: int) -> np.ndarray:
     """Per type code: kernels that are not helpers, i.e. operations."""
-    codes = side.codes[~side.helper]
-    return np.bincount(codes[codes >= 0], minlength=n_types)
+    return side.type_counts(n_types, ~side.helper_names)
 
 
 def _operations(per_type: np.ndarray, types: list[str], members: tuple[str, ...]) -> int:

@@ -51,7 +51,6 @@ class Side:
     number: int
     trace: Trace
     codes: np.ndarray
-    helper: np.ndarray
     names: np.ndarray
     name_list: list[str]
     name_types: list[str]
@@ -63,6 +62,29 @@ class Side:
     """Per name code: the name says the kernel computes one elementwise operation and nothing else."""
     families: list[str]
     """Per name code: its name family (classify.name_family): one pattern is one family per kernel on each side."""
+    helper_names: np.ndarray
+    """Per name code: its kernels are helpers of their operation (helpers)."""
+
+    def helpers(self, rows: np.ndarray) -> np.ndarray:
+        """Per kernel at `rows`: it is a helper of its own operation type (a split role, such as split-K reduce)."""
+        return self.helper_names[self.names[rows]]
+
+    @cached_property
+    def name_type_counts(self) -> np.ndarray:
+        """(name code, type code) -> the kernels of that name and type (a name's kernels may differ in type where
+        the launching op decides it), counted in one pass; as wide as the largest type code present."""
+        known = self.codes >= 0
+        width = int(self.codes[known].max()) + 1 if known.any() else 0
+        flat = self.names[known].astype(np.int64) * width + self.codes[known]
+        return np.bincount(flat, minlength=len(self.name_list) * width).reshape(len(self.name_list), width)
+
+    def type_counts(self, n_types: int, names: np.ndarray | None = None) -> np.ndarray:
+        """Per type code (of `n_types`): the kernels of that type, of the name codes where `names` holds (bool per
+        name code; every name without it)."""
+        counts = self.name_type_counts if names is None else self.name_type_counts[names]
+        out = np.zeros(n_types, dtype=np.int64)
+        out[: counts.shape[1]] = counts.sum(axis=0)
+        return out
 
     @classmethod
     def of(cls, number: int, trace: Trace, codes: np.ndarray) -> Side:
@@ -76,7 +98,6 @@ class Side:
             number,
             trace,
             codes,
-            helper[names] if len(names) else np.zeros(0, dtype=bool),
             names,
             name_list,
             [str(t) for t in table["type"]],
@@ -89,6 +110,7 @@ class Side:
                 name_family(n, str(rule), tuple(fused))
                 for n, rule, fused in zip(name_list, table["rule"], table["fused_components"])
             ],
+            helper,
         )
 
 
@@ -268,7 +290,7 @@ class _Walk:
         return self._name_list[side - 1]
 
     def helpers(self, side: int) -> list[bool]:
-        """Per position of one side: its kernel is a helper of its operation (Side.helper)."""
+        """Per position of one side: its kernel is a helper of its operation (Side.helpers)."""
         return self._helpers[side - 1]
 
     def position(self, side: int, row: int) -> int:
@@ -306,7 +328,7 @@ class _Walk:
 
     @cached_property
     def _helpers(self) -> tuple[list[bool], list[bool]]:
-        return tuple(self.sides[s - 1].helper[self.first_rows[s - 1]].tolist() for s in (1, 2))
+        return tuple(self.sides[s - 1].helpers(self.first_rows[s - 1]).tolist() for s in (1, 2))
 
     @cached_property
     def _path_columns(self) -> tuple[list[int], list[int]]:
@@ -361,28 +383,35 @@ class _Walk:
         """Per (side, position): the kernel's type is one of NON_FUSABLE_TYPES."""
         return self.type_sets.non_fusable[_per_side(self.type_codes, side, positions)]
 
-    @cached_property
-    def position_times(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per side and position: its kernels' time summed over the segment's pairs (pair after pair)."""
-        return self._summed(lambda dur, rows: dur[rows].sum(axis=0))
+    def position_times(self, side: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Per (side, position): its kernels' time summed over the segment's pairs (pair after pair)."""
+        return self._summed(_pair_sums, side, positions)
 
-    @cached_property
-    def note_times(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per side and position: its kernels' time summed over the segment's pairs as a note sums it
+    def note_times(self, side: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Per (side, position): its kernels' time summed over the segment's pairs as a note sums it
         (_column_sums)."""
-        return self._summed(_column_sums)
+        return self._summed(_column_sums, side, positions)
 
-    def _summed(self, total: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """Per side and position: `total` of its kernels' times over the segment's pairs (one pair: its time)."""
-
-        def summed(s: int) -> np.ndarray:
-            dur = self.sides[s - 1].dur
-            times = dur[self.first_rows[s - 1]]
-            for i in np.flatnonzero(self.weights > 1).tolist():
-                times[self.offsets[s - 1][i] : self.offsets[s - 1][i + 1]] = total(dur, self.segments[i].rows(s))
-            return times
-
-        return _per_side_of(summed)
+    def _summed(
+        self, total: Callable[[np.ndarray, np.ndarray, int], np.ndarray], side: np.ndarray, positions: np.ndarray
+    ) -> np.ndarray:
+        """Per (side, position): `total` of its kernels' times over the segment's pairs (one pair: its time),
+        computed for these positions only, segment by segment."""
+        out = np.zeros(len(positions))
+        for s in (1, 2):
+            at = np.flatnonzero(side == s)
+            wanted, dur = positions[at], self.sides[s - 1].dur
+            out[at] = dur[self.first_rows[s - 1][wanted]]
+            segment = self.position_segment[s - 1][wanted]
+            repeated = np.flatnonzero(self.weights[segment] > 1)
+            order, bounds = _grouped(segment[repeated])
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                picked = repeated[order[a:b]]
+                i = int(segment[picked[0]])
+                rows = self.segments[i].rows(s)
+                local = wanted[picked] - self.offsets[s - 1][i]
+                out[at[picked]] = total(dur, rows[:, local], rows.shape[1])
+        return out
 
     @cached_property
     def units(self) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
@@ -437,7 +466,7 @@ def _count_anchors(walk: _Walk, evidence: Evidence) -> None:
     for (first, second), count in _weighted_counts(np.column_stack(names), weights):
         evidence.anchor_totals[(1, first, second)] += count
         evidence.anchor_totals[(2, second, first)] += count
-    helpers = [np.flatnonzero(walk.sides[s].helper[walk.first_rows[s]] & walk.operation_aligned[s]) for s in (0, 1)]
+    helpers = [np.flatnonzero(walk.sides[s].helpers(walk.first_rows[s]) & walk.operation_aligned[s]) for s in (0, 1)]
     segment = np.concatenate([walk.position_segment[s][helpers[s]] for s in (0, 1)])
     side = np.repeat([1, 2], [len(h) for h in helpers])
     order = np.argsort(segment * 2 + side, kind="stable")
@@ -683,7 +712,7 @@ def _note(walk: _Walk, evidence: Evidence, sides: np.ndarray, positions: np.ndar
     its first evidence refs."""
     type_codes, names = _per_side(walk.type_codes, sides, positions), _per_side(walk.name_codes, sides, positions)
     segments = _per_side(walk.position_segment, sides, positions)
-    weights, times = walk.weights[segments], _per_side(walk.note_times, sides, positions)
+    weights, times = walk.weights[segments], walk.note_times(sides, positions)
     keys = ((sides - 1) * len(walk.types) + type_codes) * len(REASONS) + reasons
     by_name: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
     name_order, name_bounds = _grouped(keys * walk.name_count + names)
@@ -707,11 +736,20 @@ def _note(walk: _Walk, evidence: Evidence, sides: np.ndarray, positions: np.ndar
             refs.append(segment.ref(0, local if sides[j] == 1 else [], local if sides[j] == 2 else []))
 
 
-def _column_sums(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+def _column_sums(values: np.ndarray, rows: np.ndarray, width: int) -> np.ndarray:
     """Per column of (pairs, positions) `rows`: values[rows[:, j]].sum(), all at once. Each column is summed as a
     contiguous row of the transposed values, so to the same bits as on its own (pairwise); sum(axis=0) adds
-    pair after pair and can differ in the last bits."""
+    pair after pair and can differ in the last bits. (`width`: the segment's positions; no bearing here.)"""
     return np.ascontiguousarray(values[rows].T).sum(axis=1)
+
+
+def _pair_sums(values: np.ndarray, rows: np.ndarray, width: int) -> np.ndarray:
+    """Per column of (pairs, positions) `rows` picked from a segment `width` positions wide: values[rows].sum(axis=0)
+    as over the whole segment, pair after pair. One column of a wider segment is summed beside a copy of itself:
+    alone, numpy would sum it pairwise, to other bits."""
+    if rows.shape[1] == 1 and width > 1:
+        return values[np.repeat(rows, 2, axis=1)].sum(axis=0)[:1]
+    return values[rows].sum(axis=0)
 
 
 class _Counting(NamedTuple):
@@ -745,8 +783,8 @@ def _pattern(
 
 
 class _Occurrences(NamedTuple):
-    """All fusion or all split occurrences as columns, in walk order, and how to count them. Two occurrences of a
-    segment have equal `identity` rows exactly when they have the same facts (all the counters they add to);
+    """All fusion or all split occurrences as columns, in walk order, and how to count them. Two occurrences (of any
+    segments) have equal `identity` rows exactly when they have the same facts (all the counters they add to);
     bounds[i]:bounds[i + 1] are the one-sided kernels occurrence i credits, as name code, the type of the note
     counting it and its time over the segment's pairs; facts(i) and cited(i) are occurrence i's facts and the
     positions it cites per side (within its segment)."""
@@ -775,8 +813,13 @@ def _add(walk: _Walk, evidence: Evidence, kinds: list[_Occurrences]) -> None:
         repeats, segments = np.bincount(inverse, minlength=len(first)), occurrences.segment[first]
         distinct += zip(segments.tolist(), [kind] * len(first), first.tolist(), range(len(first)), repeats.tolist())
     patterns: list[dict[int, Pattern]] = [{} for _ in kinds]
+    known: dict[tuple[int, bytes], tuple] = {}  # facts by identity: computed once over all segments
     for segment, kind, first_occurrence, index, times in sorted(distinct):
-        facts, weight = kinds[kind].facts(first_occurrence), walk.segments[segment].weight * times
+        identity = (kind, kinds[kind].identity[first_occurrence].tobytes())
+        if identity not in known:
+            known[identity] = kinds[kind].facts(first_occurrence)
+        facts = known[identity]
+        weight = walk.segments[segment].weight * times
         patterns[kind][index] = kinds[kind].counter(counting[segment], evidence, facts, weight)
     for kind, occurrences in enumerate(kinds):
         _tally(walk, occurrences, [patterns[kind][d] for d in range(len(patterns[kind]))], inverses[kind])
@@ -902,7 +945,7 @@ def _fusions(walk: _Walk, runs: _Runs, target: np.ndarray) -> _Occurrences:
             unfused_side: sorted(walk.local(unfused_side, p) for p in extra),
         }
 
-    times = _per_side(walk.position_times, side, positions)
+    times = walk.position_times(side, positions)
     return _Occurrences(walk.row_segment[rows], identity, bounds, names, type_codes, times, facts, cited, _add_fusion)
 
 
@@ -985,7 +1028,7 @@ def _splits(walk: _Walk, runs: _Runs) -> _Occurrences:
     kernel_sides = runs.side[kernels]
     type_codes = np.repeat(op_types, np.diff(bounds))
     names = _per_side(walk.name_codes, kernel_sides, positions)
-    times = _per_side(walk.position_times, kernel_sides, positions)
+    times = walk.position_times(kernel_sides, positions)
     return _Occurrences(walk.row_segment[rows], identity, bounds, names, type_codes, times, facts, cited, _add_split)
 
 

@@ -27,7 +27,7 @@ def type_stats(sides: tuple[Side, Side], types: list[str]) -> pd.DataFrame:
     n = len(types)
     data = {}
     for side in sides:
-        data[side_column(COUNT, side.number)] = np.bincount(side.codes, minlength=n)
+        data[side_column(COUNT, side.number)] = side.type_counts(n)
         data[side_column(TIME_US, side.number)] = np.bincount(side.codes, weights=side.dur, minlength=n)
     table = pd.DataFrame(data, index=pd.Index(types, name=KERNEL_TYPE))
     table = table[(table[side_column(COUNT, 1)] > 0) | (table[side_column(COUNT, 2)] > 0)].copy()

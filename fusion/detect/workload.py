@@ -126,9 +126,11 @@ class _View:
         return cls(side, types, modules, recorded / total, eager / total, recorded_steps(kernels))
 
     def operations(self) -> np.ndarray:
-        """Per kernel: it is an operation of the mix (no split helper, no type of MIX_LEFT_OUT)."""
-        left_out = np.array([t in MIX_LEFT_OUT for t in self.types], dtype=bool)
-        return ~self.side.helper & ~left_out[self.side.codes]
+        """(name code, type code) -> kernels that are operations of the mix (no split helper, no type of
+        MIX_LEFT_OUT)."""
+        counts = self.side.name_type_counts
+        left_out = np.array([t in MIX_LEFT_OUT for t in self.types[: counts.shape[1]]], dtype=bool)
+        return np.where(self.side.helper_names[:, None] | left_out[None, :], 0, counts)
 
     def label(self) -> str:
         return f"trace {self.side.number}"
@@ -243,9 +245,9 @@ def _work(view: _View) -> dict[str, float]:
     """Shares of the operations a trace's kernels perform: each operation kernel's type, plus its fused components."""
     side, operations = view.side, view.operations()
     counts: Counter[str] = Counter()
-    per_type = np.bincount(side.codes[operations], minlength=len(view.types))
+    per_type = operations.sum(axis=0)
     counts.update({view.types[c]: int(per_type[c]) for c in np.flatnonzero(per_type).tolist()})
-    per_name = np.bincount(side.names[operations], minlength=len(side.name_list))
+    per_name = operations.sum(axis=1)
     for code in np.flatnonzero(per_name).tolist():
         for component in side.fused_components[code]:
             if component not in MIX_LEFT_OUT:
@@ -255,7 +257,7 @@ def _work(view: _View) -> dict[str, float]:
 
 def _families(view: _View) -> dict[str, float]:
     side = view.side
-    per_name = np.bincount(side.names[view.operations()], minlength=len(side.name_list))
+    per_name = view.operations().sum(axis=1)
     counts: Counter[str] = Counter()
     for code in np.flatnonzero(per_name).tolist():
         counts[side.families[code]] += int(per_name[code])
@@ -321,7 +323,7 @@ def _attention_layers(views: tuple[_View, _View], limits: Thresholds) -> Signal 
         side, kernels = view.side, view.side.trace.kernels
         forward = ~kernels["phase"].isin((BACKWARD, OPTIMIZER)).to_numpy() if "phase" in kernels.columns else True
         is_attention = side.codes == view.types.index("Attention") if "Attention" in view.types else False
-        attention = int((is_attention & ~side.helper & forward).sum())
+        attention = int((is_attention & ~side.helper_names[side.names] & forward).sum())
         if not attention:
             return None
         per_step.append(attention / view.steps)

@@ -6,14 +6,16 @@ one-sided kernels). A kernel whose type is unknown (no rule knows its name) may 
 a different type costs -3, cheaper than two gaps. Codes carry two flag bits for this (FOLDED, UNKNOWN; see
 unit_codes). Alignments are cached by the pair of code sequences: identical decode steps are aligned once.
 
-The DP runs in compiled code (dp.py, numba: about 2.5 ns a cell) in a process that has loaded numba (a large
+The DP runs in compiled code (dp.py, numba: about 0.7 ns a cell) in a process that has loaded numba (a large
 trace's loader did) or has aligned enough cells to win back loading it; otherwise in numpy rows (dp_rows.py:
 about 15-25 ns a cell, the same cells), so that a small pair never waits for numba, let alone its compile.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -46,20 +48,26 @@ UNKNOWN_TYPE = "Other"
 """The classification's type for names no rule knows."""
 
 
-def unit_codes(codes: np.ndarray, helper: np.ndarray, unknown_code: int = -1) -> np.ndarray:
+def unit_codes(
+    codes: np.ndarray, helper: np.ndarray, unknown_code: int = -1, lengths: np.ndarray | None = None
+) -> np.ndarray:
     """Alignment codes: a helper kernel next to a kernel of its operation type carries FOLDED.
 
     In a run of kernels of one type, helpers are folded into the run's other kernels (before or after
     them: a split-K reduce follows its GEMM, a BetaOnly scaling precedes it); a run of helpers only keeps
     its first kernel unfolded. A folded helper never aligns with the other side's real kernel of that type,
     only with a folded helper, so "GEMM + splitKreduce" vs "GEMM" aligns the two GEMMs and leaves the
-    reduce one-sided. Kernels of `unknown_code` (the unknown type's code) carry UNKNOWN.
+    reduce one-sided. Kernels of `unknown_code` (the unknown type's code) carry UNKNOWN. With `lengths`, the
+    sequences are several put end to end (of these lengths), each coded as on its own: no run crosses into the next.
     """
     codes = np.asarray(codes, dtype=CODE_DTYPE)
     helper = np.asarray(helper, dtype=bool)
     if not len(codes):
         return codes
     starts = np.r_[True, codes[1:] != codes[:-1]]
+    if lengths is not None:
+        bounds = np.cumsum(lengths)[:-1]
+        starts[bounds[bounds < len(codes)]] = True
     run = np.cumsum(starts) - 1
     has_main = np.bincount(run, weights=~helper)[run] > 0
     folded = helper & (has_main | ~starts)
@@ -83,11 +91,61 @@ def align_codes(a: np.ndarray, b: np.ndarray, free_end: bool = False, free_start
     is always aligned in one canonical order (the shorter sequence first, then the lesser bytes) and the
     path mirrored back: swapping the traces swaps the path's columns and changes nothing else.
     """
+    key, swapped = _key(a, b, free_end, free_start)
+    path = _PATHS.get(key)
+    if path is None:
+        path = _PATHS.put(key, _needleman_wunsch(*_arrays(key), free_end, free_start)[0])
+    return path[:, ::-1] if swapped else path
+
+
+def _key(a: np.ndarray, b: np.ndarray, free_end: bool, free_start: bool) -> tuple[_Key, bool]:
+    """The alignment cache's key of a pair (its canonical order), and whether that order swaps the pair."""
     a_bytes = np.ascontiguousarray(a, dtype=CODE_DTYPE).tobytes()
     b_bytes = np.ascontiguousarray(b, dtype=CODE_DTYPE).tobytes()
     if (len(b_bytes), b_bytes) < (len(a_bytes), a_bytes):  # the canonical order
-        return _cached(b_bytes, a_bytes, free_end, free_start)[:, ::-1]
-    return _cached(a_bytes, b_bytes, free_end, free_start)
+        return (b_bytes, a_bytes, free_end, free_start), True
+    return (a_bytes, b_bytes, free_end, free_start), False
+
+
+def _arrays(key: _Key) -> tuple[np.ndarray, np.ndarray]:
+    return np.frombuffer(key[0], dtype=CODE_DTYPE), np.frombuffer(key[1], dtype=CODE_DTYPE)
+
+
+_Key = tuple[bytes, bytes, bool, bool]
+
+
+class _Paths:
+    """Alignments by canonical key, the MAX_PATHS last used (identical decode steps are aligned once). A path
+    stored is read-only. Thread-safe: a server's sessions align at the same time."""
+
+    def __init__(self) -> None:
+        self._paths: OrderedDict[_Key, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: _Key) -> np.ndarray | None:
+        with self._lock:
+            path = self._paths.get(key)
+            if path is not None:
+                self._paths.move_to_end(key)
+            return path
+
+    def put(self, key: _Key, path: np.ndarray) -> np.ndarray:
+        path.flags.writeable = False
+        with self._lock:
+            self._paths[key] = path
+            self._paths.move_to_end(key)
+            while len(self._paths) > MAX_PATHS:
+                self._paths.popitem(last=False)
+        return path
+
+    def clear(self) -> None:
+        with self._lock:
+            self._paths.clear()
+
+
+MAX_PATHS = 4096
+"""Alignments kept (a few MB: most are of a few hundred kernels)."""
+_PATHS = _Paths()
 
 
 def prepare() -> None:
@@ -117,28 +175,20 @@ def ops(path: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(i < 0, ONLY2, np.where(j < 0, ONLY1, both)).astype(np.int8)
 
 
-@lru_cache(maxsize=4096)
-def _cached(a_bytes: bytes, b_bytes: bytes, free_end: bool, free_start: bool) -> np.ndarray:
-    path = _needleman_wunsch(
-        np.frombuffer(a_bytes, dtype=CODE_DTYPE), np.frombuffer(b_bytes, dtype=CODE_DTYPE), free_end, free_start
-    )
-    path.flags.writeable = False
-    return path
-
-
 def clear_cache() -> None:
     """Forget cached alignments (benchmarks time a fresh process's work)."""
-    _cached.cache_clear()
+    _PATHS.clear()
 
 
-def _needleman_wunsch(a: np.ndarray, b: np.ndarray, free_end: bool, free_start: bool) -> np.ndarray:
+def _needleman_wunsch(a: np.ndarray, b: np.ndarray, free_end: bool, free_start: bool) -> tuple[np.ndarray, Any]:
+    """The path, and the filled DP (its module and directions, for _chunk) or None where none was filled."""
     n, m = len(a), len(b)
     if n == 0 or m == 0:
-        return _gaps_only(n, m, free_end)
+        return _gaps_only(n, m, free_end), None
     dp = _dp(n * m)
     direction, last_row, last_col = dp.fill(a, b, _SCORES, UNKNOWN, free_start)
     end = _free_end_cell(last_row, last_col, n, m) if free_end else (n, m)
-    return dp.traceback(direction, *end)
+    return dp.traceback(direction, *end), (dp, direction)
 
 
 _rows_cells = 0
@@ -180,7 +230,8 @@ def stream_windows(codes1: np.ndarray, codes2: np.ndarray, budget: int) -> list[
     Walks both streams in chunks: aligns a chunk with free ends, keeps the first STREAM_KEEP of it and
     continues from where the kept part ends on each side, so the sides may advance at different rates
     (fused kernels, extra steps). Stops after `budget` kernels on either side; a tail left on one side
-    only becomes a window with an empty other side.
+    only becomes a window with an empty other side. A window inside its chunk is aligned from the chunk's DP
+    where it can be (_chunk): its alignment, which the caller asks for next, is then cached already.
     """
     n1, n2 = min(len(codes1), budget), min(len(codes2), budget)
     windows = []
@@ -188,13 +239,39 @@ def stream_windows(codes1: np.ndarray, codes2: np.ndarray, budget: int) -> list[
     while c1 < n1 and c2 < n2:
         a, b = codes1[c1 : min(c1 + STREAM_CHUNK, n1)], codes2[c2 : min(c2 + STREAM_CHUNK, n2)]
         keep = 1.0 if c1 + len(a) >= n1 or c2 + len(b) >= n2 else STREAM_KEEP
-        used1, used2 = _kept(align_codes(a, b, free_end=True), len(a), len(b), keep)
+        path, window_path = _chunk(a, b)
+        used1, used2 = _kept(path, len(a), len(b), keep)
         stop1, stop2 = _past_helpers(codes1, c1 + used1, n1), _past_helpers(codes2, c2 + used2, n2)
+        window_path(stop1 - c1, stop2 - c2)
         windows.append((c1, stop1, c2, stop2))
         c1, c2 = stop1, stop2
     if c1 < n1 or c2 < n2:
         windows.append((c1, n1, c2, n2))
     return windows
+
+
+def _chunk(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, Callable[[int, int], None]]:
+    """align_codes(a, b, free_end=True), and a function that caches the global alignment of a[:i] and b[:j]
+    (align_codes(a[:i], b[:j])) from the chunk's DP: every cell of that smaller DP is the chunk's own (a cell
+    reads only the cells above and to its left), so the traceback from cell (i, j) is its path. Only where the
+    smaller pair's canonical order is the chunk's (the DP's tie-breaks follow the order) and the chunk's DP was
+    filled here (not a cached alignment)."""
+    key, swapped = _key(a, b, True, False)
+    path = _PATHS.get(key)
+    filled = None
+    if path is None:
+        path, filled = _needleman_wunsch(*_arrays(key), True, False)
+        path = _PATHS.put(key, path)
+
+    def window_path(i: int, j: int) -> None:
+        if filled is None or not (0 < i <= len(a) and 0 < j <= len(b)):
+            return
+        window, window_swapped = _key(a[:i], b[:j], False, False)
+        if window_swapped == swapped and _PATHS.get(window) is None:
+            dp, direction = filled
+            _PATHS.put(window, dp.traceback(direction, *((j, i) if swapped else (i, j))))
+
+    return (path[:, ::-1] if swapped else path), window_path
 
 
 def _past_helpers(codes: np.ndarray, stop: int, end: int) -> int:

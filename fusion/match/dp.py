@@ -1,4 +1,4 @@
-"""The Needleman-Wunsch DP of align.py in compiled code (numba), one cell at a time.
+"""The Needleman-Wunsch DP of align.py in compiled code (numba), a row at a time in two passes (fill).
 
 Kept apart from align.py so that numba is imported (and its compiled code loaded from numba's on-disk cache,
 or compiled once, a few seconds) only by a process that aligns enough to need it (align._dp; dp_rows.py does
@@ -22,12 +22,18 @@ def fill(
     """The traceback directions of every cell, the last row's and the last column's scores.
 
     `scores`: match, mismatch, mismatch where a side carries the `unknown` bit, gap. With `free_start`,
-    leading gaps cost nothing."""
+    leading gaps cost nothing. A row is filled in two passes: the diagonal and up moves of all its cells, which
+    depend on the row above only (a loop the compiler turns into vector instructions), then, cell after cell,
+    a left move where it is strictly better than both."""
     match, mismatch, unknown_mismatch, gap = scores[0], scores[1], scores[2], scores[3]
     n, m = len(a), len(b)
     direction = np.empty((n + 1, m + 1), dtype=np.int8)
     row = np.empty(m + 1, dtype=np.int32)
+    best = np.empty(m + 1, dtype=np.int32)
     last_col = np.empty(n + 1, dtype=np.int32)
+    b_unknown = np.empty(m, dtype=np.bool_)
+    for j in range(m):
+        b_unknown[j] = (b[j] & unknown) != 0
     lead = 0 if free_start else gap
     for j in range(m + 1):
         row[j] = j * lead
@@ -35,27 +41,23 @@ def fill(
     last_col[0] = row[m]
     for i in range(1, n + 1):
         ai = a[i - 1]
-        a_unknown = (ai & unknown) != 0
-        above_left = row[0]
-        row[0] = i * lead
-        direction[i, 0] = UP
+        other = unknown_mismatch if (ai & unknown) != 0 else mismatch
+        moves = direction[i]
         for j in range(1, m + 1):
-            bj = b[j - 1]
-            if ai == bj:
-                diag = above_left + match
-            elif a_unknown or (bj & unknown) != 0:
-                diag = above_left + unknown_mismatch
-            else:
-                diag = above_left + mismatch
-            above_left = row[j]
-            up = above_left + gap
-            left = row[j - 1] + gap
-            if left > diag and left > up:
-                row[j], direction[i, j] = left, LEFT
-            elif up > diag:
-                row[j], direction[i, j] = up, UP
-            else:
-                row[j], direction[i, j] = diag, DIAG
+            step = match if ai == b[j - 1] else (unknown_mismatch if b_unknown[j - 1] else other)
+            diag = row[j - 1] + step
+            up = row[j] + gap
+            better_up = up > diag
+            best[j] = up if better_up else diag
+            moves[j] = UP if better_up else DIAG
+        best[0] = i * lead
+        moves[0] = UP
+        for j in range(1, m + 1):
+            left = best[j - 1] + gap
+            if left > best[j]:
+                best[j] = left
+                moves[j] = LEFT
+        row, best = best, row
         last_col[i] = row[m]
     return direction, row, last_col
 

@@ -1,7 +1,7 @@
 """The DP of dp.py in numpy, a row at a time, for a process that has not loaded numba.
 
 The same cells, directions and tie-breaks as dp.fill and dp.traceback (the tests check it), at 15-30 ns a
-cell instead of 2.5, but with no import of numba and no machine code to load or compile: the alignments of a
+cell instead of 0.7, but with no import of numba and no machine code to load or compile: the alignments of a
 trace of some tens of MB take less time here than loading the compiled DP would.
 
 A row's cell takes the best of the diagonal and the up move (the diagonal on equal scores), then a left move

@@ -181,9 +181,14 @@ def _runs(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
 
 
 def _rows_by_group(rows: np.ndarray, runs: np.ndarray, run_group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of the runs with a group (>= 0), ordered by group then row, and the group of each."""
+    """Rows of the runs with a group (>= 0), ordered by group then row, and the group of each. Where the groups'
+    runs come in group order (each group one run, groups numbered in order of first kernel: a graph replay's
+    kernels are contiguous), that order is the rows' own and they are picked by a mask."""
     lengths = np.diff(np.r_[runs, len(rows)])
     kept = np.flatnonzero(run_group >= 0)
+    if (np.diff(run_group[kept]) > 0).all():
+        in_group = np.repeat(run_group >= 0, lengths)
+        return rows[in_group], np.repeat(run_group[kept], lengths[kept])
     kept = kept[np.argsort(run_group[kept], kind="stable")]
     lengths = lengths[kept]
     ends = np.cumsum(lengths)

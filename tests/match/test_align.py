@@ -25,6 +25,7 @@ from fusion.match.align import (
     UNKNOWN_MISMATCH_SCORE,
     align_codes,
     alignment_table,
+    clear_cache,
     kernel_helpers,
     ops,
     stream_windows,
@@ -236,3 +237,20 @@ def test_distinct_large_codes_never_align_as_the_same():
     """Op alignment codes are vocabulary numbers; beyond 16 bits they must neither wrap nor carry flags."""
     a, b = np.array([0, 70_000, 5]), np.array([65_536, 70_000, 5])
     assert ops(align_codes(a, b), a, b).tolist().count(MATCH) == 2
+
+
+_stream = st.lists(st.sampled_from([0, 1, 2, 3, 1 | FOLDED, 4 | UNKNOWN]), min_size=400, max_size=1500)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(_stream, _stream)
+def test_windows_aligned_from_their_chunks_dp_align_as_on_their_own(a, b):
+    """stream_windows caches a window's alignment from its chunk's DP where it can: each window's alignment is the
+    one a fresh DP of the window gives, tie-breaks included."""
+    a, b = np.array(a, dtype=CODE_DTYPE), np.array(b, dtype=CODE_DTYPE)
+    clear_cache()
+    windows = stream_windows(a, b, budget=100_000)
+    seeded = [align_codes(a[s1:e1], b[s2:e2]) for s1, e1, s2, e2 in windows]
+    clear_cache()
+    for (s1, e1, s2, e2), path in zip(windows, seeded):
+        assert np.array_equal(path, align_codes(a[s1:e1], b[s2:e2]))
