@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import orjson
@@ -447,28 +447,35 @@ FIND_CUT_OFF = r"""async () => {
     }
     return {heads, cells};
   };
+  const grids = [];
   for (const frame of document.querySelectorAll("[data-testid='stDataFrame']")) {
     const table = frame.querySelector("table[role=grid]");
     const scroller = frame.querySelector(".dvn-scroller");
-    if (!table || !scroller) continue;
-    const box = frame.getBoundingClientRect();
+    if (table && scroller) grids.push({frame, table, scroller});
+  }
+  for (const g of grids) g.scroller.scrollLeft = 0;
+  await settle();
+  for (const g of grids) {
+    g.first = read(g.table);
+    g.overflow = g.scroller.scrollWidth > g.scroller.clientWidth + 1;
+    if (g.overflow) g.scroller.scrollLeft = g.scroller.scrollWidth;
+  }
+  if (grids.some(g => g.overflow)) await settle();
+  for (const g of grids) {
+    const box = g.frame.getBoundingClientRect();
     if (box.right > window.innerWidth + 1) out.push(`table ends at ${Math.round(box.right)} px, past the viewport`);
-    scroller.scrollLeft = 0; await settle();
-    const first = read(table);
-    const overflow = scroller.scrollWidth > scroller.clientWidth + 1;
-    let all = first;
-    if (overflow) {
-      scroller.scrollLeft = scroller.scrollWidth; await settle();
-      const last = read(table);
-      all = {heads: {...first.heads, ...last.heads}, cells: {...first.cells, ...last.cells}};
-      scroller.scrollLeft = 0; await settle();
+    let all = g.first;
+    if (g.overflow) {
+      const last = read(g.table);
+      all = {heads: {...g.first.heads, ...last.heads}, cells: {...g.first.cells, ...last.cells}};
+      g.scroller.scrollLeft = 0;
     }
-    const shown = Object.keys(first.heads).map(Number);
+    const shown = Object.keys(g.first.heads).map(Number);
     const lastShown = Math.max(...shown);
     for (const [i, cells] of Object.entries(all.cells)) {
       const name = all.heads[i];
       if (!name || identifier.test(name) || !cells.every(t => numeric.test(t))) continue;
-      const inside = first.heads[i] !== undefined && (!overflow || +i < lastShown);
+      const inside = g.first.heads[i] !== undefined && (!g.overflow || +i < lastShown);
       if (!inside) out.push(`numeric column '${name}' is not inside the viewport`);
     }
   }
@@ -482,7 +489,7 @@ FIND_CUT_OFF = r"""async () => {
   return out;
 }"""
 """What does not fit, read from each table's accessible grid (Glide renders a header and cells only for the columns
-it draws): a column whose cells are all numbers (counts, times, ratios; not the ids pair, correlation, kernel,
+it draws; all grids are scrolled at once, then read after one pause): a column whose cells are all numbers (counts, times, ratios; not the ids pair, correlation, kernel,
 trace) must be drawn with the grid scrolled to its left end, before the last column drawn when the grid scrolls
 (so wholly visible), and the grid must end inside the viewport; a metric label must not end in an ellipsis."""
 
@@ -506,11 +513,29 @@ def _titled(page: object, title: str) -> None:
     )
 
 
-def _rerun(page: object) -> None:
-    """Wait until the script run a widget started has finished and drawn."""
-    page.wait_for_timeout(300)
-    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']")
-    page.wait_for_timeout(150)
+IDLE = (
+    "() => document.querySelector(\"[data-testid='stApp']\")?.getAttribute('data-test-script-state') === 'notRunning'"
+)
+"""The app's script is not running. Right after a click the run may not have started yet, and a run quick enough is
+never drawn as 'running' (React draws its start and end at once), so a wait for this alone must follow a change the
+run itself makes (a new page title, a new URL)."""
+
+
+def _navigated(page: object, act: Callable[[], None], title: str) -> None:
+    """Do `act` (a click that opens another page) and wait until that page's script run has ended: its title is
+    drawn (only the new run draws it) and no script runs."""
+    act()
+    _titled(page, title)
+    page.wait_for_function(IDLE)
+
+
+def _rerun(page: object, act: Callable[[], None]) -> None:
+    """Do `act` (a widget click) and wait until the run it started has ended: the URL, which holds the view, has
+    changed (the run writes it) and no script runs. No fixed pause."""
+    before = page.url
+    act()
+    page.wait_for_url(lambda url: url != before)
+    page.wait_for_function(IDLE)
 
 
 def _check(page: object, where: str, problems: list[str]) -> None:
@@ -530,8 +555,7 @@ def _check(page: object, where: str, problems: list[str]) -> None:
 def _fits(page: object, where: str, problems: list[str]) -> None:
     """Every table and metric of the view fits each of FIT_WIDTHS (FIND_CUT_OFF); the sweep's width after."""
     for width in FIT_WIDTHS:
-        page.set_viewport_size({"width": width, "height": 1000})
-        page.wait_for_timeout(400)
+        page.set_viewport_size({"width": width, "height": 1000})  # FIND_CUT_OFF pauses before it reads
         problems += [f"{where} at {width} px: {found}" for found in page.evaluate(FIND_CUT_OFF)]
     page.set_viewport_size(SWEEP_VIEWPORT)
 
@@ -554,28 +578,22 @@ def sweep_pair(page: object, server: str, pair: str, query: str, problems: list[
     for key, title in PAGE_TITLES.items():
         if key in ("home", "batch"):
             continue
-        page.get_by_test_id("stSidebar").get_by_role("link", name=title, exact=True).click()
-        _titled(page, title)
-        _rerun(page)
+        _navigated(page, page.get_by_test_id("stSidebar").get_by_role("link", name=title, exact=True).click, title)
         check(title)
         views += 1
         if key == "overview":
-            page.get_by_role("link", name=re.compile(r" → pairs$")).first.click()
-            _titled(page, "Groups")
-            _rerun(page)
+            _navigated(page, page.get_by_role("link", name=re.compile(r" → pairs$")).first.click, "Groups")
             assert "type=" in page.url
             check("Groups filtered by type")
             views += 1
         elif key == "groups":  # the sidebar's link keeps the filter: choose all types
             page.get_by_test_id("stMain").get_by_test_id("stSelectbox").first.click()
-            page.get_by_role("option", name="All kernel types").click()
-            _rerun(page)
+            _rerun(page, page.get_by_role("option", name="All kernel types").click)
             check("Groups, all types")
             views += 1
         elif key == "kernels":
             for side in (1, 2):
-                page.locator("[data-testid='stButtonGroup'] button").nth(side).click()  # 0: side by side
-                _rerun(page)
+                _rerun(page, page.locator("[data-testid='stButtonGroup'] button").nth(side).click)  # 0: side by side
                 check(f"Kernels, trace {side}")
                 views += 1
     return views
