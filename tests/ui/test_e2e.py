@@ -1,8 +1,9 @@
 """End to end in a real browser: upload two traces, drill into a group, reopen the shared link elsewhere.
 
 Runs `streamlit run serve.py` (the app with its warm-up) with a temporary trace store and drives Debian's chromium through
-Playwright, taking a screenshot of each page; with FUSION_SCREENSHOTS=1 they go to docs/screenshots
-(the README's pictures), else to a temporary folder. Under CI a missing browser fails the test.
+Playwright; with FUSION_SCREENSHOTS=1 (tools/screenshots.py) it also takes a screenshot of each page into
+docs/screenshots (the README's pictures). It waits for conditions (a page's title, the URL a run rewrites, the idle
+run state), never for a fixed time but where a chart animates. Under CI a missing browser fails the test.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import orjson
@@ -146,6 +147,38 @@ def _settled(page: object) -> None:
     page.wait_for_timeout(800)
 
 
+def _titled(page: object, title: str) -> None:
+    """Wait until the page shows `title` (a page link's client-side navigation has reached its page)."""
+    page.wait_for_function(
+        "title => (document.querySelector(\"[data-testid='stMain'] h1\")?.innerText || '').trim() === title", arg=title
+    )
+
+
+IDLE = (
+    "() => document.querySelector(\"[data-testid='stApp']\")?.getAttribute('data-test-script-state') === 'notRunning'"
+)
+"""The app's script is not running. Right after a click the run may not have started yet, and a run quick enough is
+never drawn as 'running' (React draws its start and end at once), so a wait for this alone must follow a change the
+run itself makes (a new page title, a new URL)."""
+
+
+def _navigated(page: object, act: Callable[[], None], title: str) -> None:
+    """Do `act` (a click that opens another page) and wait until that page's script run has ended: its title is
+    drawn (only the new run draws it) and no script runs."""
+    act()
+    _titled(page, title)
+    page.wait_for_function(IDLE)
+
+
+def _rerun(page: object, act: Callable[[], None]) -> None:
+    """Do `act` (a widget click) and wait until the run it started has ended: the URL, which holds the view, has
+    changed (the run writes it) and no script runs. No fixed pause."""
+    before = page.url
+    act()
+    page.wait_for_url(lambda url: url != before)
+    page.wait_for_function(IDLE)
+
+
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = README_SHOTS if os.environ.get("FUSION_SCREENSHOTS") == "1" else tmp_path_factory.mktemp("screenshots")
@@ -154,7 +187,10 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _shot(page: object, shots: Path, name: str) -> None:
-    """The whole page: Streamlit scrolls inside its main block, so grow the viewport to the content first."""
+    """The whole page, for the README's screenshots (only when FUSION_SCREENSHOTS=1: a shot asserts nothing, and
+    each costs a second). Streamlit scrolls inside its main block, so grow the viewport to the content first."""
+    if os.environ.get("FUSION_SCREENSHOTS") != "1":
+        return
     height = page.evaluate("document.querySelector('[data-testid=\\'stMain\\']').scrollHeight")
     page.set_viewport_size({"width": 1500, "height": min(max(int(height), 1100), 5000)})
     page.wait_for_timeout(800)
@@ -182,7 +218,7 @@ def _metric_values(page: object) -> list[str]:
 def test_upload_drill_down_and_share(server: str, browser: object, shots: Path) -> None:
     page = _new_page(browser)
     page.goto(server)
-    _settled(page)
+    _drawn(page)
     _shot(page, shots, "home")
     expect(page.get_by_test_id("stMetricValue").first).to_be_visible()
     with page.expect_download() as download:
@@ -202,32 +238,28 @@ def test_upload_drill_down_and_share(server: str, browser: object, shots: Path) 
     metrics = _metric_values(page)
     assert metrics[0].replace(",", "").isdigit()
 
-    page.get_by_role("link", name="Kernel types →").click()
-    _settled(page)
+    _navigated(page, page.get_by_role("link", name="Kernel types →").click, "Overview")
     _chart(page)
     assert "t1=" in page.url and "t2=" in page.url
     _shot(page, shots, "overview")
 
-    page.get_by_role("link", name="Fusion", exact=True).click()
-    _settled(page)
+    _navigated(page, page.get_by_role("link", name="Fusion", exact=True).click, "Fusion")
     _picture(page)
     _shot(page, shots, "fusion")
-    page.get_by_role("link", name="Open evidence").first.click()
-    _settled(page)
+    _navigated(page, page.get_by_role("link", name="Open evidence").first.click, "Groups")
     expect(page.get_by_text("Aligned kernels")).to_be_visible()
     _picture(page)
     assert "pair=" in page.url
     _shot(page, shots, "groups")
     shared, seen = page.url, _metric_values(page)
 
-    page.get_by_role("link", name="Kernels", exact=True).click()
-    _settled(page)
+    _navigated(page, page.get_by_role("link", name="Kernels", exact=True).click, "Kernels")
     expect(page.get_by_text("Each kernel name next to").first).to_be_visible()
     _shot(page, shots, "kernels")
 
     fresh = _new_page(browser)
     fresh.goto(shared)
-    _settled(fresh)
+    _drawn(fresh)
     expect(fresh.get_by_text("Aligned kernels")).to_be_visible()
     _picture(fresh)
     expect(fresh.get_by_test_id("stMetricValue")).to_have_text(seen)
@@ -278,7 +310,7 @@ def test_trace_text_never_becomes_a_link_an_image_or_markup(server: str, browser
     for path in HOSTILE_PAGES:
         sep = "&" if "?" in path else "?"
         page.goto(f"{server}/{path}{sep}{query}")
-        _settled(page)
+        _drawn(page)
         expect(page.get_by_text("evil.example", exact=False).first).to_be_attached()
         assert page.evaluate(FIND_INJECTED) == [], path
 
@@ -294,20 +326,17 @@ def op_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def test_an_op_finding_opens_what_each_call_launched(server: str, browser: object, op_pair, shots: Path) -> None:
     page = _new_page(browser)
     page.goto(f"{server}/Fusion?p1={op_pair[0]}&p2={op_pair[1]}")
-    _settled(page)
-    page.get_by_role("link", name="Open aten::layer_norm on the Ops page").click()
-    _settled(page)
+    _drawn(page)
+    _navigated(page, page.get_by_role("link", name="Open aten::layer_norm on the Ops page").click, "Ops")
     assert "op=aten" in page.url
     expect(page.get_by_text("What each call launched on", exact=False).first).to_be_visible()
     grid_text = page.locator("[data-testid='stDataFrame']").all_inner_texts()
     _shot(page, shots, "ops")
-    page.get_by_role("button", name="← All ops").click()
-    _settled(page)
+    _rerun(page, page.get_by_role("button", name="← All ops").click)
     assert "op=" not in page.url
     expect(page.get_by_text("Ops by time gap")).to_be_visible()
     assert grid_text, "the op's tables are drawn"
-    page.get_by_role("button", name="aten::layer_norm:").click()
-    _settled(page)
+    _rerun(page, page.get_by_role("button", name="aten::layer_norm:").click)
     assert "op=aten%3A%3Alayer_norm" in page.url
     expect(page.get_by_text("What each call launched on", exact=False).first).to_be_visible()
 
@@ -320,11 +349,10 @@ def test_op_names_from_a_trace_never_become_markup_on_the_ops_page(
     pair = write_op_pair(tmp_path, norm_op=f"custom::norm {HOSTILE}")
     page = _new_page(browser)
     page.goto(f"{server}/Ops?p1={pair[0]}&p2={pair[1]}")
-    _settled(page)
+    _drawn(page)
     expect(page.get_by_text("evil.example", exact=False).first).to_be_attached()
     assert page.evaluate(FIND_INJECTED) == []
-    page.get_by_role("button", name="custom::norm").click()
-    _settled(page)
+    _rerun(page, page.get_by_role("button", name="custom::norm").click)
     expect(page.get_by_text("What each call launched on", exact=False).first).to_be_visible()
     assert page.evaluate(FIND_INJECTED) == []
 
@@ -340,7 +368,7 @@ def test_a_batch_result_opens_from_the_batch_list(server: str, browser: object, 
     batch.run_batch(jobs, batches / "nightly", workers=1)
     page = _new_page(browser)
     page.goto(f"{server}/Batch")
-    _settled(page)
+    _drawn(page)
     page.get_by_role("link", name="nightly").click()
     _settled(page)
     assert "batch=nightly" in page.url
@@ -368,7 +396,7 @@ def test_the_timeline_draws_a_graph_pair_aligned_and_a_kernel_opens_its_pair(
 ) -> None:
     page = _new_page(browser)
     page.goto(f"{server}/Timeline?sample=vllm_moe_full_graph&pair=0")
-    _settled(page)
+    _drawn(page)
     drawn = _timeline(page)
     assert {"GEMM", "one-sided kernel (hatched)", "aligned, same type"} <= set(drawn["legend"])
     metrics = [int(v.replace(",", "")) for v in _metric_values(page)]
@@ -390,8 +418,7 @@ def test_the_timeline_draws_a_graph_pair_aligned_and_a_kernel_opens_its_pair(
     exported = json.loads(Path(download.value.path()).read_text())
     assert exported["otherData"]["scope"] == "group pair 0"
     box = page.locator(".js-plotly-plot .barlayer .point").first.bounding_box()
-    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-    _settled(page)
+    _navigated(page, lambda: page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2), "Groups")
     expect(page.get_by_text("Aligned kernels")).to_be_visible()
     assert "pair=0" in page.url and ("w1=" in page.url or "w2=" in page.url)
 
@@ -402,11 +429,11 @@ def test_the_timeline_draws_an_eager_pair_and_an_op_call(server: str, browser: o
     h100, mi300 = shared_trace("tl_h100_qwen1.5-0.5b"), shared_trace("tl_mi300_qwen1.5-0.5b")
     page = _new_page(browser)
     page.goto(f"{server}/Timeline?p1={h100}&p2={mi300}")
-    _settled(page)
+    _drawn(page)
     drawn = _timeline(page)
     assert {"GEMM", "Memset", "one-sided kernel (hatched)"} <= set(drawn["legend"])
     page.goto(f"{server}/Timeline?p1={h100}&p2={mi300}&tl=call&op=aten%3A%3Amm&call=3")
-    _settled(page)
+    _drawn(page)
     drawn = _timeline(page)
     assert "GEMM" in drawn["legend"] and drawn["bars"] >= 2
     expect(page.get_by_text("aligned call 3 of", exact=False)).to_be_visible()
@@ -447,28 +474,35 @@ FIND_CUT_OFF = r"""async () => {
     }
     return {heads, cells};
   };
+  const grids = [];
   for (const frame of document.querySelectorAll("[data-testid='stDataFrame']")) {
     const table = frame.querySelector("table[role=grid]");
     const scroller = frame.querySelector(".dvn-scroller");
-    if (!table || !scroller) continue;
-    const box = frame.getBoundingClientRect();
+    if (table && scroller) grids.push({frame, table, scroller});
+  }
+  for (const g of grids) g.scroller.scrollLeft = 0;
+  await settle();
+  for (const g of grids) {
+    g.first = read(g.table);
+    g.overflow = g.scroller.scrollWidth > g.scroller.clientWidth + 1;
+    if (g.overflow) g.scroller.scrollLeft = g.scroller.scrollWidth;
+  }
+  if (grids.some(g => g.overflow)) await settle();
+  for (const g of grids) {
+    const box = g.frame.getBoundingClientRect();
     if (box.right > window.innerWidth + 1) out.push(`table ends at ${Math.round(box.right)} px, past the viewport`);
-    scroller.scrollLeft = 0; await settle();
-    const first = read(table);
-    const overflow = scroller.scrollWidth > scroller.clientWidth + 1;
-    let all = first;
-    if (overflow) {
-      scroller.scrollLeft = scroller.scrollWidth; await settle();
-      const last = read(table);
-      all = {heads: {...first.heads, ...last.heads}, cells: {...first.cells, ...last.cells}};
-      scroller.scrollLeft = 0; await settle();
+    let all = g.first;
+    if (g.overflow) {
+      const last = read(g.table);
+      all = {heads: {...g.first.heads, ...last.heads}, cells: {...g.first.cells, ...last.cells}};
+      g.scroller.scrollLeft = 0;
     }
-    const shown = Object.keys(first.heads).map(Number);
+    const shown = Object.keys(g.first.heads).map(Number);
     const lastShown = Math.max(...shown);
     for (const [i, cells] of Object.entries(all.cells)) {
       const name = all.heads[i];
       if (!name || identifier.test(name) || !cells.every(t => numeric.test(t))) continue;
-      const inside = first.heads[i] !== undefined && (!overflow || +i < lastShown);
+      const inside = g.first.heads[i] !== undefined && (!g.overflow || +i < lastShown);
       if (!inside) out.push(`numeric column '${name}' is not inside the viewport`);
     }
   }
@@ -482,7 +516,7 @@ FIND_CUT_OFF = r"""async () => {
   return out;
 }"""
 """What does not fit, read from each table's accessible grid (Glide renders a header and cells only for the columns
-it draws): a column whose cells are all numbers (counts, times, ratios; not the ids pair, correlation, kernel,
+it draws; all grids are scrolled at once, then read after one pause): a column whose cells are all numbers (counts, times, ratios; not the ids pair, correlation, kernel,
 trace) must be drawn with the grid scrolled to its left end, before the last column drawn when the grid scrolls
 (so wholly visible), and the grid must end inside the viewport; a metric label must not end in an ellipsis."""
 
@@ -497,20 +531,6 @@ def sweep_pairs() -> dict[str, str]:
         p1, p2 = (next(folder.glob("*.json.gz")) for folder in folders)
         pairs["shared qwen1.5-0.5b"] = f"p1={p1}&p2={p2}"
     return pairs
-
-
-def _titled(page: object, title: str) -> None:
-    """Wait until the page shows `title` (a page link's client-side navigation has reached its page)."""
-    page.wait_for_function(
-        "title => (document.querySelector(\"[data-testid='stMain'] h1\")?.innerText || '').trim() === title", arg=title
-    )
-
-
-def _rerun(page: object) -> None:
-    """Wait until the script run a widget started has finished and drawn."""
-    page.wait_for_timeout(300)
-    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']")
-    page.wait_for_timeout(150)
 
 
 def _check(page: object, where: str, problems: list[str]) -> None:
@@ -530,8 +550,7 @@ def _check(page: object, where: str, problems: list[str]) -> None:
 def _fits(page: object, where: str, problems: list[str]) -> None:
     """Every table and metric of the view fits each of FIT_WIDTHS (FIND_CUT_OFF); the sweep's width after."""
     for width in FIT_WIDTHS:
-        page.set_viewport_size({"width": width, "height": 1000})
-        page.wait_for_timeout(400)
+        page.set_viewport_size({"width": width, "height": 1000})  # FIND_CUT_OFF pauses before it reads
         problems += [f"{where} at {width} px: {found}" for found in page.evaluate(FIND_CUT_OFF)]
     page.set_viewport_size(SWEEP_VIEWPORT)
 
@@ -554,28 +573,22 @@ def sweep_pair(page: object, server: str, pair: str, query: str, problems: list[
     for key, title in PAGE_TITLES.items():
         if key in ("home", "batch"):
             continue
-        page.get_by_test_id("stSidebar").get_by_role("link", name=title, exact=True).click()
-        _titled(page, title)
-        _rerun(page)
+        _navigated(page, page.get_by_test_id("stSidebar").get_by_role("link", name=title, exact=True).click, title)
         check(title)
         views += 1
         if key == "overview":
-            page.get_by_role("link", name=re.compile(r" → pairs$")).first.click()
-            _titled(page, "Groups")
-            _rerun(page)
+            _navigated(page, page.get_by_role("link", name=re.compile(r" → pairs$")).first.click, "Groups")
             assert "type=" in page.url
             check("Groups filtered by type")
             views += 1
         elif key == "groups":  # the sidebar's link keeps the filter: choose all types
             page.get_by_test_id("stMain").get_by_test_id("stSelectbox").first.click()
-            page.get_by_role("option", name="All kernel types").click()
-            _rerun(page)
+            _rerun(page, page.get_by_role("option", name="All kernel types").click)
             check("Groups, all types")
             views += 1
         elif key == "kernels":
             for side in (1, 2):
-                page.locator("[data-testid='stButtonGroup'] button").nth(side).click()  # 0: side by side
-                _rerun(page)
+                _rerun(page, page.locator("[data-testid='stButtonGroup'] button").nth(side).click)  # 0: side by side
                 check(f"Kernels, trace {side}")
                 views += 1
     return views
@@ -633,7 +646,7 @@ def test_the_efficiency_page_draws_the_roofline_and_a_point_opens_its_op(
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(f"{server}/Efficiency?sample=eager_prefill")
-    _settled(page)
+    _drawn(page)
     chart = _chart(page)
     expect(page.get_by_text("Op calls rated").first).to_be_visible()
     expect(page.locator("[data-testid='stDataFrame']").first).to_be_visible()
@@ -641,12 +654,10 @@ def test_the_efficiency_page_draws_the_roofline_and_a_point_opens_its_op(
     assert page.locator("[data-testid='stException']").count() == 0
     assert page.locator("[data-testid='stAlertContentError']").count() == 0
     _shot(page, shots, "efficiency")
-    page.get_by_text("Trace 1's op signatures").click()
-    _settled(page)
+    _rerun(page, page.get_by_text("Trace 1's op signatures").click)
     assert "etab=1" in page.url
     chart = _chart(page)
-    chart.locator(".scatterlayer .trace .point").first.click(force=True)
-    _settled(page)
+    _navigated(page, lambda: chart.locator(".scatterlayer .trace .point").first.click(force=True), "Ops")
     assert "op=" in page.url and "/Ops" in page.url
     expect(page.get_by_text("What each call launched on", exact=False).first).to_be_visible()
     assert errors == []
