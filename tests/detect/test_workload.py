@@ -87,6 +87,6 @@ def test_a_longer_capture_of_the_same_workload_without_step_markers_is_the_same_
 def test_the_repro_pairs_are_the_same_workload(name):
     folder = SHARED_REPRO / name
     if not folder.is_dir():
-        pytest.skip(f"{folder} is absent")
+        pytest.skip(shared_absent(folder))
     check = compare(load(folder / "amd.json"), load(folder / "nvidia.json")).comparability
     assert check.level != "not_same_workload" and check.checks["workload_signal"] == "operation mix"

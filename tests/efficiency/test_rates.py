@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from builders import SHARED_TRACES, EagerTrace, Launch, Op
+from builders import SHARED_TRACES, EagerTrace, Launch, Op, shared_absent
 
 from fusion import compare, load
 from fusion.efficiency import rates
@@ -155,7 +155,7 @@ def test_signatures_sum_the_work_of_equal_calls() -> None:
 def _hf_pair(model: str):
     folders = [SHARED_TRACES / f"tl_{gpu}_{model}" for gpu in ("h100", "mi300")]
     if not all(f.is_dir() for f in folders):
-        pytest.skip("shared traces not present")
+        pytest.skip(shared_absent(SHARED_TRACES))
     return [load(next(f.glob("*.json.gz"))) for f in folders]
 
 

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from builders import SHARED_TRACES
+from builders import SHARED_TRACES, shared_absent
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -676,7 +676,7 @@ def _cpu_ops(path: Path) -> list[dict]:
 @pytest.fixture(scope="module")
 def real_traces() -> dict[str, list[dict]]:
     if not SHARED_TRACES.is_dir():
-        pytest.skip("shared traces not present")
+        pytest.skip(shared_absent(SHARED_TRACES))
     return {str(p.relative_to(SHARED_TRACES)): _cpu_ops(p) for p in _real_files()}
 
 

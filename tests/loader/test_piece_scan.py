@@ -515,7 +515,7 @@ def test_a_real_capture_trace_reads_the_same_with_the_scan(monkeypatch) -> None:
     """A graph capture's launches name their kernels (launch_kernels) and its ops their shapes: both paths agree."""
     paths = sorted((SHARED_TRACES / "tl_vllm_decode_full_exec" / "capture").glob("*.json.gz"))
     if not paths:
-        pytest.skip("../shared is not here")
+        pytest.skip(shared_absent(SHARED_TRACES / "tl_vllm_decode_full_exec" / "capture"))
     data = gzip.decompress(paths[0].read_bytes())
     monkeypatch.setattr(events_module, "PIECE_SIZE", 1 << 20)
     read = []

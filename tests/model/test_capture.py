@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from builders import SHARED_TRACES, Capture, Captured, EagerTrace, Graph, Launch, Module, Op
+from builders import SHARED_TRACES, Capture, Captured, EagerTrace, Graph, Launch, Module, Op, shared_absent
 
 from fusion import compare, load
 from fusion.__main__ import main
@@ -58,7 +58,7 @@ def tied(execution: bytes, *captures: bytes):
 def test_shared_replays_are_tied_to_ops_with_input_dims(name: str) -> None:
     folder = SHARED_TRACES / name
     if not folder.is_dir():
-        pytest.skip("shared traces not present")
+        pytest.skip(shared_absent(folder))
     trace, captures, found = resolve_input(str(folder))
     assert found == str(folder / "capture") and captures
     report = tie_captures(load(trace), read_captures(captures, found)).capture
@@ -70,7 +70,7 @@ def test_shared_replays_are_tied_to_ops_with_input_dims(name: str) -> None:
 def test_shared_full_decode_graph_kernels_carry_op_names_and_shapes() -> None:
     folder = SHARED_TRACES / SHARED_PAIRS[0]
     if not folder.is_dir():
-        pytest.skip("shared traces not present")
+        pytest.skip(shared_absent(folder))
     trace, captures, found = resolve_input(str(folder))
     kernels = tie_captures(load(trace), read_captures(captures, found)).kernels
     graph = kernels[(kernels["launch"] == "graph").to_numpy()]
@@ -88,7 +88,7 @@ def test_the_shared_replays_tied_each_to_its_capture_align_their_ops_across_trac
     traces = []
     for name in SHARED_PAIRS:
         if not (SHARED_TRACES / name).is_dir():
-            pytest.skip("shared traces not present")
+            pytest.skip(shared_absent(SHARED_TRACES / name))
         trace, captures, found = resolve_input(str(SHARED_TRACES / name))
         traces.append((load(trace), read_captures(captures, found)))
     comparison = compare(*(tie_captures(trace, captures) for trace, captures in traces))

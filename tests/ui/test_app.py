@@ -397,7 +397,7 @@ def test_fusion_page_says_when_the_traces_run_different_workloads() -> None:
     """Two different shared models: the page leads with why, and lists no finding."""
     folders = [SHARED / "tl_h100_bert_small", SHARED / "tl_h100_timesformer"]
     if not all(f.is_dir() for f in folders):
-        pytest.skip("shared real traces absent")
+        pytest.skip(shared_absent(SHARED))
     paths = [str(next(f.glob("*.json.gz"))) for f in folders]
     at = run("pages/2_Fusion.py", p1=paths[0], p2=paths[1])
     (warning,) = [unescaped(w.value) for w in at.warning if "not the same workload" in unescaped(w.value)]
