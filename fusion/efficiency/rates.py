@@ -210,25 +210,40 @@ def call_rates(calls: OpCalls, gpu: Gpu) -> pd.DataFrame:
     works = [work for *_, work in counted]
     table: dict[str, Any] = {
         CALL: np.arange(len(calls)),
-        OP: calls.ops,
-        OP_NAME: calls.raw_ops,
-        MODULE: calls.modules,
+        OP: _texts(calls.ops),
+        OP_NAME: _texts(calls.raw_ops),
+        MODULE: _texts(calls.modules),
         **{
-            c: _per_call([row[i] for row in counted], inverse, object)
+            c: _per_call_texts([row[i] for row in counted], inverse)
             for i, c in enumerate((LEVEL, COUNTED_OP, DIMS, TYPES))
         },
-        FAMILY: _per_call([w.family for w in works], inverse, object),
+        FAMILY: _per_call_texts([w.family for w in works], inverse),
         DTYPE: _per_call([w.dtype for w in works], inverse, object),
         MATRIX: _per_call([w.matrix for w in works], inverse),
         FLOPS: _per_call([np.nan if w.flops is None else w.flops for w in works], inverse),
         BYTES: _per_call([np.nan if w.bytes is None else w.bytes for w in works], inverse),
-        REASON: _per_call([w.reason for w in works], inverse, object),
+        REASON: _per_call_texts([w.reason for w in works], inverse),
         KERNELS: calls.counts,
         TIME_US: np.add.reduceat(calls.dur[calls.rows], calls.offsets[:-1]),
     }
     kinds = list(zip(table[DTYPE].tolist(), table[MATRIX].tolist()))
     table.update(work_rates(table[FLOPS], table[BYTES], table[TIME_US], kinds, gpu))
+    table[DTYPE] = _per_call_texts([w.dtype for w in works], inverse)
+    table[BOUND] = _texts(table[BOUND])
     return pd.DataFrame({c: table[c] for c in CALL_COLUMNS})
+
+
+def _per_call_texts(values: list[str], inverse: np.ndarray) -> pd.api.extensions.ExtensionArray:
+    """A text column of the calls from the values of each distinct call work (`inverse`: each call's distinct row):
+    the few distinct strings converted to pandas' text type once, then spread (converting every call's string
+    costs about 50 ns each)."""
+    return pd.array(values, dtype="str").take(inverse)
+
+
+def _texts(values: np.ndarray) -> pd.api.extensions.ExtensionArray:
+    """A text column from per-call strings, converted once per distinct string (_per_call_texts)."""
+    codes, distinct = pd.factorize(values, use_na_sentinel=False)
+    return _per_call_texts(list(distinct), codes)
 
 
 def _per_call(values: list[Any], inverse: np.ndarray, dtype: Any = None) -> np.ndarray:
