@@ -281,13 +281,6 @@ def _compact(value: Any) -> str:
     return "" if value is None else json.dumps(value, separators=(",", ":"))
 
 
-def with_rates(frame: pd.DataFrame, gpu: Gpu) -> pd.DataFrame:
-    """`frame` (FLOPS, BYTES, TIME_US, DTYPE, MATRIX per row) with the RATE_COLUMNS on `gpu` (work_rates)."""
-    flops, nbytes, time_us = (frame[c].to_numpy(np.float64) for c in (FLOPS, BYTES, TIME_US))
-    kinds = list(zip(frame[DTYPE].tolist(), frame[MATRIX].astype(bool).tolist()))
-    return frame.assign(**work_rates(flops, nbytes, time_us, kinds, gpu))
-
-
 def work_rates(
     flops: np.ndarray, nbytes: np.ndarray, time_us: np.ndarray, kinds: list[tuple[str, bool]], gpu: Gpu
 ) -> dict[str, np.ndarray]:
