@@ -233,7 +233,7 @@ def call_rates(calls: OpCalls, gpu: Gpu) -> pd.DataFrame:
     return pd.DataFrame({c: table[c] for c in CALL_COLUMNS})
 
 
-def _per_call_texts(values: list[str], inverse: np.ndarray) -> pd.api.extensions.ExtensionArray:
+def _per_call_texts(values: list[Any], inverse: np.ndarray) -> pd.api.extensions.ExtensionArray:
     """A text column of the calls from the values of each distinct call work (`inverse`: each call's distinct row):
     the few distinct strings converted to pandas' text type once, then spread (converting every call's string
     costs about 50 ns each)."""
