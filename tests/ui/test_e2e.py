@@ -330,6 +330,7 @@ def test_an_op_finding_opens_what_each_call_launched(server: str, browser: objec
     _navigated(page, page.get_by_role("link", name="Open aten::layer_norm on the Ops page").click, "Ops")
     assert "op=aten" in page.url
     expect(page.get_by_text("What each call launched on", exact=False).first).to_be_visible()
+    expect(page.locator("[data-testid='stDataFrame']").first).to_be_visible()  # grids mount after the run ends
     grid_text = page.locator("[data-testid='stDataFrame']").all_inner_texts()
     _shot(page, shots, "ops")
     _rerun(page, page.get_by_role("button", name="← All ops").click)
