@@ -393,7 +393,7 @@ class _Walk:
         return self._summed(_column_sums, side, positions)
 
     def _summed(
-        self, total: Callable[[np.ndarray, np.ndarray, int], np.ndarray], side: np.ndarray, positions: np.ndarray
+        self, total: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray], side: np.ndarray, positions: np.ndarray
     ) -> np.ndarray:
         """Per (side, position): `total` of its kernels' times over the segment's pairs (one pair: its time),
         computed for these positions only, segment by segment."""
@@ -408,9 +408,8 @@ class _Walk:
             for a, b in zip(bounds[:-1], bounds[1:]):
                 picked = repeated[order[a:b]]
                 i = int(segment[picked[0]])
-                rows = self.segments[i].rows(s)
                 local = wanted[picked] - self.offsets[s - 1][i]
-                out[at[picked]] = total(dur, rows[:, local], rows.shape[1])
+                out[at[picked]] = total(dur, self.segments[i].rows(s), local)
         return out
 
     @cached_property
@@ -736,20 +735,20 @@ def _note(walk: _Walk, evidence: Evidence, sides: np.ndarray, positions: np.ndar
             refs.append(segment.ref(0, local if sides[j] == 1 else [], local if sides[j] == 2 else []))
 
 
-def _column_sums(values: np.ndarray, rows: np.ndarray, width: int) -> np.ndarray:
-    """Per column of (pairs, positions) `rows`: values[rows[:, j]].sum(), all at once. Each column is summed as a
-    contiguous row of the transposed values, so to the same bits as on its own (pairwise); sum(axis=0) adds
-    pair after pair and can differ in the last bits. (`width`: the segment's positions; no bearing here.)"""
-    return np.ascontiguousarray(values[rows].T).sum(axis=1)
+def _column_sums(values: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """Per column j in `columns` of (pairs, positions) `rows`: values[rows[:, j]].sum(), all at once. Each column is
+    summed as a contiguous row of the transposed values, so to the same bits as on its own (pairwise); sum(axis=0)
+    adds pair after pair and can differ in the last bits."""
+    return np.ascontiguousarray(values[rows[:, columns]].T).sum(axis=1)
 
 
-def _pair_sums(values: np.ndarray, rows: np.ndarray, width: int) -> np.ndarray:
-    """Per column of (pairs, positions) `rows` picked from a segment `width` positions wide: values[rows].sum(axis=0)
-    as over the whole segment, pair after pair. One column of a wider segment is summed beside a copy of itself:
-    alone, numpy would sum it pairwise, to other bits."""
-    if rows.shape[1] == 1 and width > 1:
-        return values[np.repeat(rows, 2, axis=1)].sum(axis=0)[:1]
-    return values[rows].sum(axis=0)
+def _pair_sums(values: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """Per column j in `columns` of (pairs, positions) `rows`: values[rows].sum(axis=0)[j], pair after pair, as over
+    all of them. One column of several is summed beside a copy of itself: alone, numpy would sum it pairwise, to
+    other bits."""
+    if len(columns) == 1 and rows.shape[1] > 1:
+        return values[rows[:, np.repeat(columns, 2)]].sum(axis=0)[:1]
+    return values[rows[:, columns]].sum(axis=0)
 
 
 class _Counting(NamedTuple):

@@ -208,6 +208,7 @@ def call_rates(calls: OpCalls, gpu: Gpu) -> pd.DataFrame:
     ]
     counted = [counted_work(*row, bool(single)) for *row, single in zip(*texts, distinct[:, 4].tolist())]
     works = [work for *_, work in counted]
+    dtypes = _per_call([w.dtype for w in works], inverse, object)
     table: dict[str, Any] = {
         CALL: np.arange(len(calls)),
         OP: _texts(calls.ops),
@@ -218,7 +219,7 @@ def call_rates(calls: OpCalls, gpu: Gpu) -> pd.DataFrame:
             for i, c in enumerate((LEVEL, COUNTED_OP, DIMS, TYPES))
         },
         FAMILY: _per_call_texts([w.family for w in works], inverse),
-        DTYPE: _per_call([w.dtype for w in works], inverse, object),
+        DTYPE: _per_call_texts([w.dtype for w in works], inverse),
         MATRIX: _per_call([w.matrix for w in works], inverse),
         FLOPS: _per_call([np.nan if w.flops is None else w.flops for w in works], inverse),
         BYTES: _per_call([np.nan if w.bytes is None else w.bytes for w in works], inverse),
@@ -226,9 +227,8 @@ def call_rates(calls: OpCalls, gpu: Gpu) -> pd.DataFrame:
         KERNELS: calls.counts,
         TIME_US: np.add.reduceat(calls.dur[calls.rows], calls.offsets[:-1]),
     }
-    kinds = list(zip(table[DTYPE].tolist(), table[MATRIX].tolist()))
+    kinds = list(zip(dtypes.tolist(), table[MATRIX].tolist()))
     table.update(work_rates(table[FLOPS], table[BYTES], table[TIME_US], kinds, gpu))
-    table[DTYPE] = _per_call_texts([w.dtype for w in works], inverse)
     table[BOUND] = _texts(table[BOUND])
     return pd.DataFrame({c: table[c] for c in CALL_COLUMNS})
 
