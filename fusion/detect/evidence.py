@@ -346,7 +346,8 @@ class _Walk:
 
     @cached_property
     def _type_names(self) -> tuple[list[str], list[str]]:
-        return tuple([self.types[c] for c in codes.tolist()] for codes in self.type_codes)
+        names = np.array(self.types, dtype=object)
+        return tuple(names[codes].tolist() for codes in self.type_codes)
 
     @cached_property
     def name_codes(self) -> tuple[np.ndarray, np.ndarray]:
