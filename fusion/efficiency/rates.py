@@ -32,7 +32,7 @@ from fusion.efficiency.peaks import DEFAULT_PATH, GpuPeaks, PeakTable, load_peak
 from fusion.efficiency.work import Work, op_work
 from fusion.errors import ConfigError
 from fusion.match.groups import unique_rows
-from fusion.match.op_calls import OpCalls, op_calls
+from fusion.match.op_calls import OpCalls, factorized, op_calls
 from fusion.model.trace import Trace
 
 TOP_LEVEL, INNERMOST = "top-level op", "innermost op"
@@ -224,14 +224,11 @@ def call_rates(calls: OpCalls, gpu: Gpu) -> tuple[pd.DataFrame, np.ndarray]:
     ]
     counted = [counted_work(*row, bool(single)) for *row, single in zip(*texts, distinct[:, 4].tolist())]
     works = [work for *_, work in counted]
-    modules = np.zeros_like(heads)
-    if "module" in kernels.columns:  # coded as op_calls reads it (match.op_calls._by_row)
-        modules = kernels["module"].astype("category").cat.codes.to_numpy()[heads]
     table: dict[str, Any] = {
         CALL: np.arange(len(calls)),
-        OP: _coded_texts(calls.ops, codes[:, 0]),
-        OP_NAME: _coded_texts(calls.raw_ops, codes[:, 0]),
-        MODULE: _coded_texts(calls.modules, modules),
+        OP: _texts(calls.ops, calls.op_ids),
+        OP_NAME: _texts(calls.raw_ops, calls.raw_op_ids),
+        MODULE: _texts(calls.modules, calls.module_ids),
         **{
             c: _per_call_texts([row[i] for row in counted], inverse)
             for i, c in enumerate((LEVEL, COUNTED_OP, DIMS, TYPES))
@@ -258,20 +255,11 @@ def _per_call_texts(values: list[Any], inverse: np.ndarray) -> pd.api.extensions
     return pd.array(values, dtype="str").take(inverse)
 
 
-def _texts(values: np.ndarray) -> pd.api.extensions.ExtensionArray:
-    """A text column from per-call strings, converted once per distinct string (_per_call_texts)."""
-    codes, distinct = pd.factorize(values, use_na_sentinel=False)
+def _texts(values: np.ndarray, ids: np.ndarray | None = None) -> pd.api.extensions.ExtensionArray:
+    """A text column from per-call strings, converted once per distinct string (_per_call_texts); `ids`, ints equal
+    exactly where the strings are, where the caller has them (op_calls.factorized: quicker than hashing strings)."""
+    codes, distinct = pd.factorize(values, use_na_sentinel=False) if ids is None else factorized(values, ids)
     return _per_call_texts(list(distinct), codes)
-
-
-def _coded_texts(values: np.ndarray, codes: np.ndarray) -> pd.api.extensions.ExtensionArray:
-    """A text column from per-call strings that follow from integer `codes` (the category code of the column they
-    were read from, at each call's first kernel), converted once per distinct code: hashing the ints is about ten
-    times quicker than hashing the strings (_texts)."""
-    inverse, distinct = pd.factorize(codes)
-    first = np.empty(len(distinct), dtype=np.int64)
-    first[inverse[::-1]] = np.arange(len(inverse) - 1, -1, -1)  # the last write of each code is its first call
-    return _per_call_texts(values[first].tolist(), inverse)
 
 
 def _per_call(values: list[Any], inverse: np.ndarray, dtype: Any = None) -> np.ndarray:
