@@ -11,6 +11,7 @@ they are quick to make, and the server's warm-up (ui.warmup) makes them outside 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 import time
 from collections import OrderedDict
@@ -409,10 +410,20 @@ class Analysis:
     """Why the view's phase was not compared ('all' was), when it was not."""
 
 
-@st.cache_resource(show_spinner=False)
+_FILL = threading.Lock()
+
+
 def compiled_code() -> None:
-    """Fill numba's cache of the loader's scan and the alignment's DP in a background process, once per server:
-    until it is done, large traces are read by msgspec (a new install never waits 20 s for a compile)."""
+    """Fill numba's cache of the loader's scan and the alignment's DP in a background process, once per server
+    process (a Streamlit runtime's cache_resource would start one per runtime: tests run many in one process, each
+    child costing 0.6 s of CPU to find the cache filled): until it is done, large traces are read by msgspec (a new
+    install never waits 20 s for a compile)."""
+    with _FILL:
+        _fill_once()
+
+
+@functools.cache
+def _fill_once() -> None:
     machine_code.fill_in_background()
 
 

@@ -15,7 +15,7 @@ from fusion.detect.op_kernels import OP_CALLS_SOURCE, op_findings, outside_ops_n
 from fusion.detect.thresholds import Thresholds
 from fusion.efficiency.rates import group_sums, top_by_time
 from fusion.match.groups import unique_rows
-from fusion.match.op_calls import OpCalls, align_calls, op_calls
+from fusion.match.op_calls import OpCalls, align_calls, factorized, op_calls
 from fusion.model.trace import Trace
 from fusion.result import (
     CALLS,
@@ -181,8 +181,8 @@ def op_sequences(trace: Trace, op: str) -> pd.DataFrame:
 def _side_rows(calls: OpCalls) -> tuple[list[tuple[str, str]], dict[str, Any]]:
     """One side's (op, module) keys in sorted order, and per key its OP_NAMES and OP_SIDE_COLUMNS; the time sums
     in kernel order with pandas' compensated sum, as a groupby of the kernels by (op, module) gives them."""
-    op, ops = pd.factorize(calls.ops)
-    module, modules = pd.factorize(calls.modules)
+    op, ops = factorized(calls.ops, calls.op_ids)
+    module, modules = factorized(calls.modules, calls.module_ids)
     pairs, group, _ = unique_rows(np.column_stack([op, module]).astype(np.int64))
     keys = [(str(ops[o]), str(modules[m])) for o, m in pairs.tolist()]
     order = sorted(range(len(keys)), key=keys.__getitem__)
@@ -194,7 +194,7 @@ def _side_rows(calls: OpCalls) -> tuple[list[tuple[str, str]], dict[str, Any]]:
     count = np.bincount(group, minlength=len(keys))
     time_us = group_sums(dur, per_row) if len(keys) else np.zeros(0)
     columns: dict[str, Any] = {
-        OP_NAMES: _names_per_group(group, calls.raw_ops, len(keys)),
+        OP_NAMES: _names_per_group(group, factorized(calls.raw_ops, calls.raw_op_ids), len(keys)),
         CALLS: count,
         KERNELS_PER_CALL: np.bincount(per_row, minlength=len(keys)) / count,
         KERNEL_NAMES: _top_names(per_row, calls, dur, len(keys)),
@@ -204,9 +204,9 @@ def _side_rows(calls: OpCalls) -> tuple[list[tuple[str, str]], dict[str, Any]]:
     return [keys[i] for i in order], columns
 
 
-def _names_per_group(group: np.ndarray, names: np.ndarray, groups: int) -> list[list[str]]:
-    """Per group, the distinct `names` of its members, sorted."""
-    code, distinct = pd.factorize(names)
+def _names_per_group(group: np.ndarray, names: tuple[np.ndarray, np.ndarray], groups: int) -> list[list[str]]:
+    """Per group, the distinct `names` (factorized: a code per member, the distinct strings) of its members, sorted."""
+    code, distinct = names
     found: list[set[str]] = [set() for _ in range(groups)]
     for g, c in unique_rows(np.column_stack([group, code]).astype(np.int64))[0].tolist():
         found[g].add(str(distinct[c]))

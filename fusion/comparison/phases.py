@@ -150,9 +150,13 @@ class _TypeCounts:
     def of(cls, kernels: pd.DataFrame) -> _TypeCounts:
         types, phases = kernels["type"].cat, kernels["phase"].astype("category").cat
         codes, phase_codes = types.codes.to_numpy(), phases.codes.to_numpy()
-        known = (codes >= 0) & (phase_codes >= 0)
         width = len(types.categories)
-        flat = phase_codes[known].astype(np.int64) * width + codes[known]
+        flat = phase_codes.astype(np.int64)  # a fresh array: the arithmetic below is in place
+        if len(codes) and min(codes.min(), phase_codes.min()) < 0:
+            known = (codes >= 0) & (phase_codes >= 0)
+            flat, codes = flat[known], codes[known]
+        flat *= width
+        flat += codes
         counts = np.bincount(flat, minlength=len(phases.categories) * width).reshape(-1, width)
         return cls([str(p) for p in phases.categories], types.categories, counts)
 

@@ -73,9 +73,14 @@ class Side:
     def name_type_counts(self) -> np.ndarray:
         """(name code, type code) -> the kernels of that name and type (a name's kernels may differ in type where
         the launching op decides it), counted in one pass; as wide as the largest type code present."""
-        known = self.codes >= 0
-        width = int(self.codes[known].max()) + 1 if known.any() else 0
-        flat = self.names[known].astype(np.int64) * width + self.codes[known]
+        codes, names = self.codes, self.names
+        width = int(codes.max()) + 1 if len(codes) and codes.max() >= 0 else 0
+        if len(codes) and codes.min() < 0:
+            known = codes >= 0
+            codes, names = codes[known], names[known]
+        flat = names.astype(np.intp)  # a fresh array, so the arithmetic below is in place (no temporaries)
+        flat *= width
+        flat += codes
         return np.bincount(flat, minlength=len(self.name_list) * width).reshape(len(self.name_list), width)
 
     def type_counts(self, n_types: int, names: np.ndarray | None = None) -> np.ndarray:
@@ -341,7 +346,8 @@ class _Walk:
 
     @cached_property
     def _type_names(self) -> tuple[list[str], list[str]]:
-        return tuple([self.types[c] for c in codes.tolist()] for codes in self.type_codes)
+        names = np.array(self.types, dtype=object)
+        return tuple(names[codes].tolist() for codes in self.type_codes)
 
     @cached_property
     def name_codes(self) -> tuple[np.ndarray, np.ndarray]:

@@ -37,8 +37,8 @@ from fusion.efficiency.rates import (
     Gpu,
     TraceRates,
     first_seen,
-    first_seen_groups,
     group_sums,
+    peak_tflops,
     rate_text,
     shapes_text,
     signatures,
@@ -145,8 +145,8 @@ def op_efficiency(
         coverage=[{"side": s + 1, **r.coverage()} for s, r in enumerate(rates)],
         calls1=rates[0].calls,
         calls2=rates[1].calls,
-        signatures1=signatures(rates[0].calls, rates[0].gpu, calls[0]),
-        signatures2=signatures(rates[1].calls, rates[1].gpu, calls[1]),
+        signatures1=signatures(rates[0], calls[0]),
+        signatures2=signatures(rates[1], calls[1]),
         aligned=table,
         findings=finding_links(mappings, calls, rates, labels),
         notes=notes,
@@ -167,12 +167,11 @@ def aligned_table(
     `top` first rows, and how many there are."""
     if not len(aligned):
         return pd.DataFrame({c: pd.Series(dtype=object) for c in ALIGNED_COLUMNS}), 0
-    sides = (rates1.calls, rates2.calls)
-    keys = [pd.factorize(rates1.calls[OP])[0][aligned[:, 0]]]
-    keys += [first_seen_groups(calls, SIDE_KEYS)[aligned[:, s]] for s, calls in enumerate(sides)]
+    keys = [rates1.groups((OP,))[aligned[:, 0]]]
+    keys += [rates.groups(SIDE_KEYS)[aligned[:, s]] for s, rates in enumerate((rates1, rates2))]
     group = first_seen(np.column_stack(keys))
     first = np.unique(group, return_index=True)[1]
-    table: dict[str, Any] = {OP: rates1.calls[OP].to_numpy()[aligned[first, 0]], CALLS: np.bincount(group)}
+    table: dict[str, Any] = {OP: rates1.calls[OP].iloc[aligned[first, 0]].to_numpy(), CALLS: np.bincount(group)}
     for s, rates in enumerate((rates1, rates2), start=1):
         table.update(_side_columns(rates, aligned[:, s - 1], group, first, table[CALLS], s))
     time1, time2 = table[f"{TIME_US}1"], table[f"{TIME_US}2"]
@@ -192,12 +191,13 @@ def _side_columns(
 ) -> dict[str, np.ndarray]:
     """One side's SIDE_KEYS (of each group's first call), KERNELS and TIME_US (summed) and RATE_COLUMNS, suffixed."""
     frame = rates.calls
-    out: dict[str, Any] = {c: frame[c].to_numpy()[calls[first]] for c in SIDE_KEYS}
+    heads = frame.iloc[calls[first]]
+    out: dict[str, Any] = {c: heads[c].to_numpy() for c in SIDE_KEYS}
     out[KERNELS] = np.bincount(group, weights=frame[KERNELS].to_numpy(np.float64)[calls]).astype(np.int64)
     out[TIME_US] = group_sums(frame[TIME_US].to_numpy(np.float64)[calls], group)
     kinds = list(zip(out[DTYPE].tolist(), out[MATRIX].astype(bool).tolist()))
     summed = (out[FLOPS].astype(np.float64) * count, out[BYTES].astype(np.float64) * count)
-    out.update(work_rates(*summed, out[TIME_US], kinds, rates.gpu))
+    out.update(work_rates(*summed, out[TIME_US], peak_tflops(kinds, rates.gpu), rates.gpu))
     return {f"{c}{side}": v for c, v in out.items()}
 
 
@@ -287,5 +287,5 @@ def _summed(rates: TraceRates, cited: list[int]) -> dict[str, Any] | None:
     flops, nbytes, time_us = (calls[c].to_numpy(np.float64)[cited].sum(keepdims=True) for c in (FLOPS, BYTES, TIME_US))
     dtypes = calls[DTYPE].iloc[cited]
     kind = (dtypes.iloc[0] if dtypes.nunique() == 1 else "", bool(calls[MATRIX].to_numpy(bool)[cited].all()))
-    summed = work_rates(flops, nbytes, time_us, [kind], rates.gpu)
+    summed = work_rates(flops, nbytes, time_us, peak_tflops([kind], rates.gpu), rates.gpu)
     return {**{c: summed[c][0] for c in RATE_COLUMNS}, FLOPS: flops[0], MATRIX: kind[1]}

@@ -32,7 +32,7 @@ from fusion.efficiency.peaks import DEFAULT_PATH, GpuPeaks, PeakTable, load_peak
 from fusion.efficiency.work import Work, op_work
 from fusion.errors import ConfigError
 from fusion.match.groups import unique_rows
-from fusion.match.op_calls import OpCalls, op_calls
+from fusion.match.op_calls import OpCalls, factorized, op_calls
 from fusion.model.trace import Trace
 
 TOP_LEVEL, INNERMOST = "top-level op", "innermost op"
@@ -157,6 +157,21 @@ class TraceRates:
     calls: pd.DataFrame
     kernel_time_us: float
     """All kernel time of the trace (the share of it in rated calls is the coverage)."""
+    work: np.ndarray
+    """Per call: its distinct work (the same ops, shapes and counted work: the same WORK_COLUMNS values)."""
+
+    def groups(self, columns: tuple[str, ...]) -> np.ndarray:
+        """Per call, its group of equal values in `columns` (of WORK_COLUMNS), numbered in order of first call:
+        first_seen_groups(self.calls, columns), with the values compared once per distinct work."""
+        if not set(columns) <= set(WORK_COLUMNS):
+            raise ValueError(f"not a column of the calls' work: {sorted(set(columns) - set(WORK_COLUMNS))}")
+        per_work = first_seen_groups(self._works, columns)
+        return first_seen(per_work[self.work][:, None])
+
+    @functools.cached_property
+    def _works(self) -> pd.DataFrame:
+        """One call of each distinct work, in work order."""
+        return self.calls.iloc[np.unique(self.work, return_index=True)[1]]
 
     @property
     def rated(self) -> np.ndarray:
@@ -183,7 +198,8 @@ def trace_rates(trace: Trace, calls: OpCalls | None = None, table: PeakTable | N
     """The rates of every op call of `trace` (`calls`: its op calls, when already made)."""
     calls = calls if calls is not None else op_calls(trace, 1)
     gpu = gpu_of(trace, table)
-    return TraceRates(gpu, call_rates(calls, gpu), trace.kernel_time_us)
+    table, work = call_rates(calls, gpu)
+    return TraceRates(gpu, table, trace.kernel_time_us, work)
 
 
 SHAPE_COLUMNS = ("op_top", "op_top_shapes", "op", "op_shapes")
@@ -192,10 +208,10 @@ COUNTED_CACHE = 1 << 16
 """Distinct (op, shapes) counts kept per process (counted_work): a trace compared again counts nothing anew."""
 
 
-def call_rates(calls: OpCalls, gpu: Gpu) -> pd.DataFrame:
-    """One row per op call (CALL_COLUMNS), in call order."""
+def call_rates(calls: OpCalls, gpu: Gpu) -> tuple[pd.DataFrame, np.ndarray]:
+    """One row per op call (CALL_COLUMNS), in call order, and each call's distinct work (TraceRates.work)."""
     if not len(calls):
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in CALL_COLUMNS})
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in CALL_COLUMNS}), np.zeros(0, dtype=np.int64)
     kernels = calls.trace.kernels
     heads = calls.rows[calls.offsets[:-1]]
     codes = np.column_stack(
@@ -208,12 +224,11 @@ def call_rates(calls: OpCalls, gpu: Gpu) -> pd.DataFrame:
     ]
     counted = [counted_work(*row, bool(single)) for *row, single in zip(*texts, distinct[:, 4].tolist())]
     works = [work for *_, work in counted]
-    dtypes = _per_call([w.dtype for w in works], inverse, object)
     table: dict[str, Any] = {
         CALL: np.arange(len(calls)),
-        OP: _texts(calls.ops),
-        OP_NAME: _texts(calls.raw_ops),
-        MODULE: _texts(calls.modules),
+        OP: _texts(calls.ops, calls.op_ids),
+        OP_NAME: _texts(calls.raw_ops, calls.raw_op_ids),
+        MODULE: _texts(calls.modules, calls.module_ids),
         **{
             c: _per_call_texts([row[i] for row in counted], inverse)
             for i, c in enumerate((LEVEL, COUNTED_OP, DIMS, TYPES))
@@ -227,10 +242,10 @@ def call_rates(calls: OpCalls, gpu: Gpu) -> pd.DataFrame:
         KERNELS: calls.counts,
         TIME_US: np.add.reduceat(calls.dur[calls.rows], calls.offsets[:-1]),
     }
-    kinds = list(zip(dtypes.tolist(), table[MATRIX].tolist()))
-    table.update(work_rates(table[FLOPS], table[BYTES], table[TIME_US], kinds, gpu))
+    peak = peak_tflops([(w.dtype, w.matrix) for w in works], gpu)[inverse]
+    table.update(work_rates(table[FLOPS], table[BYTES], table[TIME_US], peak, gpu))
     table[BOUND] = _texts(table[BOUND])
-    return pd.DataFrame({c: table[c] for c in CALL_COLUMNS})
+    return pd.DataFrame({c: table[c] for c in CALL_COLUMNS}), inverse
 
 
 def _per_call_texts(values: list[Any], inverse: np.ndarray) -> pd.api.extensions.ExtensionArray:
@@ -240,9 +255,10 @@ def _per_call_texts(values: list[Any], inverse: np.ndarray) -> pd.api.extensions
     return pd.array(values, dtype="str").take(inverse)
 
 
-def _texts(values: np.ndarray) -> pd.api.extensions.ExtensionArray:
-    """A text column from per-call strings, converted once per distinct string (_per_call_texts)."""
-    codes, distinct = pd.factorize(values, use_na_sentinel=False)
+def _texts(values: np.ndarray, ids: np.ndarray | None = None) -> pd.api.extensions.ExtensionArray:
+    """A text column from per-call strings, converted once per distinct string (_per_call_texts); `ids`, ints equal
+    exactly where the strings are, where the caller has them (op_calls.factorized: quicker than hashing strings)."""
+    codes, distinct = pd.factorize(values, use_na_sentinel=False) if ids is None else factorized(values, ids)
     return _per_call_texts(list(distinct), codes)
 
 
@@ -281,25 +297,29 @@ def _compact(value: Any) -> str:
     return "" if value is None else json.dumps(value, separators=(",", ":"))
 
 
+def peak_tflops(kinds: list[tuple[str, bool]], gpu: Gpu) -> np.ndarray:
+    """The GPU's peak TFLOP/s for each (dtype, matrix) of `kinds` (NaN where it has none), looked up once per kind."""
+    peaks = {kind: gpu.peak_tflops(*kind) for kind in set(kinds)}
+    return np.array([peaks[kind] or np.nan for kind in kinds], dtype=np.float64)
+
+
 def work_rates(
-    flops: np.ndarray, nbytes: np.ndarray, time_us: np.ndarray, kinds: list[tuple[str, bool]], gpu: Gpu
+    flops: np.ndarray, nbytes: np.ndarray, time_us: np.ndarray, peak: np.ndarray, gpu: Gpu
 ) -> dict[str, np.ndarray]:
-    """The RATE_COLUMNS of work given as columns (`kinds`: (dtype, matrix) per row); rates only where both FLOPs
-    and bytes are counted and the time is positive."""
+    """The RATE_COLUMNS of work given as columns (`peak`: peak_tflops of each row's kind); rates only where both
+    FLOPs and bytes are counted and the time is positive."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        return _rates(flops, nbytes, time_us, kinds, gpu)
+        return _rates(flops, nbytes, time_us, peak, gpu)
 
 
 def _rates(
-    flops: np.ndarray, nbytes: np.ndarray, time_us: np.ndarray, kinds: list[tuple[str, bool]], gpu: Gpu
+    flops: np.ndarray, nbytes: np.ndarray, time_us: np.ndarray, peak: np.ndarray, gpu: Gpu
 ) -> dict[str, np.ndarray]:
     seconds = time_us * 1e-6
     ok = np.isfinite(flops) & np.isfinite(nbytes) & (seconds > 0)
     tflops = np.where(ok, flops / seconds / 1e12, np.nan)
     tbps = np.where(ok, nbytes / seconds / 1e12, np.nan)
     intensity = np.where(ok & (nbytes > 0), flops / nbytes, np.nan)
-    peaks = {kind: gpu.peak_tflops(*kind) for kind in set(kinds)}
-    peak = np.array([peaks[kind] or np.nan for kind in kinds], dtype=np.float64)
     bandwidth = gpu.bandwidth_tb_s or np.nan
     memory_only = ok & (flops == 0)
     roofline = np.where(memory_only, tbps / bandwidth, tflops / np.minimum(peak, intensity * bandwidth))
@@ -318,20 +338,22 @@ def _rates(
     }
 
 
-def signatures(calls: pd.DataFrame, gpu: Gpu, op_calls: OpCalls | None = None) -> pd.DataFrame:
-    """Per op signature (SIGNATURE_COLUMNS), most kernel time first; with the trace's `op_calls`, each signature's
-    kernel names by time (at most TOP_KERNEL_NAMES)."""
+def signatures(rates: TraceRates, op_calls: OpCalls | None = None) -> pd.DataFrame:
+    """Per op signature of the trace's calls (SIGNATURE_COLUMNS), most kernel time first; with the trace's
+    `op_calls`, each signature's kernel names by time (at most TOP_KERNEL_NAMES)."""
+    calls, gpu = rates.calls, rates.gpu
     if calls.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in SIGNATURE_COLUMNS})
-    group = first_seen_groups(calls, WORK_COLUMNS)
+    group = rates.groups(WORK_COLUMNS)
     first = np.unique(group, return_index=True)[1]
-    table: dict[str, Any] = {c: calls[c].to_numpy()[first] for c in WORK_COLUMNS}
+    heads = calls.iloc[first]
+    table: dict[str, Any] = {c: heads[c].to_numpy() for c in WORK_COLUMNS}
     table[CALLS] = np.bincount(group)
     table[KERNELS] = np.bincount(group, weights=calls[KERNELS].to_numpy(np.float64)).astype(np.int64)
     table[TIME_US] = np.bincount(group, weights=calls[TIME_US].to_numpy(np.float64))
     kinds = list(zip(table[DTYPE].tolist(), table[MATRIX].astype(bool).tolist()))
     summed = (table[FLOPS].astype(np.float64) * table[CALLS], table[BYTES].astype(np.float64) * table[CALLS])
-    table.update(work_rates(*summed, table[TIME_US], kinds, gpu))
+    table.update(work_rates(*summed, table[TIME_US], peak_tflops(kinds, gpu), gpu))
     table[KERNEL_NAMES] = _top_names(group, calls[CALL].to_numpy(), op_calls, len(first))
     order = np.argsort(-table[TIME_US], kind="stable")
     return pd.DataFrame({c: _taken(table[c], order) for c in SIGNATURE_COLUMNS})

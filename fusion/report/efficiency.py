@@ -30,7 +30,7 @@ TOP_ALIGNED = 20
 
 def trace_efficiency(rates: TraceRates, calls: OpCalls, top: int = TOP_SIGNATURES) -> dict[str, Any]:
     """The summary's `op_efficiency`: the GPU and its peaks row, the coverage, the `top` signatures by time."""
-    table = signatures(rates.calls, rates.gpu, calls)
+    table = signatures(rates, calls)
     gpu = rates.gpu
     return plain(
         {

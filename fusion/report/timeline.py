@@ -473,6 +473,9 @@ def _calls_within(calls: OpCalls, rows: np.ndarray) -> OpCalls:
         calls.types,
         calls.dur,
         calls.correlation,
+        calls.op_ids[keep],
+        calls.raw_op_ids[keep],
+        calls.module_ids[keep],
     )
 
 

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from builders import SHARED_TRACES, EagerTrace, Launch, Op, shared_absent
+from builders import SAMPLES, SHARED_TRACES, EagerTrace, Launch, Op, shared_absent
 
 from fusion import compare, load
 from fusion.efficiency import rates
+from fusion.efficiency.pair import SIDE_KEYS
 from fusion.efficiency.rates import (
     BANDWIDTH_PCT,
     BOUND,
@@ -22,12 +23,16 @@ from fusion.efficiency.rates import (
     INNERMOST,
     LEVEL,
     MEMORY_BOUND,
+    MODULE,
+    OP,
     PEAK_PCT,
     REASON,
     ROOFLINE_PCT,
     TBPS,
     TFLOPS,
     TOP_LEVEL,
+    WORK_COLUMNS,
+    first_seen_groups,
     peak_table,
     signatures,
     trace_rates,
@@ -145,11 +150,23 @@ def test_signatures_sum_the_work_of_equal_calls() -> None:
     builder.run(*[Op("aten::linear", [Launch("gemm", dur)], args=LINEAR) for dur in (10.0, 30.0)])
     trace = load(builder.data())
     rates = trace_rates(trace)
-    table = signatures(rates.calls, rates.gpu)
+    table = signatures(rates)
     assert len(table) == 1
     row = table.iloc[0]
     assert (row["calls"], row["time_us"], row[FLOPS]) == (2, 40.0, LINEAR_FLOPS)
     assert math.isclose(row[TFLOPS], 2 * LINEAR_FLOPS / 40e-6 / 1e12)
+
+
+@pytest.mark.parametrize("side", ("amd", "nvidia"))
+def test_calls_grouped_once_per_distinct_work_are_grouped_as_every_call(side: str) -> None:
+    """TraceRates.groups compares the values of each distinct work once: it numbers the calls as grouping the values
+    of every call does, also where different works share values (one op, several shapes)."""
+    rates = trace_rates(load(SAMPLES / "eager_prefill" / f"{side}.json.gz"))
+    assert len(np.unique(rates.work)) > len(np.unique(rates.groups((OP,)))) > 1
+    for columns in ((OP,), (FLOPS, REASON), SIDE_KEYS, WORK_COLUMNS):
+        assert np.array_equal(rates.groups(columns), first_seen_groups(rates.calls, columns))
+    with pytest.raises(ValueError, match="module"):
+        rates.groups((OP, MODULE))
 
 
 def _hf_pair(model: str):
@@ -188,7 +205,7 @@ def test_real_qwen_gemm_rates_follow_from_their_kernels() -> None:
         seconds = float(kernels["dur"].to_numpy()[mine].sum()) * 1e-6
         assert kernels["op_call"].to_numpy()[mine].size and len(np.unique(kernels["op_call"].to_numpy()[mine])) == 48
         rates = trace_rates(trace)
-        rows = rates.calls[rates.calls["dims"] == json.dumps(mlp_dims, separators=(",", ":"))]
-        table = signatures(rows, rates.gpu)
+        table = signatures(rates)
+        table = table[table["dims"] == json.dumps(mlp_dims, separators=(",", ":"))]
         assert len(table) == 1 and table["calls"].iloc[0] == 48 and table[FLOPS].iloc[0] == flops
         assert math.isclose(float(table[TFLOPS].iloc[0]), 48 * flops / seconds / 1e12, rel_tol=1e-12)
