@@ -7,6 +7,7 @@ upload path (digest once per file_id, store, URL) is exercised here; test_e2e.py
 from __future__ import annotations
 
 import base64
+import functools
 import gzip
 import hashlib
 import os
@@ -45,9 +46,26 @@ if not SHARED.is_dir():
 pytestmark = pytest.mark.skipif(not (SAMPLE_DIR / "amd.json.gz").exists(), reason="bundled sample pair missing")
 
 
+@pytest.fixture(scope="module")
+def components_scanned_once() -> Iterator[None]:
+    """Streamlit's installed-components scan made once in the module, not at each AppTest's first run: the scan
+    reads the metadata of every installed distribution (about 0.1 s of CPU; this module makes well over a hundred
+    AppTests), and what is installed does not change during a run. Each AppTest still registers the scan's
+    components in a registry of its own."""
+    from streamlit.components.v2 import manifest_scanner
+
+    scanned = functools.cache(manifest_scanner.scan_component_manifests)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(manifest_scanner, "scan_component_manifests", lambda: list(scanned()))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def fresh_server(
-    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    components_scanned_once: None,
 ) -> Iterator[Path]:
     """Each test is a freshly started server: its own empty store and no cached traces; it may open the shared
     traces and the tests' temporary files by path (FUSION_TRACE_ROOTS)."""
