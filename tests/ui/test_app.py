@@ -13,6 +13,7 @@ import hashlib
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,12 +61,43 @@ def components_scanned_once() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(scope="module")
+def runs_waited_for() -> Iterator[None]:
+    """AppTest's wait for a script run to end, on the run's SHUTDOWN event instead of Streamlit's poll: every 1 ms
+    the poll scans all the run's events so far (one per delta), in the test's thread, while the script runs in
+    another and needs the same GIL. A run that outlasts its timeout is stopped with Streamlit's error."""
+    from streamlit.runtime.scriptrunner import ScriptRunnerEvent
+    from streamlit.testing.v1 import local_script_runner
+
+    def waited(runner: local_script_runner.LocalScriptRunner, timeout: float = 3) -> None:
+        ended = threading.Event()
+
+        def heard(sender: object, event: ScriptRunnerEvent, **_: object) -> None:
+            if event == ScriptRunnerEvent.SHUTDOWN:
+                ended.set()
+
+        runner.on_event.connect(heard, weak=False)
+        try:
+            if runner.script_stopped() or ended.wait(timeout):
+                return
+        finally:
+            runner.on_event.disconnect(heard)
+        runner.request_stop()
+        runner.join()
+        raise RuntimeError(f"AppTest script run timed out after {timeout}(s)")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(local_script_runner, "require_widgets_deltas", waited)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def fresh_server(
     tmp_path: Path,
     tmp_path_factory: pytest.TempPathFactory,
     monkeypatch: pytest.MonkeyPatch,
     components_scanned_once: None,
+    runs_waited_for: None,
 ) -> Iterator[Path]:
     """Each test is a freshly started server: its own empty store and no cached traces; it may open the shared
     traces and the tests' temporary files by path (FUSION_TRACE_ROOTS)."""
