@@ -36,25 +36,24 @@ that runs one starts its module's server)."""
 LONGEST_FIRST = (
     OWN_UNITS[0],
     "tests/ui/test_e2e.py",
-    "tests/ui/test_app.py",
     "the shared comparisons",
-    "tests/loader/test_fuzz.py",
     "tests/cache/test_faults.py",
+    "tests/ui/test_app.py",
     "tests/ui/test_concurrency.py",
     "tests/cli/test_bad_input.py",
+    "tests/loader/test_fuzz.py",
     "tests/loader/test_piece_scan.py",
     "tests/batch/test_batch.py",
-    "tests/loader/test_piece_scan_words.py",
-    "tests/cli/test_cli.py",
-    "tests/classify/test_classify.py",
     "tests/cache/test_tablecache.py",
+    "tests/report/test_perfetto.py",
 )
 """The work units of 7 s or more in a parallel run on this project's 2-core machine, longest first: the sweep's
-pairs (11-29 s each), the other browser tests (58 s), the dashboard's AppTests (49 s), the shared comparisons (42 s),
-the fuzz tests (34 s), the cache faults, the concurrency test and the bad-input corpus (26-27 s each), then 7-11 s
-units. They are handed out first and in this order, the rest (each under 7 s) after them in collection order, so
-the run ends on short units: a long unit handed out last keeps one worker busy while the other has nothing left
-(the dashboard's 49 s, handed out last in collection order, left one worker idle for 47 s)."""
+pairs (9-23 s each), the other browser tests (63 s), the shared comparisons (32 s), the cache faults (30-40 s),
+the dashboard's AppTests (about 30 s), the concurrency test (23 s), the bad-input corpus (20 s), the fuzz tests
+(16 s), then 7-13 s units. They are handed out first and in this order, the rest (each under 7 s) after them in
+collection order, so the run ends on short units: a long unit handed out last keeps one worker busy while the
+other has nothing left (the dashboard's tests, then 49 s, handed out last in collection order, left one worker
+idle for 47 s)."""
 
 
 def work_unit(nodeid: str) -> str:
