@@ -36,14 +36,24 @@ that runs one starts its module's server)."""
 LONGEST_FIRST = (
     OWN_UNITS[0],
     "tests/ui/test_e2e.py",
-    "tests/loader/test_fuzz.py",
     "the shared comparisons",
+    "tests/cache/test_faults.py",
+    "tests/ui/test_app.py",
     "tests/ui/test_concurrency.py",
+    "tests/cli/test_bad_input.py",
+    "tests/loader/test_fuzz.py",
+    "tests/loader/test_piece_scan.py",
+    "tests/batch/test_batch.py",
+    "tests/cache/test_tablecache.py",
+    "tests/report/test_perfetto.py",
 )
-"""The longest work units (the sweep's pairs, then about 80, 50, 45 and 25 s on this project's 2-core machine),
-handed out first and in this order, the rest after them in collection order: a long unit started last keeps one
-worker busy while the others have nothing left (xdist's own order, by number of tests, started the sweep near the
-end)."""
+"""The work units of 7 s or more in a parallel run on this project's 2-core machine, longest first: the sweep's
+pairs (9-23 s each), the other browser tests (63 s), the shared comparisons (32 s), the cache faults (30-40 s),
+the dashboard's AppTests (about 30 s), the concurrency test (23 s), the bad-input corpus (20 s), the fuzz tests
+(16 s), then 7-13 s units. They are handed out first and in this order, the rest (each under 7 s) after them in
+collection order, so the run ends on short units: a long unit handed out last keeps one worker busy while the
+other has nothing left (the dashboard's tests, then 49 s, handed out last in collection order, left one worker
+idle for 47 s)."""
 
 
 def work_unit(nodeid: str) -> str:

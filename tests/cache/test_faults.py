@@ -48,11 +48,17 @@ def compare_json(*extra: str, pair: list[str] = PAIR) -> tuple[int, str, str]:
     return run("compare", *pair, "--format", "json", *extra)
 
 
-@pytest.fixture
-def baseline() -> tuple[str, str]:
-    """stdout and stderr of compare --no-cache: what every faulty cache must still give."""
-    code, out, err = compare_json("--no-cache")
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """stdout and stderr of compare --no-cache: what every faulty cache must still give (made once: it reads no
+    cache, so no test's cache can change it; in private cache folders all the same)."""
+    root = tmp_path_factory.mktemp("baseline-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FUSION_CACHE_DIR", str(root / "tables"))
+        patch.setenv("FUSION_STORE_DIR", str(root / "traces"))
+        code, out, err = compare_json("--no-cache")
     assert code == 0
+    assert not root.exists() or not any(root.iterdir()), "--no-cache wrote to the cache"
     return out, err
 
 

@@ -148,7 +148,7 @@ def byte_mutations(draw: st.DrawFn) -> bytes:
     return bytes(data)
 
 
-@settings(FUZZ, max_examples=300)
+@settings(FUZZ, max_examples=150)
 @given(data=byte_mutations(), pieces=st.data())
 def test_byte_mutations_raise_only_trace_error(data: bytes, pieces: st.DataObject) -> None:
     load_or_trace_error(data, pieces.draw(piece_sizes(data), label="piece_size"))
@@ -275,7 +275,7 @@ def _id(value: Any) -> int:
     return value if ok else -1
 
 
-@settings(FUZZ, max_examples=200)
+@settings(FUZZ, max_examples=100)
 @given(case=field_mutations(strict=True), pieces=st.data())
 def test_valid_json_with_odd_fields_loads_the_expected_kernels(case: tuple[dict, bytes], pieces: st.DataObject):
     doc, data = case
@@ -299,7 +299,7 @@ def _refuse_constant(name: str) -> None:
     raise ValueError(f"non-strict JSON constant {name}")
 
 
-@settings(FUZZ, max_examples=40)
+@settings(FUZZ, max_examples=20)
 @given(first=field_mutations(strict=True), second=field_mutations(strict=True), raw=byte_mutations())
 def test_compare_of_mutated_traces_gives_strict_json(first, second, raw: bytes) -> None:
     traces = [load_or_trace_error(data) for data in (first[1], second[1], raw)]

@@ -7,11 +7,13 @@ upload path (digest once per file_id, store, URL) is exercised here; test_e2e.py
 from __future__ import annotations
 
 import base64
+import functools
 import gzip
 import hashlib
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,12 +47,77 @@ if not SHARED.is_dir():
 pytestmark = pytest.mark.skipif(not (SAMPLE_DIR / "amd.json.gz").exists(), reason="bundled sample pair missing")
 
 
+@pytest.fixture(scope="module")
+def components_scanned_once() -> Iterator[None]:
+    """Streamlit's installed-components scan made once in the module, not at each AppTest's first run: the scan
+    reads the metadata of every installed distribution (about 0.1 s of CPU; this module makes well over a hundred
+    AppTests), and what is installed does not change during a run. Each AppTest still registers the scan's
+    components in a registry of its own."""
+    from streamlit.components.v2 import manifest_scanner
+
+    scanned = functools.cache(manifest_scanner.scan_component_manifests)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(manifest_scanner, "scan_component_manifests", lambda: list(scanned()))
+        yield
+
+
+@pytest.fixture(scope="module")
+def runs_waited_for() -> Iterator[None]:
+    """AppTest's wait for a script run to end, on the run's SHUTDOWN event instead of Streamlit's poll: every 1 ms
+    the poll scans all the run's events so far (one per delta), in the test's thread, while the script runs in
+    another and needs the same GIL. A run that outlasts its timeout is stopped with Streamlit's error."""
+    from streamlit.runtime.scriptrunner import ScriptRunnerEvent
+    from streamlit.testing.v1 import local_script_runner
+
+    def waited(runner: local_script_runner.LocalScriptRunner, timeout: float = 3) -> None:
+        ended = threading.Event()
+
+        def heard(sender: object, event: ScriptRunnerEvent, **_: object) -> None:
+            if event == ScriptRunnerEvent.SHUTDOWN:
+                ended.set()
+
+        runner.on_event.connect(heard, weak=False)
+        try:
+            if runner.script_stopped() or ended.wait(timeout):
+                return
+        finally:
+            runner.on_event.disconnect(heard)
+        runner.request_stop()
+        runner.join()
+        raise RuntimeError(f"AppTest script run timed out after {timeout}(s)")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(local_script_runner, "require_widgets_deltas", waited)
+        yield
+
+
+@pytest.fixture(scope="module")
+def machine_code_checked_once() -> Iterator[None]:
+    """A server starts a child that checks numba's cache (and fills it if need be) at its start (ui.data's
+    compiled_code: machine_code.fill_in_background, about 0.75 s of CPU to find the cache filled); this module
+    starts a fresh server per test, so the child is started at the first only (68 children took 51 s of CPU, twice
+    the tests' own). The fill is tested in tests/cache/test_machine_code.py, a real server's start in
+    tests/ui/test_warmup.py and the browser tests."""
+    from fusion.cache import machine_code
+
+    started = functools.cache(machine_code.fill_in_background)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(machine_code, "fill_in_background", started)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def fresh_server(
-    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    components_scanned_once: None,
+    runs_waited_for: None,
+    machine_code_checked_once: None,
 ) -> Iterator[Path]:
     """Each test is a freshly started server: its own empty store and no cached traces; it may open the shared
-    traces and the tests' temporary files by path (FUSION_TRACE_ROOTS)."""
+    traces and the tests' temporary files by path (FUSION_TRACE_ROOTS). What does not change from one server to
+    the next on this machine (the installed components, numba's cache) is checked once in the module."""
     store = tmp_path / "store"
     monkeypatch.setenv("FUSION_STORE_DIR", str(store))
     monkeypatch.setenv("FUSION_CACHE_DIR", str(tmp_path / "tables"))

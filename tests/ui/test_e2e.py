@@ -548,11 +548,24 @@ def _check(page: object, where: str, problems: list[str]) -> None:
     problems += [f"{where}: {found}" for found in page.evaluate(FIND_PROBLEMS)]
 
 
+FIT_READS = 3
+"""Reads of a view's fit at one width before what does not fit counts, FIT_REREAD_MS apart: the first read can
+catch a grid still redrawing for the new width (a column reported outside at 1440 px and not at 1280, once in a
+few runs on the loaded machine); a table that does not fit fails every read."""
+FIT_REREAD_MS = 500
+
+
 def _fits(page: object, where: str, problems: list[str]) -> None:
     """Every table and metric of the view fits each of FIT_WIDTHS (FIND_CUT_OFF); the sweep's width after."""
     for width in FIT_WIDTHS:
         page.set_viewport_size({"width": width, "height": 1000})  # FIND_CUT_OFF pauses before it reads
-        problems += [f"{where} at {width} px: {found}" for found in page.evaluate(FIND_CUT_OFF)]
+        found = page.evaluate(FIND_CUT_OFF)
+        for _ in range(FIT_READS - 1):
+            if not found:
+                break
+            page.wait_for_timeout(FIT_REREAD_MS)
+            found = page.evaluate(FIND_CUT_OFF)
+        problems += [f"{where} at {width} px: {line}" for line in found]
     page.set_viewport_size(SWEEP_VIEWPORT)
 
 
