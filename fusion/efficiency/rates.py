@@ -218,8 +218,8 @@ def call_rates(calls: OpCalls, gpu: Gpu) -> tuple[pd.DataFrame, np.ndarray]:
         [kernels[c].cat.codes.to_numpy()[heads] for c in SHAPE_COLUMNS] + [calls.counts == 1]
     ).astype(np.int64)
     distinct, inverse, _ = unique_rows(codes)
-    texts = [
-        [str(v) for v in np.asarray(kernels[c].cat.categories, dtype=object)[distinct[:, i]]]
+    texts = [  # code -1 (no value) reads '' (appended last), as op_calls reads it
+        [str(v) for v in np.append(np.asarray(kernels[c].cat.categories, dtype=object), "")[distinct[:, i]]]
         for i, c in enumerate(SHAPE_COLUMNS)
     ]
     counted = [counted_work(*row, bool(single)) for *row, single in zip(*texts, distinct[:, 4].tolist())]

@@ -169,6 +169,21 @@ def test_calls_grouped_once_per_distinct_work_are_grouped_as_every_call(side: st
         rates.groups((OP, MODULE))
 
 
+def test_a_call_without_recorded_shapes_is_counted_without_shapes() -> None:
+    """A kernel column's missing value (category code -1) is no shapes, not the column's last category."""
+    builder = EagerTrace("NVIDIA", gpu=H100)
+    builder.run(
+        Op("aten::linear", [Launch("gemm", 10.0)], args=LINEAR), Op("aten::copy_", [Launch("copy", 5.0)], args=COPY)
+    )
+    trace = load(builder.data())
+    kernels = trace.kernels
+    first = np.flatnonzero(kernels["op_top"].astype(str).to_numpy() == "aten::linear")
+    kernels["op_top_shapes"] = kernels["op_top_shapes"].mask(kernels.index.isin(first))
+    assert (kernels["op_top_shapes"].cat.codes.to_numpy()[first] == -1).all()
+    calls = trace_rates(trace).calls  # in start order: the linear first
+    assert calls["dims"].tolist() == ["", "[[128,1024],[128,1024],[]]"] and math.isnan(calls[FLOPS].iloc[0])
+
+
 def _hf_pair(model: str):
     folders = [SHARED_TRACES / f"tl_{gpu}_{model}" for gpu in ("h100", "mi300")]
     if not all(f.is_dir() for f in folders):
