@@ -91,21 +91,6 @@ def runs_waited_for() -> Iterator[None]:
         yield
 
 
-@pytest.fixture(scope="module")
-def machine_code_checked_once() -> Iterator[None]:
-    """A server starts a child that checks numba's cache (and fills it if need be) at its start (ui.data's
-    compiled_code: machine_code.fill_in_background, about 0.75 s of CPU to find the cache filled); this module
-    starts a fresh server per test, so the child is started at the first only (68 children took 51 s of CPU, twice
-    the tests' own). The fill is tested in tests/cache/test_machine_code.py, a real server's start in
-    tests/ui/test_warmup.py and the browser tests."""
-    from fusion.cache import machine_code
-
-    started = functools.cache(machine_code.fill_in_background)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(machine_code, "fill_in_background", started)
-        yield
-
-
 @pytest.fixture(autouse=True)
 def fresh_server(
     tmp_path: Path,
@@ -113,11 +98,11 @@ def fresh_server(
     monkeypatch: pytest.MonkeyPatch,
     components_scanned_once: None,
     runs_waited_for: None,
-    machine_code_checked_once: None,
 ) -> Iterator[Path]:
     """Each test is a freshly started server: its own empty store and no cached traces; it may open the shared
     traces and the tests' temporary files by path (FUSION_TRACE_ROOTS). What does not change from one server to
-    the next on this machine (the installed components, numba's cache) is checked once in the module."""
+    the next on this machine (the installed components) is scanned once in the module; numba's cache is checked
+    once per process by the app itself (ui.data.compiled_code)."""
     store = tmp_path / "store"
     monkeypatch.setenv("FUSION_STORE_DIR", str(store))
     monkeypatch.setenv("FUSION_CACHE_DIR", str(tmp_path / "tables"))
