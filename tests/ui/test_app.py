@@ -26,7 +26,7 @@ from streamlit.testing.v1 import AppTest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from builders import shared_absent  # noqa: E402
+from builders import SHARED_TRACES, shared_absent  # noqa: E402
 
 from fusion.classify.trace import load  # noqa: E402
 from fusion.comparison.pair import compare  # noqa: E402
@@ -40,9 +40,7 @@ from ui.widgets import SELECT_FOR_FULL_NAME  # noqa: E402
 SAMPLE = "vllm_moe_full_graph"
 SAMPLE_DIR = ROOT / "sample_traces" / SAMPLE
 PAGES = ["pages/1_Overview.py", "pages/2_Fusion.py", "pages/3_Groups.py", "pages/4_Kernels.py", "pages/8_Efficiency.py"]
-SHARED = ROOT.parent / "shared" / "traces"
-if not SHARED.is_dir():
-    SHARED = Path("/work/shared/traces")
+SHARED = SHARED_TRACES
 
 pytestmark = pytest.mark.skipif(not (SAMPLE_DIR / "amd.json.gz").exists(), reason="bundled sample pair missing")
 
@@ -320,10 +318,8 @@ def test_labels_are_editable_and_shared() -> None:
     assert any("MI300X run" in m.value for m in at.markdown)
 
 
-@pytest.mark.skipif(not (SHARED / "tl_mi300_qwen1.5-0.5b").is_dir(), reason=shared_absent(SHARED))
-def test_server_paths_work_locally() -> None:
-    amd = next((SHARED / "tl_mi300_qwen1.5-0.5b").glob("*.json.gz"))
-    nvidia = next((SHARED / "tl_h100_qwen1.5-0.5b").glob("*.json.gz"))
+def test_server_paths_work_locally(eager_pair: tuple[str, str]) -> None:
+    nvidia, amd = (Path(p) for p in eager_pair)
     at = run("app.py", p1=str(amd), p2=str(nvidia))
     assert at.radio(key="mode").value == "Server path"
     compared = compare(load(amd), load(nvidia))  # kernels without a launch event are left out by default
@@ -332,12 +328,10 @@ def test_server_paths_work_locally() -> None:
     assert any("/nonexistent/trace.json" in unescaped(e.value) for e in missing.error)
 
 
-@pytest.mark.skipif(not (SHARED / "tl_mi300_qwen1.5-0.5b").is_dir(), reason=shared_absent(SHARED))
-def test_the_verdict_says_what_was_left_out_and_a_toggle_keeps_it() -> None:
+def test_the_verdict_says_what_was_left_out_and_a_toggle_keeps_it(eager_pair: tuple[str, str]) -> None:
     """Issue 39 #2: about 31% of each Qwen trace's kernel time has no launch event; the page warns naming it, and
     the toggle the warning names keeps those kernels (in the link too)."""
-    amd = next((SHARED / "tl_mi300_qwen1.5-0.5b").glob("*.json.gz"))
-    nvidia = next((SHARED / "tl_h100_qwen1.5-0.5b").glob("*.json.gz"))
+    nvidia, amd = (Path(p) for p in eager_pair)
     at = run("app.py", p1=str(amd), p2=str(nvidia))
     shown = "\n".join(unescaped(w.value) for w in at.warning)
     assert (
@@ -438,7 +432,8 @@ QWEN = ("tl_h100_qwen1.5-0.5b", "tl_mi300_qwen1.5-0.5b")
 
 @pytest.fixture(scope="module")
 def eager_pair() -> tuple[str, str]:
-    """A real eager H100 vs MI300X pair (every kernel its own correlation id: only stream windows)."""
+    """A real eager H100 vs MI300X pair (every kernel its own correlation id: only stream windows), H100 first; the
+    test skips unless both traces are there."""
     paths = [next((SHARED / name).glob("*.json.gz"), None) if (SHARED / name).is_dir() else None for name in QWEN]
     if None in paths:
         pytest.skip(shared_absent(SHARED))
