@@ -140,13 +140,6 @@ def _drawn(page: object) -> None:
     page.wait_for_timeout(150)
 
 
-def _settled(page: object) -> None:
-    """Wait until the app's script run has finished and the page has drawn."""
-    page.wait_for_timeout(400)
-    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']")
-    page.wait_for_timeout(800)
-
-
 def _titled(page: object, title: str) -> None:
     """Wait until the page shows `title` (a page link's client-side navigation has reached its page)."""
     page.wait_for_function(
@@ -230,11 +223,10 @@ def test_upload_drill_down_and_share(server: str, browser: object, shots: Path) 
     uploaders = page.locator("[data-testid='stFileUploaderDropzoneInput']")
     expect(uploaders).to_have_count(4)  # the two traces, then the optional capture trace of each (collapsed)
     expect(page.get_by_text("Graph-capture traces (optional)")).to_be_visible()
-    uploaders.nth(0).set_input_files(str(SAMPLE / "amd.json.gz"))
-    _settled(page)
-    page.locator("[data-testid='stFileUploaderDropzoneInput']").nth(1).set_input_files(str(SAMPLE / "nvidia.json.gz"))
-    _settled(page)
-    expect(page.get_by_text("· stored ", exact=False)).to_have_count(2)
+    for side, name in enumerate(("amd.json.gz", "nvidia.json.gz")):  # each upload's run ends with its file stored
+        uploaders.nth(side).set_input_files(str(SAMPLE / name))
+        expect(page.get_by_text("· stored ", exact=False)).to_have_count(side + 1)
+        page.wait_for_function(IDLE)
     metrics = _metric_values(page)
     assert metrics[0].replace(",", "").isdigit()
 
@@ -371,8 +363,8 @@ def test_a_batch_result_opens_from_the_batch_list(server: str, browser: object, 
     page.goto(f"{server}/Batch")
     _drawn(page)
     page.get_by_role("link", name="nightly").click()
-    _settled(page)
-    assert "batch=nightly" in page.url
+    page.wait_for_url(lambda url: "batch=nightly" in url)  # the run the link starts writes it
+    page.wait_for_function(IDLE)
     expect(page.get_by_text("Findings across ranks", exact=False).first).to_be_visible()
     expect(page.get_by_test_id("stDataFrame")).to_have_count(2)
     _shot(page, shots, "batch")
