@@ -92,10 +92,18 @@ def align_codes(a: np.ndarray, b: np.ndarray, free_end: bool = False, free_start
     path mirrored back: swapping the traces swaps the path's columns and changes nothing else.
     """
     key, swapped = _key(a, b, free_end, free_start)
-    path = _PATHS.get(key)
-    if path is None:
-        path = _PATHS.put(key, _needleman_wunsch(*_arrays(key), free_end, free_start)[0])
+    path, _ = _aligned(key)
     return path[:, ::-1] if swapped else path
+
+
+def _aligned(key: _Key) -> tuple[np.ndarray, Any]:
+    """The cached path of a canonical key, else the path aligned now (and cached) with its filled DP
+    (_needleman_wunsch); the DP is None for a cached path."""
+    path = _PATHS.get(key)
+    if path is not None:
+        return path, None
+    path, filled = _needleman_wunsch(*_arrays(key), key[2], key[3])
+    return _PATHS.put(key, path), filled
 
 
 def _key(a: np.ndarray, b: np.ndarray, free_end: bool, free_start: bool) -> tuple[_Key, bool]:
@@ -257,11 +265,7 @@ def _chunk(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, Callable[[int, int
     smaller pair's canonical order is the chunk's (the DP's tie-breaks follow the order) and the chunk's DP was
     filled here (not a cached alignment)."""
     key, swapped = _key(a, b, True, False)
-    path = _PATHS.get(key)
-    filled = None
-    if path is None:
-        path, filled = _needleman_wunsch(*_arrays(key), True, False)
-        path = _PATHS.put(key, path)
+    path, filled = _aligned(key)
 
     def window_path(i: int, j: int) -> None:
         if filled is None or not (0 < i <= len(a) and 0 < j <= len(b)):
