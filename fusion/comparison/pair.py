@@ -113,8 +113,9 @@ class PairIndex:
 CodePair = tuple[np.ndarray, np.ndarray]
 
 
-def _unit_codes(side: Side, rows: np.ndarray, types: list[str]) -> np.ndarray:
-    return unit_codes(side.codes[rows], side.helpers(rows), types.index(UNKNOWN_TYPE))
+def _unit_codes(side: Side, rows: np.ndarray, types: list[str], lengths: np.ndarray | None = None) -> np.ndarray:
+    """align.unit_codes of the kernels at `rows` (with `lengths`, several sequences end to end)."""
+    return unit_codes(side.codes[rows], side.helpers(rows), types.index(UNKNOWN_TYPE), lengths)
 
 
 def _group_codes(side: Side, groups: Groups, ids: np.ndarray, types: list[str]) -> list[np.ndarray]:
@@ -122,9 +123,7 @@ def _group_codes(side: Side, groups: Groups, ids: np.ndarray, types: list[str]) 
     starts, lengths = groups.offsets[ids], np.diff(groups.offsets)[ids]
     ends = np.cumsum(lengths)
     positions = np.arange(int(ends[-1]) if len(ends) else 0) + np.repeat(starts - (ends - lengths), lengths)
-    rows = groups.kernel_rows[positions]
-    codes = unit_codes(side.codes[rows], side.helpers(rows), types.index(UNKNOWN_TYPE), lengths)
-    return np.split(codes, ends[:-1])
+    return np.split(_unit_codes(side, groups.kernel_rows[positions], types, lengths), ends[:-1])
 
 
 def compare(
