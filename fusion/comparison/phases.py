@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from fusion.comparison.result import Comparison
+from fusion.match.groups import joint_counts
 from fusion.model.phases import ALL, MIXED, PHASES, phase_notes, phase_table, phase_view, step_count, view_rows
 from fusion.model.trace import Trace
 from fusion.result import (
@@ -149,15 +150,8 @@ class _TypeCounts:
     @classmethod
     def of(cls, kernels: pd.DataFrame) -> _TypeCounts:
         types, phases = kernels["type"].cat, kernels["phase"].astype("category").cat
-        codes, phase_codes = types.codes.to_numpy(), phases.codes.to_numpy()
-        width = len(types.categories)
-        flat = phase_codes.astype(np.int64)  # a fresh array: the arithmetic below is in place
-        if len(codes) and min(codes.min(), phase_codes.min()) < 0:
-            known = (codes >= 0) & (phase_codes >= 0)
-            flat, codes = flat[known], codes[known]
-        flat *= width
-        flat += codes
-        counts = np.bincount(flat, minlength=len(phases.categories) * width).reshape(-1, width)
+        shape = (len(phases.categories), len(types.categories))
+        counts = joint_counts(phases.codes.to_numpy(), types.codes.to_numpy(), shape)
         return cls([str(p) for p in phases.categories], types.categories, counts)
 
     def in_phase(self, phase: str) -> pd.Series:

@@ -30,6 +30,7 @@ import numpy as np
 from fusion.classify.names import name_family
 from fusion.detect.thresholds import Thresholds
 from fusion.match.align import FOLDED, ONLY1, SUBSTITUTE, align_codes, ops, type_code
+from fusion.match.groups import joint_counts
 from fusion.model.trace import Trace
 from fusion.result import EvidenceRef
 from fusion.vocabulary import SPLIT_ROLES
@@ -73,15 +74,8 @@ class Side:
     def name_type_counts(self) -> np.ndarray:
         """(name code, type code) -> the kernels of that name and type (a name's kernels may differ in type where
         the launching op decides it), counted in one pass; as wide as the largest type code present."""
-        codes, names = self.codes, self.names
-        width = int(codes.max()) + 1 if len(codes) and codes.max() >= 0 else 0
-        if len(codes) and codes.min() < 0:
-            known = codes >= 0
-            codes, names = codes[known], names[known]
-        flat = names.astype(np.intp)  # a fresh array, so the arithmetic below is in place (no temporaries)
-        flat *= width
-        flat += codes
-        return np.bincount(flat, minlength=len(self.name_list) * width).reshape(len(self.name_list), width)
+        width = int(self.codes.max()) + 1 if len(self.codes) and self.codes.max() >= 0 else 0
+        return joint_counts(self.names, self.codes, (len(self.name_list), width))
 
     def type_counts(self, n_types: int, names: np.ndarray | None = None) -> np.ndarray:
         """Per type code (of `n_types`): the kernels of that type, of the name codes where `names` holds (bool per

@@ -196,6 +196,18 @@ def _rows_by_group(rows: np.ndarray, runs: np.ndarray, run_group: np.ndarray) ->
     return rows[position], np.repeat(run_group[kept], lengths)
 
 
+def joint_counts(first: np.ndarray, second: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """A `shape` array counting each (first, second) pair of codes (non-negative ints below shape), in one
+    bincount; a pair with a negative code (no value) is not counted."""
+    if len(first) and min(first.min(), second.min()) < 0:
+        known = (first >= 0) & (second >= 0)
+        first, second = first[known], second[known]
+    flat = first.astype(np.intp)  # a fresh array, so the arithmetic below is in place (no temporaries)
+    flat *= shape[1]
+    flat += second
+    return np.bincount(flat, minlength=shape[0] * shape[1]).reshape(shape)
+
+
 def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """np.unique(rows, axis=0, return_inverse=True, return_counts=True) for a 2-D int array, same order
     (rows sorted lexicographically), through one lexsort instead of a sort of structured rows."""

@@ -4,7 +4,7 @@ from hypothesis import strategies as st
 from kernels import make_trace, steps
 
 from fusion.classify.names import KERNEL_TYPES
-from fusion.match.groups import View, correlation_groups, type_codes, unique_rows
+from fusion.match.groups import View, correlation_groups, joint_counts, type_codes, unique_rows
 
 TYPES = list(KERNEL_TYPES)
 
@@ -117,3 +117,15 @@ def test_a_range_view_between_the_kernels_of_a_group_takes_it_as_cut():
     within, own = _view_groups(trace, np.array([0, 4]), min_group_size=2)
     assert within is not None and within.table["correlation"].tolist() == [7] and within.table.equals(own.table)
     assert within.kernel_rows.tolist() == own.kernel_rows.tolist() == [0, 1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(-1, 4), st.integers(-1, 6)), max_size=60))
+def test_joint_counts_count_each_pair_and_skip_pairs_without_a_code(pairs: list[tuple[int, int]]) -> None:
+    first = np.array([a for a, _ in pairs], dtype=np.int8)
+    second = np.array([b for _, b in pairs], dtype=np.int16)
+    expected = np.zeros((5, 7), dtype=np.int64)
+    for a, b in pairs:
+        if a >= 0 and b >= 0:
+            expected[a, b] += 1
+    assert np.array_equal(joint_counts(first, second, (5, 7)), expected)
