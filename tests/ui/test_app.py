@@ -458,6 +458,12 @@ def eager_pair() -> tuple[str, str]:
     return str(paths[0]), str(paths[1])
 
 
+@pytest.fixture(scope="module")
+def eager_expected(eager_pair: tuple[str, str]):
+    """The eager pair's comparison (H100 first), straight from the library, made once for the tests that read it."""
+    return compare(load(eager_pair[0]), load(eager_pair[1]))
+
+
 def test_fusion_page_says_when_the_traces_run_different_workloads() -> None:
     """Two different shared models: the page leads with why, and lists no finding."""
     folders = [SHARED / "tl_h100_bert_small", SHARED / "tl_h100_timesformer"]
@@ -470,9 +476,9 @@ def test_fusion_page_says_when_the_traces_run_different_workloads() -> None:
     assert any("No fused kernel was found" in unescaped(i.value) for i in at.info)
 
 
-def test_eager_pair_home_says_what_was_compared_and_shows_one_sided_kernels(eager_pair) -> None:
+def test_eager_pair_home_says_what_was_compared_and_shows_one_sided_kernels(eager_pair, eager_expected) -> None:
     at = run("app.py", p1=eager_pair[0], p2=eager_pair[1])
-    expected = compare(load(eager_pair[0]), load(eager_pair[1]))
+    expected = eager_expected
     text = " ".join(m.value for m in at.markdown)
     assert f"{expected.metadata['stream_windows']} stream windows" in text
     assert "Groups" not in metrics(at) and "Matched groups" not in metrics(at)
@@ -489,8 +495,8 @@ def test_eager_pair_home_says_what_was_compared_and_shows_one_sided_kernels(eage
     assert not at.get("plotly_chart"), "the home page loads no chart library"
 
 
-def test_eager_pair_drill_down_from_a_type_to_aligned_names(eager_pair) -> None:
-    expected = compare(load(eager_pair[0]), load(eager_pair[1]))
+def test_eager_pair_drill_down_from_a_type_to_aligned_names(eager_pair, eager_expected) -> None:
+    expected = eager_expected
     kernel_type = next(
         t
         for t in expected.type_stats.index
