@@ -36,24 +36,23 @@ that runs one starts its module's server)."""
 LONGEST_FIRST = (
     OWN_UNITS[0],
     "tests/ui/test_e2e.py",
-    "the shared comparisons",
     "tests/cache/test_faults.py",
-    "tests/ui/test_app.py",
+    "the shared comparisons",
     "tests/ui/test_concurrency.py",
-    "tests/cli/test_bad_input.py",
     "tests/loader/test_fuzz.py",
+    "tests/cli/test_bad_input.py",
+    "tests/ui/test_app.py",
     "tests/loader/test_piece_scan.py",
     "tests/batch/test_batch.py",
     "tests/cache/test_tablecache.py",
-    "tests/report/test_perfetto.py",
 )
 """The work units of 7 s or more in a parallel run on this project's 2-core machine, longest first: the sweep's
-pairs (9-23 s each), the other browser tests (63 s), the shared comparisons (32 s), the cache faults (30-40 s),
-the dashboard's AppTests (about 30 s), the concurrency test (23 s), the bad-input corpus (20 s), the fuzz tests
-(16 s), then 7-13 s units. They are handed out first and in this order, the rest (each under 7 s) after them in
-collection order, so the run ends on short units: a long unit handed out last keeps one worker busy while the
-other has nothing left (the dashboard's tests, then 49 s, handed out last in collection order, left one worker
-idle for 47 s)."""
+pairs (11-23 s each), the other browser tests (52 s), the cache faults (27 s), the shared comparisons (25 s), the
+concurrency test (24 s), the fuzz tests (20 s), the bad-input corpus (18 s), the dashboard's AppTests (17 s), then
+7-13 s units (2026-12-07 15:37 UTC, a run with a load average of 2-4). They are handed out first and in this
+order, the rest (each under 7 s) after them in collection order, so the run ends on short units: a long unit
+handed out last keeps one worker busy while the other has nothing left (the dashboard's tests, then 49 s, handed
+out last in collection order, left one worker idle for 47 s)."""
 
 
 def work_unit(nodeid: str) -> str:

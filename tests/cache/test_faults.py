@@ -12,13 +12,14 @@ import errno
 import io
 import os
 import random
+import shutil
 import signal
 import stat
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import orjson
@@ -67,6 +68,28 @@ def cache_dir() -> Path:
     return settings.cache_dir()
 
 
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path, list[str]], None]:
+    """Fill a cache folder with what `compare` of the pair leaves in an empty one (its table and result entries and
+    digests.json), copied from one made once in the module: the entries of two runs are byte for byte the same,
+    and a cold compare of the sample pair is about 0.25 s of CPU, which most tests here spent on their
+    precondition. (test_a_warm_cache_gives_the_no_cache_result fills its cache by comparing.)"""
+    made: dict[tuple[str, ...], Path] = {}
+
+    def fill(cache_dir: Path, pair: list[str] = PAIR) -> None:
+        if tuple(pair) not in made:
+            root = tmp_path_factory.mktemp("warm-cache")
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setenv("FUSION_CACHE_DIR", str(root / "tables"))
+                patch.setenv("FUSION_STORE_DIR", str(root / "traces"))
+                code, _, err = compare_json(pair=pair)
+            assert code == 0, err
+            made[tuple(pair)] = root / "tables"
+        shutil.copytree(made[tuple(pair)], cache_dir, dirs_exist_ok=True)
+
+    return fill
+
+
 def assert_same(result: tuple[int, str, str], baseline: tuple[str, str]) -> list[str]:
     """The run gave the --no-cache output; returns the stderr lines it added (cache warnings)."""
     code, out, err = result
@@ -87,8 +110,8 @@ def test_a_warm_cache_gives_the_no_cache_result(baseline, cache_dir) -> None:
 
 
 @pytest.mark.parametrize("suffix", [".fxt", ".fxr"])
-def test_byte_flips_anywhere_in_an_entry_are_a_miss(baseline, cache_dir, suffix) -> None:
-    compare_json()
+def test_byte_flips_anywhere_in_an_entry_are_a_miss(baseline, cache_dir, warm, suffix) -> None:
+    warm(cache_dir)
     entry = entries(cache_dir, suffix)[0]
     size = entry.stat().st_size
     positions = sorted({0, size - 1, *random.Random(suffix).sample(range(size), FLIPS - 2)})
@@ -101,8 +124,8 @@ def test_byte_flips_anywhere_in_an_entry_are_a_miss(baseline, cache_dir, suffix)
         assert entry.read_bytes() != bytes(data), "the damaged entry was rewritten"
 
 
-def test_swapped_table_entries_are_a_miss(baseline, cache_dir) -> None:
-    compare_json()
+def test_swapped_table_entries_are_a_miss(baseline, cache_dir, warm) -> None:
+    warm(cache_dir)
     first, second = entries(cache_dir, ".fxt")
     held = first.read_bytes()
     first.write_bytes(second.read_bytes())
@@ -112,8 +135,8 @@ def test_swapped_table_entries_are_a_miss(baseline, cache_dir) -> None:
 
 
 @pytest.mark.parametrize("suffix", [".fxt", ".fxr"])
-def test_a_foreign_entry_in_place_of_ours_is_a_miss(baseline, cache_dir, suffix) -> None:
-    compare_json(pair=OTHER_PAIR)
+def test_a_foreign_entry_in_place_of_ours_is_a_miss(baseline, cache_dir, warm, suffix) -> None:
+    warm(cache_dir, OTHER_PAIR)
     foreign = {path.name: path.read_bytes() for path in entries(cache_dir, suffix)}
     compare_json()
     for path in entries(cache_dir, suffix):
@@ -154,8 +177,8 @@ def _replace_with(path: Path, kind: str) -> None:
 
 @pytest.mark.parametrize("kind", ["directory", "fifo", "device", "socket", "empty", "no metadata", "old parquet"])
 @pytest.mark.parametrize("suffix", [".fxt", ".fxr"])
-def test_something_else_in_place_of_an_entry_is_a_miss(baseline, cache_dir, kind, suffix) -> None:
-    compare_json()
+def test_something_else_in_place_of_an_entry_is_a_miss(baseline, cache_dir, warm, kind, suffix) -> None:
+    warm(cache_dir)
     for path in entries(cache_dir, suffix):
         _replace_with(path, kind)
     assert_same(compare_json(), baseline)
@@ -172,17 +195,17 @@ def _stamps(cache_dir: Path) -> dict:
     [b"[]", b'"text"', b"3", b"null", b"{not json", b"\xff\xfe", b'{"a": 1}'],
     ids=["list", "string", "number", "null", "broken", "binary", "unknown-key"],
 )
-def test_a_damaged_digests_file_is_ignored(baseline, cache_dir, content) -> None:
-    compare_json()
+def test_a_damaged_digests_file_is_ignored(baseline, cache_dir, warm, content) -> None:
+    warm(cache_dir)
     (cache_dir / "digests.json").write_bytes(content)
     assert_same(compare_json(), baseline)
     assert assert_same(compare_json(), baseline) == []
 
 
-def test_digests_pointing_a_path_at_another_trace_are_a_miss(baseline, cache_dir) -> None:
+def test_digests_pointing_a_path_at_another_trace_are_a_miss(baseline, cache_dir, warm) -> None:
     """A hint that names the wrong entry: the entry's file_hash is not the file's, so the trace is parsed again
     (quietly: the hint is only a hint) and the hint put right."""
-    compare_json()
+    warm(cache_dir)
     stamps = _stamps(cache_dir)
     first, second = list(stamps)
     stamps[first], stamps[second] = stamps[second], stamps[first]
@@ -191,8 +214,8 @@ def test_digests_pointing_a_path_at_another_trace_are_a_miss(baseline, cache_dir
     assert _stamps(cache_dir)[first] == stamps[second]
 
 
-def test_digests_pointing_at_a_foreign_trace_are_a_miss(baseline, cache_dir) -> None:
-    compare_json(pair=OTHER_PAIR)
+def test_digests_pointing_at_a_foreign_trace_are_a_miss(baseline, cache_dir, warm) -> None:
+    warm(cache_dir, OTHER_PAIR)
     foreign = list(_stamps(cache_dir).values())
     compare_json()
     stamps = {key: foreign[0] for key in _stamps(cache_dir)}
@@ -221,9 +244,9 @@ def deadline(seconds: int) -> Iterator[None]:
 
 
 @pytest.mark.parametrize("kind", ["directory", "fifo", "device", "socket"])
-def test_something_else_in_place_of_the_digests_file_is_never_opened(baseline, cache_dir, kind) -> None:
+def test_something_else_in_place_of_the_digests_file_is_never_opened(baseline, cache_dir, warm, kind) -> None:
     """A FIFO digests.json hung compare for ever (issue 40 #2): it is skipped on its type, never read."""
-    compare_json()
+    warm(cache_dir)
     _replace_with(cache_dir / "digests.json", kind)
     with deadline(60):
         assert_same(compare_json(), baseline)
@@ -346,8 +369,8 @@ def test_simulated_unwritable_cache_is_one_warning(baseline, cache_dir, monkeypa
     assert len(added) == 1 and os.strerror(code) in added[0] and str(cache_dir) in added[0]
 
 
-def test_simulated_full_disk_once_evicts_and_retries(baseline, cache_dir, monkeypatch) -> None:
-    compare_json(pair=OTHER_PAIR)
+def test_simulated_full_disk_once_evicts_and_retries(baseline, cache_dir, warm, monkeypatch) -> None:
+    warm(cache_dir, OTHER_PAIR)
     old = entries(cache_dir, ".fxt")
     for path in old:
         os.utime(path, (1000, 1000))

@@ -30,6 +30,13 @@ def traces(shared_comparisons, shared_loaded):
     return {name: shared_loaded[shared_trace(name)] for name in KINETO}
 
 
+def compared(traces, shared_comparisons, first: str, second: str):
+    """compare(first, second): the session's comparison of that pairing where it made one (the same traces, in this
+    order, with the default parameters), else made here."""
+    found = shared_comparisons.get(f"shared/{first}~{second}")
+    return found if found is not None else compare(traces[first], traces[second])
+
+
 def test_every_pair_of_two_different_shared_models_is_not_the_same_workload(traces, shared_comparisons):
     """And compare reports no finding for them: no "fused by", no mapping, no one-sided note; the tables stay.
     The comparisons are the before/after check's (conftest.py's shared_comparisons: compare of each pairing)."""
@@ -56,8 +63,8 @@ def test_every_pair_of_two_different_shared_models_is_not_the_same_workload(trac
         ("hta_sampled_rank0", "hta_trace_diff_control", "op-call sequences", "top-level op calls align"),
     ],
 )
-def test_the_deciding_signal_and_its_evidence(traces, first, second, signal, evidence):
-    check = compare(traces[first], traces[second]).comparability
+def test_the_deciding_signal_and_its_evidence(traces, shared_comparisons, first, second, signal, evidence):
+    check = compared(traces, shared_comparisons, first, second).comparability
     assert check.level == "not_same_workload" and check.checks["workload_signal"] == signal
     deciding = next(w for w in check.warnings if w.startswith("not the same workload:"))
     assert evidence in deciding
@@ -71,8 +78,8 @@ def test_the_same_model_on_two_vendors_is_the_same_workload(traces, model):
     assert check.level == "ok" or (check.level == "warn" and all("left out" in w for w in check.warnings))
 
 
-def test_a_decode_and_a_mixed_step_of_one_model_are_the_same_workload(traces):
-    check = compare(traces["tl_vllm_decode_full_exec"], traces["tl_vllm_pd_piecewise_exec"]).comparability
+def test_a_decode_and_a_mixed_step_of_one_model_are_the_same_workload(traces, shared_comparisons):
+    check = compared(traces, shared_comparisons, "tl_vllm_decode_full_exec", "tl_vllm_pd_piecewise_exec").comparability
     assert check.level != "not_same_workload" and check.checks["workload_similarity"] == 1.0
 
 

@@ -89,6 +89,22 @@ def runs_waited_for() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(scope="module")
+def disk_caches(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The module's on-disk table and result cache (FUSION_CACHE_DIR), kept from one server to the next as a
+    restarted server keeps its own: a trace or pair another test analysed opens from it, verified (a cache hit
+    equals the analysis: tests/cache/). Without it each test parsed and compared the sample again and wrote the
+    result's entry again (about 0.2 s of CPU each, 10 s in all). A test about the first analysis of a pair takes
+    cold_caches."""
+    return tmp_path_factory.mktemp("tables")
+
+
+@pytest.fixture
+def cold_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test's server has empty on-disk caches of its own: every trace it opens is parsed and compared."""
+    monkeypatch.setenv("FUSION_CACHE_DIR", str(tmp_path / "tables"))
+
+
 @pytest.fixture(autouse=True)
 def fresh_server(
     tmp_path: Path,
@@ -96,14 +112,16 @@ def fresh_server(
     monkeypatch: pytest.MonkeyPatch,
     components_scanned_once: None,
     runs_waited_for: None,
+    disk_caches: Path,
 ) -> Iterator[Path]:
-    """Each test is a freshly started server: its own empty store and no cached traces; it may open the shared
-    traces and the tests' temporary files by path (FUSION_TRACE_ROOTS). What does not change from one server to
-    the next on this machine (the installed components) is scanned once in the module; numba's cache is checked
-    once per process by the app itself (ui.data.compiled_code)."""
+    """Each test is a freshly started server: its own empty store and no traces or comparisons in memory, the
+    module's on-disk caches (disk_caches); it may open the shared traces and the tests' temporary files by path
+    (FUSION_TRACE_ROOTS). What does not change from one server to the next on this machine (the installed
+    components) is scanned once in the module; numba's cache is checked once per process by the app itself
+    (ui.data.compiled_code)."""
     store = tmp_path / "store"
     monkeypatch.setenv("FUSION_STORE_DIR", str(store))
-    monkeypatch.setenv("FUSION_CACHE_DIR", str(tmp_path / "tables"))
+    monkeypatch.setenv("FUSION_CACHE_DIR", str(disk_caches))
     monkeypatch.setenv("FUSION_TRACE_ROOTS", os.pathsep.join([str(SHARED), str(tmp_path_factory.getbasetemp())]))
     for name in ("FUSION_HOSTED", "FUSION_MAX_UPLOAD_MB"):
         monkeypatch.delenv(name, raising=False)
@@ -162,7 +180,7 @@ def upload_both(first: bytes, second: bytes) -> AppTest:
     return at
 
 
-def test_fresh_start_opens_the_sample_with_its_numbers(expected) -> None:
+def test_fresh_start_opens_the_sample_with_its_numbers(cold_caches: None, expected) -> None:
     at = run("app.py")
     assert at.query_params["sample"] == [SAMPLE] or at.query_params["sample"] == SAMPLE
     shown = metrics(at)
@@ -440,6 +458,12 @@ def eager_pair() -> tuple[str, str]:
     return str(paths[0]), str(paths[1])
 
 
+@pytest.fixture(scope="module")
+def eager_expected(eager_pair: tuple[str, str]):
+    """The eager pair's comparison (H100 first), straight from the library, made once for the tests that read it."""
+    return compare(load(eager_pair[0]), load(eager_pair[1]))
+
+
 def test_fusion_page_says_when_the_traces_run_different_workloads() -> None:
     """Two different shared models: the page leads with why, and lists no finding."""
     folders = [SHARED / "tl_h100_bert_small", SHARED / "tl_h100_timesformer"]
@@ -452,9 +476,9 @@ def test_fusion_page_says_when_the_traces_run_different_workloads() -> None:
     assert any("No fused kernel was found" in unescaped(i.value) for i in at.info)
 
 
-def test_eager_pair_home_says_what_was_compared_and_shows_one_sided_kernels(eager_pair) -> None:
+def test_eager_pair_home_says_what_was_compared_and_shows_one_sided_kernels(eager_pair, eager_expected) -> None:
     at = run("app.py", p1=eager_pair[0], p2=eager_pair[1])
-    expected = compare(load(eager_pair[0]), load(eager_pair[1]))
+    expected = eager_expected
     text = " ".join(m.value for m in at.markdown)
     assert f"{expected.metadata['stream_windows']} stream windows" in text
     assert "Groups" not in metrics(at) and "Matched groups" not in metrics(at)
@@ -471,8 +495,8 @@ def test_eager_pair_home_says_what_was_compared_and_shows_one_sided_kernels(eage
     assert not at.get("plotly_chart"), "the home page loads no chart library"
 
 
-def test_eager_pair_drill_down_from_a_type_to_aligned_names(eager_pair) -> None:
-    expected = compare(load(eager_pair[0]), load(eager_pair[1]))
+def test_eager_pair_drill_down_from_a_type_to_aligned_names(eager_pair, eager_expected) -> None:
+    expected = eager_expected
     kernel_type = next(
         t
         for t in expected.type_stats.index

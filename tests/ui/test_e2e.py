@@ -125,8 +125,22 @@ def browser() -> Iterator[object]:
         instance.close()
 
 
+_OPENED: list[object] = []
+"""The browser contexts _new_page opened in the running test (closed after it: _closed_after_the_test)."""
+
+
+@pytest.fixture(autouse=True)
+def _closed_after_the_test() -> Iterator[None]:
+    """Close what the test's _new_page opened: a page left open keeps its renderer process busy (its charts,
+    grids and Streamlit's connection) while the module's later tests run."""
+    yield
+    while _OPENED:
+        _OPENED.pop().close()
+
+
 def _new_page(browser: object) -> object:
     context = browser.new_context(viewport={"width": 1500, "height": 1100})
+    _OPENED.append(context)
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)
     return page
