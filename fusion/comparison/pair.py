@@ -9,6 +9,7 @@ kind "stream" (correlations -1).
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from functools import cached_property, partial
 from pathlib import Path
@@ -149,14 +150,28 @@ def compare(
         left_out = (unlaunched_share(trace1.kernels), unlaunched_share(trace2.kernels))
     trace1, trace2 = compared_views(trace1, trace2, keep_unlaunched=keep_unlaunched, phase=phase)
     limits = Thresholds(**thresholds)
-    result, matched = _compare_kernels(
-        trace1, trace2, min_group_size, progress, limits, opportunities_on_mismatch, left_out
-    )
-    result.params.update(keep_unlaunched=keep_unlaunched, phase=phase)
+    params: dict[str, Any] = {"min_group_size": min_group_size, **asdict(limits)}
+    params.update(keep_unlaunched=keep_unlaunched, phase=phase)
     if opportunities_on_mismatch:
-        result.params["opportunities_on_mismatch"] = True
-    result.phases = phase_summary(result, phase, partial(_compare_phase, whole=matched))
+        params["opportunities_on_mismatch"] = True
+    whole: Future[_Matched] = Future()
+    per_phase = partial(_compare_phase, whole=whole)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=PHASES_THREAD) as pool:
+        phases = pool.submit(phase_summary, (trace1, trace2), params, phase, per_phase)
+        try:
+            result = _compare_kernels(trace1, trace2, params, progress, limits, left_out, whole)
+        except BaseException as error:
+            if not whole.done():
+                whole.set_exception(error)  # the phases' thread stops waiting
+            raise
+        result.phases = phases.result()
     return result
+
+
+PHASES_THREAD = "fusion-phases"
+"""The thread that computes a comparison's `phases` section beside the whole comparison: it makes the phases'
+views at once and compares them as soon as the whole comparison's groups are matched (they are the views' own).
+Much of both is numpy and pandas work that releases the GIL, so on two cores the two overlap."""
 
 
 COMPARE_OPTIONS = ("keep_unlaunched", "phase", "opportunities_on_mismatch")
@@ -178,13 +193,13 @@ def _compare_phase(
     trace2: Trace,
     *,
     rows: tuple[np.ndarray, np.ndarray],
-    whole: _Matched,
+    whole: Future[_Matched],
     min_group_size: int,
     **params: Any,
 ) -> Findings:
     """One phase's views compared with the parameters of the whole comparison: its findings only (no tables,
     no nested phase split). `rows`: each view's kernels as rows of the whole comparison's traces, whose matched
-    groups (`whole`) are the views' own when the views cut none of them."""
+    groups (`whole`, waited for) are the views' own when the views cut none of them."""
     thresholds = {k: v for k, v in params.items() if k not in COMPARE_OPTIONS}
     walked = _walk(
         trace1,
@@ -192,7 +207,7 @@ def _compare_phase(
         min_group_size,
         None,
         Thresholds(**thresholds),
-        whole.within(rows, trace1, trace2, min_group_size),
+        whole.result().within(rows, trace1, trace2, min_group_size),
     )
     return _findings(
         walked, with_op_table=False, opportunities_on_mismatch=params.get("opportunities_on_mismatch", False)
@@ -259,7 +274,6 @@ class _Walked:
     """detect.type_stats: per type, counts and times on both sides."""
     cut: CutPairs
     """Matched group pairs that ran different stretches of work (cut_pairs)."""
-    matched: _Matched
 
 
 @dataclass
@@ -277,22 +291,25 @@ class Findings:
 def _compare_kernels(
     trace1: Trace,
     trace2: Trace,
-    min_group_size: int,
+    params: dict[str, Any],
     progress: Progress | None,
     limits: Thresholds,
-    opportunities_on_mismatch: bool,
     left_out: tuple[LeftOut, LeftOut],
-) -> tuple[Comparison, _Matched]:
-    walked = _walk(trace1, trace2, min_group_size, progress, limits)
-    found = _findings(walked, True, opportunities_on_mismatch, left_out)
-    result = _assemble(walked, found, min_group_size)
+    matched: Future[_Matched],
+) -> Comparison:
+    """The whole comparison with compare()'s `params`; its matched groups are set in `matched` as soon as they
+    are known."""
+    min_group_size = params["min_group_size"]
+    walked = _walk(trace1, trace2, min_group_size, progress, limits, on_matched=matched.set_result)
+    found = _findings(walked, True, params.get("opportunities_on_mismatch", False), left_out)
+    result = _assemble(walked, found, params)
     op_level = found.op_level
     if op_level.op_calls is not None:
         labels = (result.trace1.label, result.trace2.label)
         result.efficiency = op_efficiency(op_level.op_calls, op_level.aligned, result.mappings, labels)
     if progress:
         progress("detect", 1.0)
-    return result, walked.matched
+    return result
 
 
 def _walk(
@@ -302,9 +319,10 @@ def _walk(
     progress: Progress | None,
     limits: Thresholds,
     matched: _Matched | None = None,
+    on_matched: Callable[[_Matched], None] | None = None,
 ) -> _Walked:
-    """Both sides, their groups matched (`matched` when the caller has them for these traces), the pairs and the
-    evidence of walking their alignments."""
+    """Both sides, their groups matched (`matched` when the caller has them for these traces; `on_matched` is
+    given them once known), the pairs and the evidence of walking their alignments."""
     report = progress or (lambda stage, fraction: None)
     types = _types(trace1, trace2)
     sides = (
@@ -324,6 +342,8 @@ def _walk(
     if known is None:
         known = (_sequence_ids(first, sides[0]), _sequence_ids(second, sides[1]))
         matched = replace(matched, sequences=known)
+    if on_matched is not None:
+        on_matched(matched)
     matching = matched.matching
     sequences = [known[0], known[1]]
     first, second, matching, cut = _without_cut_pairs((first, second), matching, sides, types, limits, sequences)
@@ -336,7 +356,7 @@ def _walk(
     index = PairIndex(groups, matching.pairs, windows, stream)
     evidence = collect_evidence(_segments(index, sides, types, sequences), sides, types, limits)
     report("detect", 0.7)
-    return _Walked(sides, groups, matching, index, evidence, types, limits, type_stats(sides, types), cut, matched)
+    return _Walked(sides, groups, matching, index, evidence, types, limits, type_stats(sides, types), cut)
 
 
 def _without_cut_pairs(
@@ -509,7 +529,8 @@ def _pair_rows(index: PairIndex, pids: np.ndarray, side: int) -> np.ndarray:
     return groups.kernel_rows[starts[:, None] + np.arange(length)]
 
 
-def _assemble(walked: _Walked, found: Findings, min_group_size: int) -> Comparison:
+def _assemble(walked: _Walked, found: Findings, params: dict[str, Any]) -> Comparison:
+    min_group_size = params["min_group_size"]
     sides, groups, matching, index, types = walked.sides, walked.groups, walked.matching, walked.index, walked.types
     trace1, trace2 = sides[0].trace, sides[1].trace
     stats = walked.stats
@@ -521,7 +542,7 @@ def _assemble(walked: _Walked, found: Findings, min_group_size: int) -> Comparis
     return Comparison(
         trace1=trace1,
         trace2=trace2,
-        params={"min_group_size": min_group_size, **asdict(walked.limits)},
+        params=dict(params),
         type_stats=stats,
         groups1=_with_kind(groups[0].table, matching.kinds1, min_group_size),
         groups2=_with_kind(groups[1].table, matching.kinds2, min_group_size),

@@ -1,6 +1,7 @@
 """Kernel -> phase and step: the evidence order on plain range tables, views, and the real traces."""
 
 import json
+import threading
 
 import numpy as np
 import pandas as pd
@@ -374,6 +375,54 @@ def test_a_phase_findings_evidence_cites_rows_of_the_whole_traces(serving_pair):
                     ends = trace.kernels.iloc[[start, stop - 1]]
                     assert set(ends["phase"]) == {phase}
                     assert set(ends["name"].astype(str)) <= cited
+
+
+def _compare_in_thread(traces) -> tuple[threading.Thread, list[BaseException]]:
+    """compare() on a thread of its own, joined within JOIN_S: a hang fails the test instead of stalling the run."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            compare(*traces)
+        except BaseException as error:  # the test inspects it
+            errors.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(JOIN_S)
+    return thread, errors
+
+
+JOIN_S = 60
+"""Far longer than comparing the serving pair takes (well under a second)."""
+
+
+def test_an_error_before_the_groups_are_matched_ends_the_phases_thread(serving_pair, monkeypatch):
+    """The phases' thread waits for the whole comparison's matched groups; when the whole comparison fails first,
+    compare() raises that error and leaves no thread waiting."""
+    import fusion.comparison.pair as pair
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("grouping failed")
+
+    monkeypatch.setattr(pair, "correlation_groups", broken)
+    thread, errors = _compare_in_thread(serving_pair[2])
+    assert not thread.is_alive()
+    assert [str(e) for e in errors] == ["grouping failed"]
+    assert not [t for t in threading.enumerate() if t.name.startswith(pair.PHASES_THREAD)]
+
+
+def test_an_error_in_the_phases_section_reaches_the_caller(serving_pair, monkeypatch):
+    """The phases' section is computed on its own thread: its error is raised by compare(), not lost."""
+    import fusion.comparison.phases as phases
+
+    def broken(*args, **kwargs):
+        raise ValueError("phase view failed")
+
+    monkeypatch.setattr(phases, "phase_view", broken)
+    thread, errors = _compare_in_thread(serving_pair[2])
+    assert not thread.is_alive()
+    assert [str(e) for e in errors] == ["phase view failed"]
 
 
 @pytest.mark.parametrize("pair", ["serving_pair", "engine_pair"])
