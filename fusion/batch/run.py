@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 import pandas as pd
 
+from fusion import settings
 from fusion.errors import TraceError
 from fusion.result import COUNT, KERNEL_TYPE, TIME_US, side_column
 
@@ -411,9 +412,15 @@ def run_local(
     """Each job in a process of a pool of `workers`."""
     if workers <= 1 or len(jobs) <= 1:
         return _in_order(jobs, (run_pair(job, out_dir, params) for job in jobs), progress)
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with ProcessPoolExecutor(max_workers=workers, initializer=_one_analysis_thread) as pool:
         futures = {pool.submit(run_pair, job, out_dir, params): job for job in jobs}
         return _in_order(jobs, (future.result() for future in as_completed(futures)), progress)
+
+
+def _one_analysis_thread() -> None:
+    """In a pool worker: one thread per comparison unless FUSION_ANALYSIS_THREADS says otherwise (the pool already
+    runs a comparison per core; a second thread per comparison would only take turns with another process's)."""
+    os.environ.setdefault(settings.ANALYSIS_THREADS, "1")
 
 
 def run_ray(

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fusion import settings
 from fusion.classify.names import KERNEL_TYPES
 from fusion.classify.trace import load
 from fusion.comparison.ops import OpComparison, compare_ops
@@ -155,11 +156,25 @@ def compare(
     if opportunities_on_mismatch:
         params["opportunities_on_mismatch"] = True
     whole: Future[_Matched] = Future()
-    per_phase = partial(_compare_phase, whole=whole)
+    section = partial(phase_summary, (trace1, trace2), params, phase, partial(_compare_phase, whole=whole))
+    return _with_phases(
+        partial(_compare_kernels, trace1, trace2, params, progress, limits, left_out, whole), section, whole
+    )
+
+
+def _with_phases(
+    compare_whole: Callable[[], Comparison], section: Callable[[], dict[str, Any]], whole: Future[_Matched]
+) -> Comparison:
+    """The whole comparison with its phases' `section`, which waits for the whole comparison's matched groups
+    (`whole`): computed beside it on a thread of its own where FUSION_ANALYSIS_THREADS allows two, else after it."""
+    if settings.analysis_threads() < 2:
+        result = compare_whole()
+        result.phases = section()
+        return result
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix=PHASES_THREAD) as pool:
-        phases = pool.submit(phase_summary, (trace1, trace2), params, phase, per_phase)
+        phases = pool.submit(section)
         try:
-            result = _compare_kernels(trace1, trace2, params, progress, limits, left_out, whole)
+            result = compare_whole()
         except BaseException as error:
             if not whole.done():
                 whole.set_exception(error)  # the phases' thread stops waiting
@@ -171,7 +186,7 @@ def compare(
 PHASES_THREAD = "fusion-phases"
 """The thread that computes a comparison's `phases` section beside the whole comparison: it makes the phases'
 views at once and compares them as soon as the whole comparison's groups are matched (they are the views' own).
-Much of both is numpy and pandas work that releases the GIL, so on two cores the two overlap."""
+Much of both is numpy and pandas work that releases the GIL, so on two free cores the two overlap."""
 
 
 COMPARE_OPTIONS = ("keep_unlaunched", "phase", "opportunities_on_mismatch")

@@ -34,6 +34,7 @@ from fusion.model.phases import (
     phase_view,
 )
 from fusion.result import NO_PAIR
+from fusion.settings import ANALYSIS_THREADS
 from fusion.synthetic.phases import (
     ServingSpec,
     serving_truth,
@@ -402,6 +403,8 @@ def test_an_error_before_the_groups_are_matched_ends_the_phases_thread(serving_p
     compare() raises that error and leaves no thread waiting."""
     import fusion.comparison.pair as pair
 
+    monkeypatch.setenv(ANALYSIS_THREADS, "2")
+
     def broken(*args, **kwargs):
         raise RuntimeError("grouping failed")
 
@@ -416,6 +419,8 @@ def test_an_error_in_the_phases_section_reaches_the_caller(serving_pair, monkeyp
     """The phases' section is computed on its own thread: its error is raised by compare(), not lost."""
     import fusion.comparison.phases as phases
 
+    monkeypatch.setenv(ANALYSIS_THREADS, "2")
+
     def broken(*args, **kwargs):
         raise ValueError("phase view failed")
 
@@ -423,6 +428,38 @@ def test_an_error_in_the_phases_section_reaches_the_caller(serving_pair, monkeyp
     thread, errors = _compare_in_thread(serving_pair[2])
     assert not thread.is_alive()
     assert [str(e) for e in errors] == ["phase view failed"]
+
+
+def test_the_phases_are_compared_beside_the_whole_comparison_or_after_it_alike(serving_pair, monkeypatch):
+    """With two analysis threads the phases' section is computed on a thread of its own while the whole comparison
+    runs; with one, on the caller's thread after it. The comparison is the same."""
+    from fusion.comparison.pair import PHASES_THREAD
+
+    def compared(threads: str) -> tuple[dict, set[bool]]:
+        monkeypatch.setenv(ANALYSIS_THREADS, threads)
+        beside: set[bool] = set()
+
+        def seen(stage: str, fraction: float) -> None:
+            beside.add(any(t.name.startswith(PHASES_THREAD) for t in threading.enumerate()))
+
+        return compare(*serving_pair[2], progress=seen).to_dict(), beside
+
+    (two, beside), (one, alone) = compared("2"), compared("1")
+    assert beside == {True} and alone == {False}
+    assert two["phases"]["per_phase"] and json.dumps(two, sort_keys=True) == json.dumps(one, sort_keys=True)
+
+
+def test_a_batch_pool_worker_compares_on_one_thread_unless_told(monkeypatch):
+    from fusion.batch.run import _one_analysis_thread
+    from fusion.settings import analysis_threads
+
+    monkeypatch.setenv(ANALYSIS_THREADS, "2")  # recorded, so the worker's setting is undone after the test
+    monkeypatch.delenv(ANALYSIS_THREADS)
+    _one_analysis_thread()
+    assert analysis_threads() == 1
+    monkeypatch.setenv(ANALYSIS_THREADS, "2")
+    _one_analysis_thread()
+    assert analysis_threads() == 2
 
 
 @pytest.mark.parametrize("pair", ["serving_pair", "engine_pair"])
