@@ -156,37 +156,41 @@ def compare(
     if opportunities_on_mismatch:
         params["opportunities_on_mismatch"] = True
     whole: Future[_Matched] = Future()
+    op_level = partial(compare_ops, trace1, trace2, limits)
     section = partial(phase_summary, (trace1, trace2), params, phase, partial(_compare_phase, whole=whole))
-    return _with_phases(
-        partial(_compare_kernels, trace1, trace2, params, progress, limits, left_out, whole), section, whole
-    )
-
-
-def _with_phases(
-    compare_whole: Callable[[], Comparison], section: Callable[[], dict[str, Any]], whole: Future[_Matched]
-) -> Comparison:
-    """The whole comparison with its phases' `section`, which waits for the whole comparison's matched groups
-    (`whole`): computed beside it on a thread of its own where FUSION_ANALYSIS_THREADS allows two, else after it."""
+    compare_whole = partial(_compare_kernels, trace1, trace2, params, progress, limits, left_out, whole)
     if settings.analysis_threads() < 2:
-        result = compare_whole()
+        result = compare_whole(op_level)
         result.phases = section()
         return result
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=PHASES_THREAD) as pool:
-        phases = pool.submit(section)
+    return _on_two_threads(compare_whole, op_level, section, whole)
+
+
+def _on_two_threads(
+    compare_whole: Callable[[Callable[[], OpComparison]], Comparison],
+    op_level: Callable[[], OpComparison],
+    section: Callable[[], dict[str, Any]],
+    whole: Future[_Matched],
+) -> Comparison:
+    """The whole comparison on this thread; on a second (SECOND_THREAD), the op-level comparison it reads once its
+    kernels are walked, then its phases' `section`, which waits for the whole comparison's matched groups (`whole`)."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=SECOND_THREAD) as pool:
+        ops, phases = pool.submit(op_level), pool.submit(section)
         try:
-            result = compare_whole()
+            result = compare_whole(ops.result)
         except BaseException as error:
             if not whole.done():
-                whole.set_exception(error)  # the phases' thread stops waiting
+                whole.set_exception(error)  # the second thread stops waiting
             raise
         result.phases = phases.result()
     return result
 
 
-PHASES_THREAD = "fusion-phases"
-"""The thread that computes a comparison's `phases` section beside the whole comparison: it makes the phases'
-views at once and compares them as soon as the whole comparison's groups are matched (they are the views' own).
-Much of both is numpy and pandas work that releases the GIL, so on two free cores the two overlap."""
+SECOND_THREAD = "fusion-compare"
+"""The second thread of a comparison (FUSION_ANALYSIS_THREADS 2 or more): the op-level comparison of the whole
+traces, then the `phases` section, whose views it makes at once and compares as soon as the whole comparison's groups
+are matched (they are the views' own). Much of the work on both threads is numpy and pandas code that releases the
+GIL, so on two free cores the two overlap."""
 
 
 COMPARE_OPTIONS = ("keep_unlaunched", "phase", "opportunities_on_mismatch")
@@ -215,18 +219,12 @@ def _compare_phase(
     """One phase's views compared with the parameters of the whole comparison: its findings only (no tables,
     no nested phase split). `rows`: each view's kernels as rows of the whole comparison's traces, whose matched
     groups (`whole`, waited for) are the views' own when the views cut none of them."""
-    thresholds = {k: v for k, v in params.items() if k not in COMPARE_OPTIONS}
+    limits = Thresholds(**{k: v for k, v in params.items() if k not in COMPARE_OPTIONS})
     walked = _walk(
-        trace1,
-        trace2,
-        min_group_size,
-        None,
-        Thresholds(**thresholds),
-        whole.result().within(rows, trace1, trace2, min_group_size),
+        trace1, trace2, min_group_size, None, limits, whole.result().within(rows, trace1, trace2, min_group_size)
     )
-    return _findings(
-        walked, with_op_table=False, opportunities_on_mismatch=params.get("opportunities_on_mismatch", False)
-    )
+    op_level = compare_ops(trace1, trace2, limits, with_table=False)
+    return _findings(walked, op_level, params.get("opportunities_on_mismatch", False))
 
 
 @dataclass
@@ -311,12 +309,13 @@ def _compare_kernels(
     limits: Thresholds,
     left_out: tuple[LeftOut, LeftOut],
     matched: Future[_Matched],
+    op_level: Callable[[], OpComparison],
 ) -> Comparison:
     """The whole comparison with compare()'s `params`; its matched groups are set in `matched` as soon as they
-    are known."""
+    are known, and `op_level` gives the op-level comparison of the traces (with the op table)."""
     min_group_size = params["min_group_size"]
     walked = _walk(trace1, trace2, min_group_size, progress, limits, on_matched=matched.set_result)
-    found = _findings(walked, True, params.get("opportunities_on_mismatch", False), left_out)
+    found = _findings(walked, op_level(), params.get("opportunities_on_mismatch", False), left_out)
     result = _assemble(walked, found, params)
     op_level = found.op_level
     if op_level.op_calls is not None:
@@ -400,11 +399,12 @@ def _without_cut_pairs(
 
 def _findings(
     walked: _Walked,
-    with_op_table: bool,
+    op_level: OpComparison,
     opportunities_on_mismatch: bool = False,
     left_out: tuple[LeftOut, LeftOut] = (LeftOut(), LeftOut()),
 ) -> Findings:
-    """Mappings (op-level first), one-sided notes, opportunities and comparability; the op table only if asked.
+    """Mappings (op-level first, from `op_level`: compare_ops of the walked traces), one-sided notes, opportunities
+    and comparability.
 
     The workload identity check comes first: traces that run different workloads get no finding (the tables
     stay); traces whose counts look too different (mismatch) get no count-based opportunity unless asked.
@@ -412,7 +412,6 @@ def _findings(
     sides, groups, matching, types, limits = walked.sides, walked.groups, walked.matching, walked.types, walked.limits
     counts1 = groups[0].type_counts[matching.pairs[:, 0]]
     counts2 = groups[1].type_counts[matching.pairs[:, 1]]
-    op_level = compare_ops(sides[0].trace, sides[1].trace, limits, with_table=with_op_table)
     check = comparability(
         sides,
         types,

@@ -412,7 +412,7 @@ def test_an_error_before_the_groups_are_matched_ends_the_phases_thread(serving_p
     thread, errors = _compare_in_thread(serving_pair[2])
     assert not thread.is_alive()
     assert [str(e) for e in errors] == ["grouping failed"]
-    assert not [t for t in threading.enumerate() if t.name.startswith(pair.PHASES_THREAD)]
+    assert not [t for t in threading.enumerate() if t.name.startswith(pair.SECOND_THREAD)]
 
 
 def test_an_error_in_the_phases_section_reaches_the_caller(serving_pair, monkeypatch):
@@ -433,14 +433,14 @@ def test_an_error_in_the_phases_section_reaches_the_caller(serving_pair, monkeyp
 def test_the_phases_are_compared_beside_the_whole_comparison_or_after_it_alike(serving_pair, monkeypatch):
     """With two analysis threads the phases' section is computed on a thread of its own while the whole comparison
     runs; with one, on the caller's thread after it. The comparison is the same."""
-    from fusion.comparison.pair import PHASES_THREAD
+    from fusion.comparison.pair import SECOND_THREAD
 
     def compared(threads: str) -> tuple[dict, set[bool]]:
         monkeypatch.setenv(ANALYSIS_THREADS, threads)
         beside: set[bool] = set()
 
         def seen(stage: str, fraction: float) -> None:
-            beside.add(any(t.name.startswith(PHASES_THREAD) for t in threading.enumerate()))
+            beside.add(any(t.name.startswith(SECOND_THREAD) for t in threading.enumerate()))
 
         return compare(*serving_pair[2], progress=seen).to_dict(), beside
 
