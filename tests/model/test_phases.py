@@ -449,17 +449,30 @@ def test_the_phases_are_compared_beside_the_whole_comparison_or_after_it_alike(s
     assert two["phases"]["per_phase"] and json.dumps(two, sort_keys=True) == json.dumps(one, sort_keys=True)
 
 
-def test_a_batch_pool_worker_compares_on_one_thread_unless_told(monkeypatch):
-    from fusion.batch.run import _one_analysis_thread
-    from fusion.settings import analysis_threads
+def test_a_batch_worker_compares_on_one_thread_unless_told(serving_pair, tmp_path, monkeypatch):
+    """A pool worker's or Ray task's comparison runs on one thread (the pool runs one per core), unless
+    FUSION_ANALYSIS_THREADS is set; its result is the pair's comparison either way."""
+    from fusion.batch.run import BatchParams, _job, _run_pair_on_one_thread
+    from fusion.comparison.pair import SECOND_THREAD
 
+    files, seen = serving_pair[1], []
+    real = compare
+
+    def watched(*args, **kwargs):
+        kwargs["progress"] = lambda stage, fraction: seen.append(
+            any(t.name.startswith(SECOND_THREAD) for t in threading.enumerate())
+        )
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr("fusion.comparison.pair.compare", watched)
     monkeypatch.setenv(ANALYSIS_THREADS, "2")  # recorded, so the worker's setting is undone after the test
     monkeypatch.delenv(ANALYSIS_THREADS)
-    _one_analysis_thread()
-    assert analysis_threads() == 1
+    outcome = _run_pair_on_one_thread(_job(str(files[0]), str(files[1]), "one"), str(tmp_path / "one"), BatchParams())
+    assert outcome.status == "ok" and seen and not any(seen)
     monkeypatch.setenv(ANALYSIS_THREADS, "2")
-    _one_analysis_thread()
-    assert analysis_threads() == 2
+    seen.clear()
+    outcome = _run_pair_on_one_thread(_job(str(files[0]), str(files[1]), "two"), str(tmp_path / "two"), BatchParams())
+    assert outcome.status == "ok" and seen and all(seen)
 
 
 @pytest.mark.parametrize("pair", ["serving_pair", "engine_pair"])
