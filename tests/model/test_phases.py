@@ -398,6 +398,28 @@ JOIN_S = 60
 """Far longer than comparing the serving pair takes (well under a second)."""
 
 
+@pytest.mark.parametrize("categorical", [True, False])
+def test_the_no_phase_note_counts_its_kernels_without_a_recorded_launch(categorical):
+    """Of the kernels of phase 'all', those whose launch is 'none' or 'unrecorded'; a kernel with no launch value or
+    of another phase is not counted, whether the columns are categorical or plain strings."""
+    from fusion.model.columns import LAUNCH_KINDS
+    from fusion.model.phases import NO_STEP, SOURCES
+
+    phases = [DECODE, ALL, ALL, ALL, ALL, DECODE]
+    launches = ["kernel", "none", "kernel", "unrecorded", None, "none"]
+    kernels = pd.DataFrame(
+        {
+            "phase": pd.Categorical(phases, categories=list(PHASES)) if categorical else phases,
+            "launch": pd.Categorical(launches, categories=list(LAUNCH_KINDS)) if categorical else launches,
+            "step": np.full(len(phases), NO_STEP),
+            "phase_source": pd.Categorical([SOURCE_NONE] * len(phases), categories=list(SOURCES)),
+            "dur": np.ones(len(phases)),
+        }
+    )
+    notes = phase_notes(kernels)
+    assert "4 kernels have no phase signal (phase 'all'), 2 of them without a recorded launch" in notes
+
+
 def test_an_error_before_the_groups_are_matched_ends_the_phases_thread(serving_pair, monkeypatch):
     """The phases' thread waits for the whole comparison's matched groups; when the whole comparison fails first,
     compare() raises that error and leaves no thread waiting."""
