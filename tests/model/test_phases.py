@@ -420,12 +420,25 @@ def test_the_no_phase_note_counts_its_kernels_without_a_recorded_launch(categori
     assert "4 kernels have no phase signal (phase 'all'), 2 of them without a recorded launch" in notes
 
 
-def test_an_error_before_the_groups_are_matched_ends_the_phases_thread(serving_pair, monkeypatch):
+@pytest.fixture
+def any_size_on_two_threads(monkeypatch):
+    """Two analysis threads for a pair of any size (the serving pair is far below SECOND_THREAD_MIN_KERNELS)."""
+    monkeypatch.setenv(ANALYSIS_THREADS, "2")
+    monkeypatch.setattr("fusion.comparison.pair.SECOND_THREAD_MIN_KERNELS", 0)
+
+
+def _second_thread_runs() -> bool:
+    from fusion.comparison.pair import SECOND_THREAD
+
+    return any(t.name.startswith(SECOND_THREAD) for t in threading.enumerate())
+
+
+def test_an_error_before_the_groups_are_matched_ends_the_phases_thread(
+    serving_pair, any_size_on_two_threads, monkeypatch
+):
     """The phases' thread waits for the whole comparison's matched groups; when the whole comparison fails first,
     compare() raises that error and leaves no thread waiting."""
     import fusion.comparison.pair as pair
-
-    monkeypatch.setenv(ANALYSIS_THREADS, "2")
 
     def broken(*args, **kwargs):
         raise RuntimeError("grouping failed")
@@ -434,14 +447,12 @@ def test_an_error_before_the_groups_are_matched_ends_the_phases_thread(serving_p
     thread, errors = _compare_in_thread(serving_pair[2])
     assert not thread.is_alive()
     assert [str(e) for e in errors] == ["grouping failed"]
-    assert not [t for t in threading.enumerate() if t.name.startswith(pair.SECOND_THREAD)]
+    assert not _second_thread_runs()
 
 
-def test_an_error_in_the_phases_section_reaches_the_caller(serving_pair, monkeypatch):
+def test_an_error_in_the_phases_section_reaches_the_caller(serving_pair, any_size_on_two_threads, monkeypatch):
     """The phases' section is computed on its own thread: its error is raised by compare(), not lost."""
     import fusion.comparison.phases as phases
-
-    monkeypatch.setenv(ANALYSIS_THREADS, "2")
 
     def broken(*args, **kwargs):
         raise ValueError("phase view failed")
@@ -453,40 +464,38 @@ def test_an_error_in_the_phases_section_reaches_the_caller(serving_pair, monkeyp
 
 
 def test_the_phases_are_compared_beside_the_whole_comparison_or_after_it_alike(serving_pair, monkeypatch):
-    """With two analysis threads the phases' section is computed on a thread of its own while the whole comparison
-    runs; with one, on the caller's thread after it. The comparison is the same."""
-    from fusion.comparison.pair import SECOND_THREAD
+    """With two analysis threads and a pair of SECOND_THREAD_MIN_KERNELS or more, the phases' section is computed on
+    a thread of its own while the whole comparison runs; with one thread, or a smaller pair, on the caller's thread
+    after it. The comparison is the same."""
+    kernels = sum(len(t.kernels) for t in serving_pair[2])
 
-    def compared(threads: str) -> tuple[dict, set[bool]]:
+    def compared(threads: str, min_kernels: int) -> tuple[dict, set[bool]]:
         monkeypatch.setenv(ANALYSIS_THREADS, threads)
+        monkeypatch.setattr("fusion.comparison.pair.SECOND_THREAD_MIN_KERNELS", min_kernels)
         beside: set[bool] = set()
+        result = compare(*serving_pair[2], progress=lambda stage, fraction: beside.add(_second_thread_runs()))
+        return result.to_dict(), beside
 
-        def seen(stage: str, fraction: float) -> None:
-            beside.add(any(t.name.startswith(SECOND_THREAD) for t in threading.enumerate()))
-
-        return compare(*serving_pair[2], progress=seen).to_dict(), beside
-
-    (two, beside), (one, alone) = compared("2"), compared("1")
-    assert beside == {True} and alone == {False}
-    assert two["phases"]["per_phase"] and json.dumps(two, sort_keys=True) == json.dumps(one, sort_keys=True)
+    runs = {(t, m): compared(t, m) for t, m in (("2", kernels), ("1", kernels), ("2", kernels + 1))}
+    assert [beside for _, beside in runs.values()] == [{True}, {False}, {False}]
+    dumps = {json.dumps(result, sort_keys=True) for result, _ in runs.values()}
+    assert runs["2", kernels][0]["phases"]["per_phase"] and len(dumps) == 1
 
 
 def test_a_batch_worker_compares_on_one_thread_unless_told(serving_pair, tmp_path, monkeypatch):
     """A pool worker's or Ray task's comparison runs on one thread (the pool runs one per core), unless
     FUSION_ANALYSIS_THREADS is set; its result is the pair's comparison either way."""
     from fusion.batch.run import BatchParams, _job, _run_pair_on_one_thread
-    from fusion.comparison.pair import SECOND_THREAD
 
     files, seen = serving_pair[1], []
     real = compare
 
     def watched(*args, **kwargs):
-        kwargs["progress"] = lambda stage, fraction: seen.append(
-            any(t.name.startswith(SECOND_THREAD) for t in threading.enumerate())
-        )
+        kwargs["progress"] = lambda stage, fraction: seen.append(_second_thread_runs())
         return real(*args, **kwargs)
 
     monkeypatch.setattr("fusion.comparison.pair.compare", watched)
+    monkeypatch.setattr("fusion.comparison.pair.SECOND_THREAD_MIN_KERNELS", 0)
     monkeypatch.setenv(ANALYSIS_THREADS, "2")  # recorded, so the worker's setting is undone after the test
     monkeypatch.delenv(ANALYSIS_THREADS)
     outcome = _run_pair_on_one_thread(_job(str(files[0]), str(files[1]), "one"), str(tmp_path / "one"), BatchParams())
