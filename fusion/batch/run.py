@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 import pandas as pd
 
+from fusion import settings
 from fusion.errors import TraceError
 from fusion.result import COUNT, KERNEL_TYPE, TIME_US, side_column
 
@@ -412,8 +413,16 @@ def run_local(
     if workers <= 1 or len(jobs) <= 1:
         return _in_order(jobs, (run_pair(job, out_dir, params) for job in jobs), progress)
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(run_pair, job, out_dir, params): job for job in jobs}
+        futures = {pool.submit(_run_pair_on_one_thread, job, out_dir, params): job for job in jobs}
         return _in_order(jobs, (future.result() for future in as_completed(futures)), progress)
+
+
+def _run_pair_on_one_thread(job: Job, out_dir: str, params: BatchParams) -> PairOutcome:
+    """run_pair in a worker of a pool of processes or a Ray task: one thread per comparison unless
+    FUSION_ANALYSIS_THREADS says otherwise (the pool already runs a comparison per core; a second thread per
+    comparison would only take turns with another process's)."""
+    os.environ.setdefault(settings.ANALYSIS_THREADS, "1")
+    return run_pair(job, out_dir, params)
 
 
 def run_ray(
@@ -426,7 +435,7 @@ def run_ray(
     if started_here:
         ray.init(address=address, log_to_driver=False, include_dashboard=False)
     try:
-        task = ray.remote(run_pair)
+        task = ray.remote(_run_pair_on_one_thread)
         pending = [task.options(num_cpus=1, memory=task_memory(job)).remote(job, out_dir, params) for job in jobs]
         return _in_order(jobs, _ray_results(ray, pending), progress)
     finally:

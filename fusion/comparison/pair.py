@@ -9,6 +9,7 @@ kind "stream" (correlations -1).
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from functools import cached_property, partial
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fusion import settings
 from fusion.classify.names import KERNEL_TYPES
 from fusion.classify.trace import load
 from fusion.comparison.ops import OpComparison, compare_ops
@@ -149,14 +151,50 @@ def compare(
         left_out = (unlaunched_share(trace1.kernels), unlaunched_share(trace2.kernels))
     trace1, trace2 = compared_views(trace1, trace2, keep_unlaunched=keep_unlaunched, phase=phase)
     limits = Thresholds(**thresholds)
-    result, matched = _compare_kernels(
-        trace1, trace2, min_group_size, progress, limits, opportunities_on_mismatch, left_out
-    )
-    result.params.update(keep_unlaunched=keep_unlaunched, phase=phase)
+    params: dict[str, Any] = {"min_group_size": min_group_size, **asdict(limits)}
+    params.update(keep_unlaunched=keep_unlaunched, phase=phase)
     if opportunities_on_mismatch:
-        result.params["opportunities_on_mismatch"] = True
-    result.phases = phase_summary(result, phase, partial(_compare_phase, whole=matched))
+        params["opportunities_on_mismatch"] = True
+    whole: Future[_Matched] = Future()
+    op_level = partial(compare_ops, trace1, trace2, limits)
+    section = partial(phase_summary, (trace1, trace2), params, phase, partial(_compare_phase, whole=whole))
+    compare_whole = partial(_compare_kernels, trace1, trace2, params, progress, limits, left_out, whole)
+    if settings.analysis_threads() < 2 or len(trace1.kernels) + len(trace2.kernels) < SECOND_THREAD_MIN_KERNELS:
+        result = compare_whole(op_level)
+        result.phases = section()
+        return result
+    return _on_two_threads(compare_whole, op_level, section, whole)
+
+
+def _on_two_threads(
+    compare_whole: Callable[[Callable[[], OpComparison]], Comparison],
+    op_level: Callable[[], OpComparison],
+    section: Callable[[], dict[str, Any]],
+    whole: Future[_Matched],
+) -> Comparison:
+    """The whole comparison on this thread; on a second (SECOND_THREAD), the op-level comparison it reads once its
+    kernels are walked, then its phases' `section`, which waits for the whole comparison's matched groups (`whole`)."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=SECOND_THREAD) as pool:
+        ops, phases = pool.submit(op_level), pool.submit(section)
+        try:
+            result = compare_whole(ops.result)
+        except BaseException as error:
+            if not whole.done():
+                whole.set_exception(error)  # the second thread stops waiting
+            raise
+        result.phases = phases.result()
     return result
+
+
+SECOND_THREAD_MIN_KERNELS = 250_000
+"""Kernels of both traces below which a comparison stays on one thread: the work of a smaller pair is mostly Python
+that holds the GIL, so a second thread only takes turns with the first (the 190 shared pairs, 1,000 to 30,000
+kernels each, took 26 s on two threads against 20 s on one); the many-kernel pair (2.1 M kernels) gains 15-25 %."""
+SECOND_THREAD = "fusion-compare"
+"""The second thread of a comparison (FUSION_ANALYSIS_THREADS 2 or more): the op-level comparison of the whole
+traces, then the `phases` section, whose views it makes at once and compares as soon as the whole comparison's groups
+are matched (they are the views' own). Much of the work on both threads is numpy and pandas code that releases the
+GIL, so on two free cores the two overlap."""
 
 
 COMPARE_OPTIONS = ("keep_unlaunched", "phase", "opportunities_on_mismatch")
@@ -178,25 +216,19 @@ def _compare_phase(
     trace2: Trace,
     *,
     rows: tuple[np.ndarray, np.ndarray],
-    whole: _Matched,
+    whole: Future[_Matched],
     min_group_size: int,
     **params: Any,
 ) -> Findings:
     """One phase's views compared with the parameters of the whole comparison: its findings only (no tables,
     no nested phase split). `rows`: each view's kernels as rows of the whole comparison's traces, whose matched
-    groups (`whole`) are the views' own when the views cut none of them."""
-    thresholds = {k: v for k, v in params.items() if k not in COMPARE_OPTIONS}
+    groups (`whole`, waited for) are the views' own when the views cut none of them."""
+    limits = Thresholds(**{k: v for k, v in params.items() if k not in COMPARE_OPTIONS})
     walked = _walk(
-        trace1,
-        trace2,
-        min_group_size,
-        None,
-        Thresholds(**thresholds),
-        whole.within(rows, trace1, trace2, min_group_size),
+        trace1, trace2, min_group_size, None, limits, whole.result().within(rows, trace1, trace2, min_group_size)
     )
-    return _findings(
-        walked, with_op_table=False, opportunities_on_mismatch=params.get("opportunities_on_mismatch", False)
-    )
+    op_level = compare_ops(trace1, trace2, limits, with_table=False)
+    return _findings(walked, op_level, params.get("opportunities_on_mismatch", False))
 
 
 @dataclass
@@ -259,7 +291,6 @@ class _Walked:
     """detect.type_stats: per type, counts and times on both sides."""
     cut: CutPairs
     """Matched group pairs that ran different stretches of work (cut_pairs)."""
-    matched: _Matched
 
 
 @dataclass
@@ -277,22 +308,26 @@ class Findings:
 def _compare_kernels(
     trace1: Trace,
     trace2: Trace,
-    min_group_size: int,
+    params: dict[str, Any],
     progress: Progress | None,
     limits: Thresholds,
-    opportunities_on_mismatch: bool,
     left_out: tuple[LeftOut, LeftOut],
-) -> tuple[Comparison, _Matched]:
-    walked = _walk(trace1, trace2, min_group_size, progress, limits)
-    found = _findings(walked, True, opportunities_on_mismatch, left_out)
-    result = _assemble(walked, found, min_group_size)
+    matched: Future[_Matched],
+    op_level: Callable[[], OpComparison],
+) -> Comparison:
+    """The whole comparison with compare()'s `params`; its matched groups are set in `matched` as soon as they
+    are known, and `op_level` gives the op-level comparison of the traces (with the op table)."""
+    min_group_size = params["min_group_size"]
+    walked = _walk(trace1, trace2, min_group_size, progress, limits, on_matched=matched.set_result)
+    found = _findings(walked, op_level(), params.get("opportunities_on_mismatch", False), left_out)
+    result = _assemble(walked, found, params)
     op_level = found.op_level
     if op_level.op_calls is not None:
         labels = (result.trace1.label, result.trace2.label)
         result.efficiency = op_efficiency(op_level.op_calls, op_level.aligned, result.mappings, labels)
     if progress:
         progress("detect", 1.0)
-    return result, walked.matched
+    return result
 
 
 def _walk(
@@ -302,9 +337,10 @@ def _walk(
     progress: Progress | None,
     limits: Thresholds,
     matched: _Matched | None = None,
+    on_matched: Callable[[_Matched], None] | None = None,
 ) -> _Walked:
-    """Both sides, their groups matched (`matched` when the caller has them for these traces), the pairs and the
-    evidence of walking their alignments."""
+    """Both sides, their groups matched (`matched` when the caller has them for these traces; `on_matched` is
+    given them once known), the pairs and the evidence of walking their alignments."""
     report = progress or (lambda stage, fraction: None)
     types = _types(trace1, trace2)
     sides = (
@@ -324,6 +360,8 @@ def _walk(
     if known is None:
         known = (_sequence_ids(first, sides[0]), _sequence_ids(second, sides[1]))
         matched = replace(matched, sequences=known)
+    if on_matched is not None:
+        on_matched(matched)
     matching = matched.matching
     sequences = [known[0], known[1]]
     first, second, matching, cut = _without_cut_pairs((first, second), matching, sides, types, limits, sequences)
@@ -336,7 +374,7 @@ def _walk(
     index = PairIndex(groups, matching.pairs, windows, stream)
     evidence = collect_evidence(_segments(index, sides, types, sequences), sides, types, limits)
     report("detect", 0.7)
-    return _Walked(sides, groups, matching, index, evidence, types, limits, type_stats(sides, types), cut, matched)
+    return _Walked(sides, groups, matching, index, evidence, types, limits, type_stats(sides, types), cut)
 
 
 def _without_cut_pairs(
@@ -365,11 +403,12 @@ def _without_cut_pairs(
 
 def _findings(
     walked: _Walked,
-    with_op_table: bool,
+    op_level: OpComparison,
     opportunities_on_mismatch: bool = False,
     left_out: tuple[LeftOut, LeftOut] = (LeftOut(), LeftOut()),
 ) -> Findings:
-    """Mappings (op-level first), one-sided notes, opportunities and comparability; the op table only if asked.
+    """Mappings (op-level first, from `op_level`: compare_ops of the walked traces), one-sided notes, opportunities
+    and comparability.
 
     The workload identity check comes first: traces that run different workloads get no finding (the tables
     stay); traces whose counts look too different (mismatch) get no count-based opportunity unless asked.
@@ -377,7 +416,6 @@ def _findings(
     sides, groups, matching, types, limits = walked.sides, walked.groups, walked.matching, walked.types, walked.limits
     counts1 = groups[0].type_counts[matching.pairs[:, 0]]
     counts2 = groups[1].type_counts[matching.pairs[:, 1]]
-    op_level = compare_ops(sides[0].trace, sides[1].trace, limits, with_table=with_op_table)
     check = comparability(
         sides,
         types,
@@ -509,7 +547,8 @@ def _pair_rows(index: PairIndex, pids: np.ndarray, side: int) -> np.ndarray:
     return groups.kernel_rows[starts[:, None] + np.arange(length)]
 
 
-def _assemble(walked: _Walked, found: Findings, min_group_size: int) -> Comparison:
+def _assemble(walked: _Walked, found: Findings, params: dict[str, Any]) -> Comparison:
+    min_group_size = params["min_group_size"]
     sides, groups, matching, index, types = walked.sides, walked.groups, walked.matching, walked.index, walked.types
     trace1, trace2 = sides[0].trace, sides[1].trace
     stats = walked.stats
@@ -521,7 +560,7 @@ def _assemble(walked: _Walked, found: Findings, min_group_size: int) -> Comparis
     return Comparison(
         trace1=trace1,
         trace2=trace2,
-        params={"min_group_size": min_group_size, **asdict(walked.limits)},
+        params=dict(params),
         type_stats=stats,
         groups1=_with_kind(groups[0].table, matching.kinds1, min_group_size),
         groups2=_with_kind(groups[1].table, matching.kinds2, min_group_size),

@@ -11,7 +11,6 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
-from fusion.comparison.result import Comparison
 from fusion.match.groups import joint_counts
 from fusion.model.phases import ALL, MIXED, PHASES, phase_notes, phase_table, phase_view, step_count, view_rows
 from fusion.model.trace import Trace
@@ -38,15 +37,17 @@ class PhaseFindings(Protocol):
 
 Compare = Callable[..., PhaseFindings]
 """The findings of one phase's comparison: called as compare(view1, view2, rows=(rows1, rows2),
-**comparison.params), where rows are each view's kernels as rows of the compared traces (view_rows)."""
+**params), where rows are each view's kernels as rows of the compared traces (view_rows)."""
 PER_STEP = "per_step"
 """A side's count of a type divided by its steps in the phase (side_column(PER_STEP, side))."""
 
 
-def phase_summary(comparison: Comparison, phase: str = ALL, compare: Compare | None = None) -> dict[str, Any]:
-    """The `phases` section. With `compare`, a comparison of all phases also runs one comparison per phase
-    present (when there is more than one) for that phase's findings."""
-    traces = (comparison.trace1, comparison.trace2)
+def phase_summary(
+    traces: tuple[Trace, Trace], params: dict[str, Any], phase: str = ALL, compare: Compare | None = None
+) -> dict[str, Any]:
+    """The `phases` section of a comparison of `traces` with `params` (Comparison.params). With `compare`, a
+    comparison of all phases also runs one comparison per phase present (when there is more than one) for that
+    phase's findings."""
     tables = [phase_table(t.kernels) for t in traces]
     present = [p for p in PHASES if any(p in table.index for table in tables)]
     split = compare if phase == ALL and len(present) > 1 else None
@@ -55,7 +56,7 @@ def phase_summary(comparison: Comparison, phase: str = ALL, compare: Compare | N
         {
             "selected": phase,
             "notes": pair_notes(traces, tables),
-            "per_phase": {p: _section(p, traces, tables, counts, comparison.params, split) for p in present},
+            "per_phase": {p: _section(p, traces, tables, counts, params, split) for p in present},
         }
     )
 

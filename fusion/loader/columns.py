@@ -108,9 +108,26 @@ def used_categories(column: pd.Series) -> pd.Categorical:
     values = column.cat
     codes = values.codes.to_numpy()
     present = codes >= 0
-    used = np.bincount(codes[present], minlength=len(values.categories)) > 0
+    every = bool(present.all())
+    used = np.bincount(codes if every else codes[present], minlength=len(values.categories)) > 0
     if used.all():
         return column.array
-    renumbered = np.cumsum(used) - 1
-    new_codes = np.where(present, renumbered[np.where(present, codes, 0)], -1)
-    return pd.Categorical.from_codes(new_codes, categories=values.categories[used])
+    renumbered = (np.cumsum(used) - 1).astype(codes.dtype)
+    new_codes = renumbered[codes] if every else np.where(present, renumbered[np.where(present, codes, 0)], -1)
+    dtype = pd.CategoricalDtype(values.categories[used], ordered=values.ordered)
+    return pd.Categorical.from_codes(new_codes, dtype=dtype, validate=False)
+
+
+def taken(table: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
+    """table.take(rows).reset_index(drop=True), taken column by column on the arrays (a categorical column on
+    its codes): pandas' take of a categorical column costs about ten times a take of its codes."""
+    columns: dict[str, Any] = {}
+    for name, column in table.items():
+        if isinstance(column.dtype, pd.CategoricalDtype):
+            codes = column.cat.codes.to_numpy().take(rows)
+            columns[name] = pd.Categorical.from_codes(codes, dtype=column.dtype, validate=False)
+        elif isinstance(column.dtype, np.dtype):
+            columns[name] = column.to_numpy().take(rows)
+        else:
+            columns[name] = column.array.take(rows)
+    return pd.DataFrame(columns, index=pd.RangeIndex(len(rows)), columns=table.columns, copy=False)

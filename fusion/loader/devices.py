@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from fusion.errors import TraceError
-from fusion.loader.columns import MISSING_ID, used_categories
+from fusion.loader.columns import MISSING_ID, taken, used_categories
 from fusion.loader.kineto import TraceRecords
 
 
@@ -34,7 +34,7 @@ def select_device(records: TraceRecords, device: int | None = None) -> TraceReco
         raise TraceError(records.source, f"no kernels on device {device}; its devices with kernels: {found}")
     chosen = device if device is not None else int(devices[int(np.argmax(time))])
     rows = np.flatnonzero(column == chosen)
-    table = kernels.take(rows).reset_index(drop=True)
+    table = taken(kernels, rows)
     table["name"] = used_categories(table["name"])
     gpu = records.device_names.get(chosen, records.gpu)
     return dataclasses.replace(

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from fusion.errors import TraceError
-from fusion.loader.columns import MISSING_ID, intern_coded, used_categories
+from fusion.loader.columns import MISSING_ID, intern_coded, taken, used_categories
 from fusion.loader.cpu_events import RANGE_CATEGORIES, RUNTIME_CATEGORIES, CpuCollector, CpuEvents, RangeKind
 from fusion.loader.event_columns import NOT_A_STRING, EventColumns
 from fusion.loader.events import read_events
@@ -289,7 +289,7 @@ def _kernel_table(collector: _Collector, source: str) -> tuple[pd.DataFrame, lis
         warnings.append(f"{int(dup.sum())} duplicate kernel events (same name, ts, dur and ids) were dropped")
         table = table[~dup]
     order = np.argsort(table["ts"].to_numpy(), kind="stable")
-    table = table.iloc[order].reset_index(drop=True)
+    table = taken(table, order)
     table["name"] = used_categories(table["name"])
     return table, warnings + _duration_warnings(table, source)
 

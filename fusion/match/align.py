@@ -60,19 +60,28 @@ def unit_codes(
     reduce one-sided. Kernels of `unknown_code` (the unknown type's code) carry UNKNOWN. With `lengths`, the
     sequences are several put end to end (of these lengths), each coded as on its own: no run crosses into the next.
     """
-    codes = np.asarray(codes, dtype=CODE_DTYPE)
+    out = np.array(codes, dtype=CODE_DTYPE)  # a copy: the flags are set in place
     helper = np.asarray(helper, dtype=bool)
-    if not len(codes):
-        return codes
+    if not len(out):
+        return out
+    helpers = np.flatnonzero(helper)
+    folded = helpers[_folded(out, helper, helpers, lengths)] if len(helpers) else helpers
+    out[out == unknown_code] |= UNKNOWN
+    out[folded] |= FOLDED
+    return out
+
+
+def _folded(codes: np.ndarray, helper: np.ndarray, helpers: np.ndarray, lengths: np.ndarray | None) -> np.ndarray:
+    """Per helper kernel (at `helpers`): it is folded, being in a run of one code that has a kernel of its
+    operation, or not the run's first kernel (unit_codes). Runs are decided on the codes and helpers only."""
     starts = np.r_[True, codes[1:] != codes[:-1]]
     if lengths is not None:
         bounds = np.cumsum(lengths)[:-1]
         starts[bounds[bounds < len(codes)]] = True
-    run = np.cumsum(starts) - 1
-    has_main = np.bincount(run, weights=~helper)[run] > 0
-    folded = helper & (has_main | ~starts)
-    flags = np.where(folded, FOLDED, 0) | np.where(codes == unknown_code, UNKNOWN, 0)
-    return (codes | flags).astype(CODE_DTYPE)
+    run_starts = np.flatnonzero(starts)
+    has_main = np.logical_or.reduceat(~helper, run_starts)
+    run = np.searchsorted(run_starts, helpers, side="right") - 1
+    return has_main[run] | ~starts[helpers]
 
 
 def type_code(codes: np.ndarray) -> np.ndarray:

@@ -379,16 +379,16 @@ def phase_table(kernels: pd.DataFrame) -> pd.DataFrame:
         codes, step, dur, source_codes = codes[known], step[known], dur[known], source_codes[known]
     codes = codes.astype(np.int64)
     width = len(phase.categories)
-    counts = np.bincount(codes, minlength=width)
     times = np.bincount(codes, weights=dur, minlength=width)
     stepped = step != NO_STEP
     steps = np.bincount(
         _distinct_pairs(codes, step) if stepped.all() else _distinct_pairs(codes[stepped], step[stepped]),
         minlength=width,
     )
-    sources = np.bincount(
-        codes * len(source.categories) + source_codes, minlength=width * len(source.categories)
-    ).reshape(width, -1)
+    per_source = codes * len(source.categories)
+    per_source += source_codes
+    sources = np.bincount(per_source, minlength=width * len(source.categories)).reshape(width, -1)
+    counts = sources.sum(axis=1)
     rows = {
         str(phase.categories[c]): {
             "steps": int(steps[c]),
@@ -425,7 +425,7 @@ def phase_notes(kernels: pd.DataFrame, table: pd.DataFrame | None = None) -> lis
             "no phase signal (serving step annotations, engine or training frames, graph replays): one phase 'all'"
         )
     elif ALL in table.index:
-        unlaunched = int(((kernels["phase"] == ALL) & kernels["launch"].isin(UNLAUNCHED)).sum())
+        unlaunched = _count_where(kernels, (("phase", (ALL,)), ("launch", UNLAUNCHED)))
         notes.append(
             f"{table.loc[ALL, 'kernels']:,} kernels have no phase signal (phase 'all'), "
             f"{unlaunched:,} of them without a recorded launch"
@@ -455,6 +455,16 @@ def phase_notes(kernels: pd.DataFrame, table: pd.DataFrame | None = None) -> lis
             " launches at least the largest replay's kernels eagerly, where the decode steps replay graphs)"
         )
     return notes
+
+
+def _count_where(kernels: pd.DataFrame, wanted: tuple[tuple[str, tuple[str, ...]], ...]) -> int:
+    """The kernels whose columns all hold one of their wanted values, decided on category codes (a missing value,
+    code -1, picks the appended False)."""
+    held = np.ones(len(kernels), dtype=bool)
+    for column, values in wanted:
+        coded = kernels[column].astype("category").cat
+        held &= np.append(coded.categories.isin(values), False)[coded.codes.to_numpy()]
+    return int(held.sum())
 
 
 def phase_view(trace: Trace, phase: str, table: pd.DataFrame | None = None) -> Trace:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fusion.loader.columns import used_categories
+from fusion.loader.columns import taken, used_categories
 from fusion.model.columns import NAME_STATS
 
 _FRAME_FIELDS = ("kernels", "names")
@@ -101,8 +101,10 @@ class Trace:
         and `warning` added: what was left out and why. Rows that are one contiguous range are sliced, not
         copied (copy-on-write: the view shares the trace's columns until one of them is written)."""
         contiguous = len(rows) > 0 and int(rows[-1]) - int(rows[0]) + 1 == len(rows)
-        kernels = self.kernels.iloc[int(rows[0]) : int(rows[-1]) + 1] if contiguous else self.kernels.take(rows)
-        kernels = kernels.reset_index(drop=True)
+        if contiguous:
+            kernels = self.kernels.iloc[int(rows[0]) : int(rows[-1]) + 1].reset_index(drop=True)
+        else:
+            kernels = taken(self.kernels, rows)
         kernels["name"] = used_categories(kernels["name"])
         stats = name_stats(kernels)
         names = self.names.drop(columns=list(NAME_STATS)).loc[stats.index].join(stats)

@@ -365,6 +365,14 @@ def test_a_bad_setting_is_one_line_and_exit_2(pair, value, monkeypatch, capsys) 
     assert out == "" and err == f"error: FUSION_CACHE_MAX_MB={value!r}: must be a number of at least 0\n"
 
 
+@pytest.mark.parametrize("value", ["0", "two", "1.5"])
+def test_a_bad_thread_count_is_one_line_and_exit_2(pair, value, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("FUSION_ANALYSIS_THREADS", value)
+    assert main(["compare", str(pair[0]), str(pair[1])]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"error: FUSION_ANALYSIS_THREADS={value!r}: must be a whole number of at least 1\n"
+
+
 @pytest.mark.parametrize("name", ["FUSION_HOSTED", "FUSION_DEBUG"])
 @pytest.mark.parametrize("value", ["2", "enabled", "ja", "tru"])
 def test_a_boolean_setting_fails_closed_on_an_unknown_word(pair, name, value, monkeypatch, capsys) -> None:

@@ -11,12 +11,14 @@ import orjson
 import pandas as pd
 import pytest
 from builders import kernel_event, shared_trace, shared_trace_names, trace_json, write_trace
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fusion.classify.trace import load
 from fusion.errors import TraceError
 from fusion.loader import events as events_module
 from fusion.loader import reader
-from fusion.loader.columns import used_categories
+from fusion.loader.columns import taken, used_categories
 from fusion.loader.kineto import GPU_WORK_CATEGORIES
 from fusion.model.columns import KERNEL_COLUMNS
 from fusion.vocabulary import GPU_KERNEL
@@ -390,6 +392,32 @@ def test_used_categories_drops_unused_names_keeping_order_and_missing_values():
     trimmed = used_categories(column)
     assert list(trimmed.categories) == ["c", "a"]
     assert trimmed.codes.tolist() == [0, -1, 1, 0]
+
+
+@settings(max_examples=40, derandomize=True, deadline=None)
+@given(st.lists(st.sampled_from(["c", "b", "a", None]), min_size=1, max_size=30), st.data())
+def test_taken_rows_and_used_categories_equal_pandas(names, data):
+    """taken is pandas' take and renumbering, dtypes and categories included; used_categories is pandas'
+    remove_unused_categories; on categorical (with missing values), float, int, bool and string columns."""
+    size = len(names)
+    table = pd.DataFrame(
+        {
+            "name": pd.Categorical(names, categories=["d", "c", "b", "a"]),
+            "ordered": pd.Categorical(names, categories=["a", "b", "c"], ordered=True),
+            "dur": np.arange(size, dtype=np.float64) / 3,
+            "stream": np.arange(size, dtype=np.int64) - 2,
+            "flag": np.arange(size) % 2 == 0,
+            "text": pd.array([str(n) for n in names], dtype="str"),
+        },
+        index=np.arange(size) * 7,
+    )
+    rows = np.array(data.draw(st.lists(st.integers(0, size - 1), max_size=40)), dtype=np.int64)
+    expected = table.take(rows).reset_index(drop=True)
+    got = taken(table, rows)
+    pd.testing.assert_frame_equal(got, expected, check_exact=True)
+    for column in ("name", "ordered"):
+        trimmed = pd.Series(used_categories(got[column]))
+        pd.testing.assert_series_equal(trimmed, got[column].cat.remove_unused_categories(), check_names=False)
 
 
 def test_a_subset_keeps_its_rows_in_order_and_recounts_the_names_table():

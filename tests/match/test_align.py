@@ -112,6 +112,42 @@ def test_helpers_fold_into_the_kernel_of_their_operation_next_to_them():
     assert unit_codes(codes, helper).tolist() == [0, FOLDED, FOLDED, 1, 0, 2 | FOLDED, 2, 3, 3 | FOLDED, 3 | FOLDED]
 
 
+def _unit_codes_by_run(codes: list[int], helper: list[bool], unknown: int, lengths: list[int]) -> list[int]:
+    """unit_codes read kernel by kernel: each sequence split into runs of one code; a helper is folded when its
+    run has a kernel that is no helper or when it is not the run's first kernel."""
+    out, start = [], 0
+    for length in lengths:
+        sequence = list(range(start, start + length))
+        start += length
+        runs: list[list[int]] = []
+        for i in sequence:
+            if runs and codes[runs[-1][-1]] == codes[i]:
+                runs[-1].append(i)
+            else:
+                runs.append([i])
+        for run in runs:
+            has_main = any(not helper[i] for i in run)
+            for k, i in enumerate(run):
+                code = codes[i] | (UNKNOWN if codes[i] == unknown else 0)
+                out.append(code | (FOLDED if helper[i] and (has_main or k > 0) else 0))
+    return out
+
+
+@settings(max_examples=60, derandomize=True, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.booleans()), max_size=40), st.data())
+def test_unit_codes_fold_helpers_run_by_run(kernels, data):
+    """Helpers are folded per run of one code, every sequence of `lengths` on its own, unknown-type kernels are
+    flagged: as read kernel by kernel."""
+    codes, helper = [c for c, _ in kernels], [h for _, h in kernels]
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(codes)), max_size=4)))
+    lengths = np.diff([0, *cuts, len(codes)])
+    expected = _unit_codes_by_run(codes, helper, 3, lengths.tolist())
+    got = unit_codes(np.array(codes, dtype=np.int64), np.array(helper, dtype=bool), 3, lengths)
+    assert got.dtype == CODE_DTYPE and got.tolist() == expected
+    whole = unit_codes(np.array(codes, dtype=np.int64), np.array(helper, dtype=bool), 3)
+    assert whole.tolist() == _unit_codes_by_run(codes, helper, 3, [len(codes)])
+
+
 def test_free_end_tie_prefers_the_full_alignment():
     """Every call one kernel longer on side 2: stopping early scores the same and must not win."""
     a = np.tile([0, 2], 50)

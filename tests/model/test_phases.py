@@ -1,6 +1,7 @@
 """Kernel -> phase and step: the evidence order on plain range tables, views, and the real traces."""
 
 import json
+import threading
 
 import numpy as np
 import pandas as pd
@@ -33,6 +34,7 @@ from fusion.model.phases import (
     phase_view,
 )
 from fusion.result import NO_PAIR
+from fusion.settings import ANALYSIS_THREADS
 from fusion.synthetic.phases import (
     ServingSpec,
     serving_truth,
@@ -374,6 +376,134 @@ def test_a_phase_findings_evidence_cites_rows_of_the_whole_traces(serving_pair):
                     ends = trace.kernels.iloc[[start, stop - 1]]
                     assert set(ends["phase"]) == {phase}
                     assert set(ends["name"].astype(str)) <= cited
+
+
+def _compare_in_thread(traces) -> tuple[threading.Thread, list[BaseException]]:
+    """compare() on a thread of its own, joined within JOIN_S: a hang fails the test instead of stalling the run."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            compare(*traces)
+        except BaseException as error:  # the test inspects it
+            errors.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(JOIN_S)
+    return thread, errors
+
+
+JOIN_S = 60
+"""Far longer than comparing the serving pair takes (well under a second)."""
+
+
+@pytest.mark.parametrize("categorical", [True, False])
+def test_the_no_phase_note_counts_its_kernels_without_a_recorded_launch(categorical):
+    """Of the kernels of phase 'all', those whose launch is 'none' or 'unrecorded'; a kernel with no launch value or
+    of another phase is not counted, whether the columns are categorical or plain strings."""
+    from fusion.model.columns import LAUNCH_KINDS
+    from fusion.model.phases import NO_STEP, SOURCES
+
+    phases = [DECODE, ALL, ALL, ALL, ALL, DECODE]
+    launches = ["kernel", "none", "kernel", "unrecorded", None, "none"]
+    kernels = pd.DataFrame(
+        {
+            "phase": pd.Categorical(phases, categories=list(PHASES)) if categorical else phases,
+            "launch": pd.Categorical(launches, categories=list(LAUNCH_KINDS)) if categorical else launches,
+            "step": np.full(len(phases), NO_STEP),
+            "phase_source": pd.Categorical([SOURCE_NONE] * len(phases), categories=list(SOURCES)),
+            "dur": np.ones(len(phases)),
+        }
+    )
+    notes = phase_notes(kernels)
+    assert "4 kernels have no phase signal (phase 'all'), 2 of them without a recorded launch" in notes
+
+
+@pytest.fixture
+def any_size_on_two_threads(monkeypatch):
+    """Two analysis threads for a pair of any size (the serving pair is far below SECOND_THREAD_MIN_KERNELS)."""
+    monkeypatch.setenv(ANALYSIS_THREADS, "2")
+    monkeypatch.setattr("fusion.comparison.pair.SECOND_THREAD_MIN_KERNELS", 0)
+
+
+def _second_thread_runs() -> bool:
+    from fusion.comparison.pair import SECOND_THREAD
+
+    return any(t.name.startswith(SECOND_THREAD) for t in threading.enumerate())
+
+
+def test_an_error_before_the_groups_are_matched_ends_the_phases_thread(
+    serving_pair, any_size_on_two_threads, monkeypatch
+):
+    """The phases' thread waits for the whole comparison's matched groups; when the whole comparison fails first,
+    compare() raises that error and leaves no thread waiting."""
+    import fusion.comparison.pair as pair
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("grouping failed")
+
+    monkeypatch.setattr(pair, "correlation_groups", broken)
+    thread, errors = _compare_in_thread(serving_pair[2])
+    assert not thread.is_alive()
+    assert [str(e) for e in errors] == ["grouping failed"]
+    assert not _second_thread_runs()
+
+
+def test_an_error_in_the_phases_section_reaches_the_caller(serving_pair, any_size_on_two_threads, monkeypatch):
+    """The phases' section is computed on its own thread: its error is raised by compare(), not lost."""
+    import fusion.comparison.phases as phases
+
+    def broken(*args, **kwargs):
+        raise ValueError("phase view failed")
+
+    monkeypatch.setattr(phases, "phase_view", broken)
+    thread, errors = _compare_in_thread(serving_pair[2])
+    assert not thread.is_alive()
+    assert [str(e) for e in errors] == ["phase view failed"]
+
+
+def test_the_phases_are_compared_beside_the_whole_comparison_or_after_it_alike(serving_pair, monkeypatch):
+    """With two analysis threads and a pair of SECOND_THREAD_MIN_KERNELS or more, the phases' section is computed on
+    a thread of its own while the whole comparison runs; with one thread, or a smaller pair, on the caller's thread
+    after it. The comparison is the same."""
+    kernels = sum(len(t.kernels) for t in serving_pair[2])
+
+    def compared(threads: str, min_kernels: int) -> tuple[dict, set[bool]]:
+        monkeypatch.setenv(ANALYSIS_THREADS, threads)
+        monkeypatch.setattr("fusion.comparison.pair.SECOND_THREAD_MIN_KERNELS", min_kernels)
+        beside: set[bool] = set()
+        result = compare(*serving_pair[2], progress=lambda stage, fraction: beside.add(_second_thread_runs()))
+        return result.to_dict(), beside
+
+    runs = {(t, m): compared(t, m) for t, m in (("2", kernels), ("1", kernels), ("2", kernels + 1))}
+    assert [beside for _, beside in runs.values()] == [{True}, {False}, {False}]
+    dumps = {json.dumps(result, sort_keys=True) for result, _ in runs.values()}
+    assert runs["2", kernels][0]["phases"]["per_phase"] and len(dumps) == 1
+
+
+def test_a_batch_worker_compares_on_one_thread_unless_told(serving_pair, tmp_path, monkeypatch):
+    """A pool worker's or Ray task's comparison runs on one thread (the pool runs one per core), unless
+    FUSION_ANALYSIS_THREADS is set; its result is the pair's comparison either way."""
+    from fusion.batch.run import BatchParams, _job, _run_pair_on_one_thread
+
+    files, seen = serving_pair[1], []
+    real = compare
+
+    def watched(*args, **kwargs):
+        kwargs["progress"] = lambda stage, fraction: seen.append(_second_thread_runs())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr("fusion.comparison.pair.compare", watched)
+    monkeypatch.setattr("fusion.comparison.pair.SECOND_THREAD_MIN_KERNELS", 0)
+    monkeypatch.setenv(ANALYSIS_THREADS, "2")  # recorded, so the worker's setting is undone after the test
+    monkeypatch.delenv(ANALYSIS_THREADS)
+    outcome = _run_pair_on_one_thread(_job(str(files[0]), str(files[1]), "one"), str(tmp_path / "one"), BatchParams())
+    assert outcome.status == "ok" and seen and not any(seen)
+    monkeypatch.setenv(ANALYSIS_THREADS, "2")
+    seen.clear()
+    outcome = _run_pair_on_one_thread(_job(str(files[0]), str(files[1]), "two"), str(tmp_path / "two"), BatchParams())
+    assert outcome.status == "ok" and seen and all(seen)
 
 
 @pytest.mark.parametrize("pair", ["serving_pair", "engine_pair"])
