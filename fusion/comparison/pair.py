@@ -313,13 +313,13 @@ def _compare_kernels(
     limits: Thresholds,
     left_out: tuple[LeftOut, LeftOut],
     matched: Future[_Matched],
-    op_level: Callable[[], OpComparison],
+    compared_ops: Callable[[], OpComparison],
 ) -> Comparison:
     """The whole comparison with compare()'s `params`; its matched groups are set in `matched` as soon as they
-    are known, and `op_level` gives the op-level comparison of the traces (with the op table)."""
+    are known, and `compared_ops` gives the op-level comparison of the traces (with the op table)."""
     min_group_size = params["min_group_size"]
     walked = _walk(trace1, trace2, min_group_size, progress, limits, on_matched=matched.set_result)
-    found = _findings(walked, op_level(), params.get("opportunities_on_mismatch", False), left_out)
+    found = _findings(walked, compared_ops(), params.get("opportunities_on_mismatch", False), left_out)
     result = _assemble(walked, found, params)
     op_level = found.op_level
     if op_level.op_calls is not None:
