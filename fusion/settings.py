@@ -146,10 +146,10 @@ def cached_comparisons() -> int:
 
 
 def analysis_threads() -> int:
-    """FUSION_ANALYSIS_THREADS: threads one comparison may use. With 2 or more, the per-phase comparisons run beside
-    the whole comparison; with 1, after it on the same thread (a busy machine or a pool of one process per core
-    gains nothing from a second thread: the two then take turns on one core, about 10% slower). The default is 2
-    where this process may run on two CPUs or more, else 1."""
+    """FUSION_ANALYSIS_THREADS: threads one comparison may use. With 2 or more, a large pair's op-level and per-phase
+    comparisons run beside the whole comparison (comparison.pair.SECOND_THREAD); with 1, after it on the same thread
+    (a busy machine or a pool of one process per core gains nothing from a second thread: the two then take turns
+    on one core, about 10% slower). The default is 2 where this process may run on two CPUs or more, else 1."""
     return _count(ANALYSIS_THREADS, 2 if usable_cpus() >= 2 else 1)
 
 

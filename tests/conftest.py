@@ -20,6 +20,7 @@ from builders import FUSED_SAMPLE as FUSED  # noqa: E402
 from summary import pytest_terminal_summary, summary_line  # noqa: E402, F401
 
 from fusion.batch import run as batch  # noqa: E402
+from fusion.settings import usable_cpus  # noqa: E402
 
 MAX_WORKERS = 4
 """`-n auto` starts at most this many workers: each holds its own loaded traces and, for browser tests, its own
@@ -79,7 +80,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     PYTEST_XDIST_AUTO_NUM_WORKERS, when set, decides."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
-    cores = len(os.sched_getaffinity(0))
+    cores = usable_cpus()
     files = {str(arg).split("::", 1)[0] for arg in config.args}
     if cores < 2 or (len(files) == 1 and next(iter(files)).endswith(".py")):
         return 0

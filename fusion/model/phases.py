@@ -425,7 +425,7 @@ def phase_notes(kernels: pd.DataFrame, table: pd.DataFrame | None = None) -> lis
             "no phase signal (serving step annotations, engine or training frames, graph replays): one phase 'all'"
         )
     elif ALL in table.index:
-        unlaunched = _count_where(kernels, (("phase", (ALL,)), ("launch", UNLAUNCHED)))
+        unlaunched = int((_holds(kernels["phase"], (ALL,)) & _holds(kernels["launch"], UNLAUNCHED)).sum())
         notes.append(
             f"{table.loc[ALL, 'kernels']:,} kernels have no phase signal (phase 'all'), "
             f"{unlaunched:,} of them without a recorded launch"
@@ -457,14 +457,11 @@ def phase_notes(kernels: pd.DataFrame, table: pd.DataFrame | None = None) -> lis
     return notes
 
 
-def _count_where(kernels: pd.DataFrame, wanted: tuple[tuple[str, tuple[str, ...]], ...]) -> int:
-    """The kernels whose columns all hold one of their wanted values, decided on category codes (a missing value,
-    code -1, picks the appended False)."""
-    held = np.ones(len(kernels), dtype=bool)
-    for column, values in wanted:
-        coded = kernels[column].astype("category").cat
-        held &= np.append(coded.categories.isin(values), False)[coded.codes.to_numpy()]
-    return int(held.sum())
+def _holds(column: pd.Series, values: tuple[str, ...]) -> np.ndarray:
+    """Per kernel: its value is one of `values`, decided on category codes (a missing value, code -1, picks the
+    appended False)."""
+    coded = column.astype("category").cat
+    return np.append(coded.categories.isin(values), False)[coded.codes.to_numpy()]
 
 
 def phase_view(trace: Trace, phase: str, table: pd.DataFrame | None = None) -> Trace:
