@@ -3,6 +3,7 @@ The batch fixtures (a real batch result) serve the batch, view-state and dashboa
 (pyproject's addopts: pytest-xdist, `-n auto --dist loadfile`); the two hooks below choose the workers and keep
 the tests that share a fixture on one worker."""
 
+import compileall
 import os
 import shutil
 import sys
@@ -71,6 +72,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     rank = {unit: i for i, unit in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(work_unit(item.nodeid).split("[", 1)[0], len(rank)))
+
+
+COMPILED_SOURCES = ("fusion", "ui")
+"""The packages whose bytecode pytest_configure writes before the tests start."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In the run's main process, before any worker starts: compile COMPILED_SOURCES to bytecode (`__pycache__`),
+    for the Python processes the tests start (the command line, Streamlit servers, pool workers and children).
+    Python writes no bytecode where PYTHONDONTWRITEBYTECODE is set, as on this project's machines, so each of
+    them compiled the project's modules afresh: a `compare` of the eager sample took 0.84-0.94 s of CPU against
+    0.65-0.68 s with the bytecode there. Python checks each file's stamp, so an edited module is compiled again."""
+    if hasattr(config, "workerinput"):
+        return
+    root = Path(__file__).resolve().parents[1]
+    for package in COMPILED_SOURCES:
+        compileall.compile_dir(root / package, quiet=1)
 
 
 @pytest.hookimpl(optionalhook=True)

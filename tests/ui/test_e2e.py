@@ -125,25 +125,37 @@ def browser() -> Iterator[object]:
         instance.close()
 
 
-_OPENED: list[object] = []
-"""The browser contexts _new_page opened in the running test (closed after it: _closed_after_the_test)."""
+VIEWPORT = {"width": 1500, "height": 1100}
+_LISTENING: list[tuple[str, Callable]] = []
+"""The handlers _listen gave the module's page in the running test (removed after it: the page fixture)."""
 
 
-@pytest.fixture(autouse=True)
-def _closed_after_the_test() -> Iterator[None]:
-    """Close what the test's _new_page opened: a page left open keeps its renderer process busy (its charts,
-    grids and Streamlit's connection) while the module's later tests run."""
-    yield
-    while _OPENED:
-        _OPENED.pop().close()
+@pytest.fixture(scope="module")
+def tab(browser: object) -> Iterator[object]:
+    """The module's one browser page, in which every test opens its URLs (the share link's test also reads the
+    clipboard). A page of its own would start a renderer process that compiles Streamlit's and Plotly's JavaScript
+    afresh: a page load cost 4.5-5.5 s of the machine's CPU in a new page or context, 2.4-2.6 s in the same page."""
+    with browser.new_context(viewport=VIEWPORT, permissions=["clipboard-read", "clipboard-write"]) as context:
+        page = context.new_page()
+        page.set_default_timeout(TIMEOUT_MS)
+        yield page
 
 
-def _new_page(browser: object) -> object:
-    context = browser.new_context(viewport={"width": 1500, "height": 1100})
-    _OPENED.append(context)
-    page = context.new_page()
-    page.set_default_timeout(TIMEOUT_MS)
-    return page
+@pytest.fixture
+def page(tab: object) -> Iterator[object]:
+    """The module's page for one test, at the default viewport; after the test it is blank (which ends the test's
+    Streamlit session and stops its charts' and grids' work) and keeps none of the test's handlers."""
+    tab.set_viewport_size(VIEWPORT)
+    yield tab
+    while _LISTENING:
+        tab.remove_listener(*_LISTENING.pop())
+    tab.goto("about:blank")
+
+
+def _listen(page: object, event: str, handler: Callable) -> None:
+    """page.on for the running test only (the page fixture removes the handler after it)."""
+    page.on(event, handler)
+    _LISTENING.append((event, handler))
 
 
 def _drawn(page: object) -> None:
@@ -193,6 +205,15 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+def _sidebar_link(page: object, title: str) -> object:
+    return page.get_by_test_id("stSidebar").get_by_role("link", name=title, exact=True)
+
+
+def _kernels_tab(page: object, side: int) -> object:
+    """The Kernels page's button of trace `side` (0: both side by side)."""
+    return page.locator("[data-testid='stButtonGroup'] button").nth(side)
+
+
 def _shot(page: object, shots: Path, name: str) -> None:
     """The whole page, for the README's screenshots (only when FUSION_SCREENSHOTS=1: a shot asserts nothing, and
     each costs a second). Streamlit scrolls inside its main block, so grow the viewport to the content first."""
@@ -202,7 +223,7 @@ def _shot(page: object, shots: Path, name: str) -> None:
     page.set_viewport_size({"width": 1500, "height": min(max(int(height), 1100), 5000)})
     page.wait_for_timeout(800)
     page.screenshot(path=str(shots / f"{name}.png"))
-    page.set_viewport_size({"width": 1500, "height": 1100})
+    page.set_viewport_size(VIEWPORT)
 
 
 def _chart(page: object) -> object:
@@ -222,8 +243,7 @@ def _metric_values(page: object) -> list[str]:
     return page.get_by_test_id("stMetricValue").all_inner_texts()
 
 
-def test_upload_drill_down_and_share(server: str, browser: object, shots: Path) -> None:
-    page = _new_page(browser)
+def test_upload_drill_down_and_share(server: str, browser: object, page: object, shots: Path) -> None:
     page.goto(server)
     _drawn(page)
     _shot(page, shots, "home")
@@ -263,17 +283,19 @@ def test_upload_drill_down_and_share(server: str, browser: object, shots: Path) 
     expect(page.get_by_text("Each kernel name next to").first).to_be_visible()
     _shot(page, shots, "kernels")
 
-    fresh = _new_page(browser)
-    fresh.goto(shared)
-    _drawn(fresh)
-    expect(fresh.get_by_text("Aligned kernels")).to_be_visible()
-    _picture(fresh)
-    expect(fresh.get_by_test_id("stMetricValue")).to_have_text(seen)
+    with browser.new_context(viewport=VIEWPORT) as elsewhere:  # a browser that never saw this session
+        fresh = elsewhere.new_page()
+        fresh.set_default_timeout(TIMEOUT_MS)
+        fresh.goto(shared)
+        _drawn(fresh)
+        expect(fresh.get_by_text("Aligned kernels")).to_be_visible()
+        _picture(fresh)
+        expect(fresh.get_by_test_id("stMetricValue")).to_have_text(seen)
 
 
 HOSTILE = "[l](https://evil.example/l) ![i](https://evil.example/i.png) <a href='https://evil.example/a'>a</a> <b>b</b> www.evil.example x@evil.example"
 """Link, image, HTML and autolink syntax; none of it may become an element on the page."""
-HOSTILE_PAGES = ["", "Overview", "Fusion", "Groups?pair=0", "Kernels", "Kernels?tab=1", "Kernels?tab=2"]
+HOSTILE_PAGES = ("Overview", "Fusion", "Groups", "Kernels")
 FIND_INJECTED = """() => {
   const found = [];
   for (const a of document.querySelectorAll('a')) {
@@ -310,15 +332,23 @@ def hostile_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return out[0], out[1]
 
 
-def test_trace_text_never_becomes_a_link_an_image_or_markup(server: str, browser: object, hostile_pair) -> None:
-    page = _new_page(browser)
-    query = f"p1={hostile_pair[0]}&p2={hostile_pair[1]}"
-    for path in HOSTILE_PAGES:
-        sep = "&" if "?" in path else "?"
-        page.goto(f"{server}/{path}{sep}{query}")
-        _drawn(page)
+def test_trace_text_never_becomes_a_link_an_image_or_markup(server: str, page: object, hostile_pair) -> None:
+    """The hostile pair's pages, opened as a user moves: the home page from a link, the others through the
+    sidebar, each trace's tab of the Kernels page by its button."""
+
+    def unharmed(where: str) -> None:
         expect(page.get_by_text("evil.example", exact=False).first).to_be_attached()
-        assert page.evaluate(FIND_INJECTED) == [], path
+        assert page.evaluate(FIND_INJECTED) == [], where
+
+    page.goto(f"{server}/?p1={hostile_pair[0]}&p2={hostile_pair[1]}")
+    _drawn(page)
+    unharmed("Home")
+    for title in HOSTILE_PAGES:
+        _navigated(page, _sidebar_link(page, title).click, title)
+        unharmed(title)
+    for side in (1, 2):
+        _rerun(page, _kernels_tab(page, side).click)
+        unharmed(f"Kernels, trace {side}")
 
 
 @pytest.fixture(scope="module")
@@ -329,8 +359,7 @@ def op_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return write_op_pair(tmp_path_factory.mktemp("ops"))
 
 
-def test_an_op_finding_opens_what_each_call_launched(server: str, browser: object, op_pair, shots: Path) -> None:
-    page = _new_page(browser)
+def test_an_op_finding_opens_what_each_call_launched(server: str, page: object, op_pair, shots: Path) -> None:
     page.goto(f"{server}/Fusion?p1={op_pair[0]}&p2={op_pair[1]}")
     _drawn(page)
     _navigated(page, page.get_by_role("link", name="Open aten::layer_norm on the Ops page").click, "Ops")
@@ -348,13 +377,10 @@ def test_an_op_finding_opens_what_each_call_launched(server: str, browser: objec
     expect(page.get_by_text("What each call launched on", exact=False).first).to_be_visible()
 
 
-def test_op_names_from_a_trace_never_become_markup_on_the_ops_page(
-    server: str, browser: object, tmp_path: Path
-) -> None:
+def test_op_names_from_a_trace_never_become_markup_on_the_ops_page(server: str, page: object, tmp_path: Path) -> None:
     from builders import write_op_pair
 
     pair = write_op_pair(tmp_path, norm_op=f"custom::norm {HOSTILE}")
-    page = _new_page(browser)
     page.goto(f"{server}/Ops?p1={pair[0]}&p2={pair[1]}")
     _drawn(page)
     expect(page.get_by_text("evil.example", exact=False).first).to_be_attached()
@@ -364,7 +390,7 @@ def test_op_names_from_a_trace_never_become_markup_on_the_ops_page(
     assert page.evaluate(FIND_INJECTED) == []
 
 
-def test_a_batch_result_opens_from_the_batch_list(server: str, browser: object, batches: Path, shots: Path) -> None:
+def test_a_batch_result_opens_from_the_batch_list(server: str, page: object, batches: Path, shots: Path) -> None:
     """The Batch page in a browser (its row links live in the data grid's canvas; test_app follows them)."""
     from fusion.batch import run as batch
 
@@ -373,7 +399,6 @@ def test_a_batch_result_opens_from_the_batch_list(server: str, browser: object, 
         for rank in range(2)
     ]
     batch.run_batch(jobs, batches / "nightly", workers=1)
-    page = _new_page(browser)
     page.goto(f"{server}/Batch")
     _drawn(page)
     page.get_by_role("link", name="nightly").click()
@@ -399,9 +424,8 @@ def _timeline(page: object) -> dict:
 
 
 def test_the_timeline_draws_a_graph_pair_aligned_and_a_kernel_opens_its_pair(
-    server: str, browser: object, shots: Path
+    server: str, page: object, shots: Path
 ) -> None:
-    page = _new_page(browser)
     page.goto(f"{server}/Timeline?sample=vllm_moe_full_graph&pair=0")
     _drawn(page)
     drawn = _timeline(page)
@@ -430,11 +454,10 @@ def test_the_timeline_draws_a_graph_pair_aligned_and_a_kernel_opens_its_pair(
     assert "pair=0" in page.url and ("w1=" in page.url or "w2=" in page.url)
 
 
-def test_the_timeline_draws_an_eager_pair_and_an_op_call(server: str, browser: object) -> None:
+def test_the_timeline_draws_an_eager_pair_and_an_op_call(server: str, page: object) -> None:
     from builders import shared_trace
 
     h100, mi300 = shared_trace("tl_h100_qwen1.5-0.5b"), shared_trace("tl_mi300_qwen1.5-0.5b")
-    page = _new_page(browser)
     page.goto(f"{server}/Timeline?p1={h100}&p2={mi300}")
     _drawn(page)
     drawn = _timeline(page)
@@ -462,7 +485,6 @@ STREAMLIT_BASE_PROBE = re.compile(r"/[^/]+/_stcore/(health|host-config)$")
 its own probe of where it is served (frontend PD(): the page path, then its parent), not a request of this app."""
 
 
-SWEEP_VIEWPORT = {"width": 1500, "height": 1100}
 FIT_WIDTHS = (1280, 1440)
 """Laptop widths every table must fit (issue 39 #1), checked on FIT_PAIRS at every view the sweep opens."""
 FIT_PAIRS = ("vllm_moe_full_graph", "shared qwen1.5-0.5b")
@@ -572,7 +594,7 @@ def _fits(page: object, where: str, problems: list[str]) -> None:
             page.wait_for_timeout(FIT_REREAD_MS)
             found = page.evaluate(FIND_CUT_OFF)
         problems += [f"{where} at {width} px: {line}" for line in found]
-    page.set_viewport_size(SWEEP_VIEWPORT)
+    page.set_viewport_size(VIEWPORT)
 
 
 def sweep_pair(page: object, server: str, pair: str, query: str, problems: list[str]) -> int:
@@ -593,7 +615,7 @@ def sweep_pair(page: object, server: str, pair: str, query: str, problems: list[
     for key, title in PAGE_TITLES.items():
         if key in ("home", "batch"):
             continue
-        _navigated(page, page.get_by_test_id("stSidebar").get_by_role("link", name=title, exact=True).click, title)
+        _navigated(page, _sidebar_link(page, title).click, title)
         check(title)
         views += 1
         if key == "overview":
@@ -608,7 +630,7 @@ def sweep_pair(page: object, server: str, pair: str, query: str, problems: list[
             views += 1
         elif key == "kernels":
             for side in (1, 2):
-                _rerun(page, page.locator("[data-testid='stButtonGroup'] button").nth(side).click)  # 0: side by side
+                _rerun(page, _kernels_tab(page, side).click)
                 check(f"Kernels, trace {side}")
                 views += 1
     return views
@@ -616,14 +638,11 @@ def sweep_pair(page: object, server: str, pair: str, query: str, problems: list[
 
 @pytest.mark.parametrize("pair", list(sweep_pairs()))
 def test_every_page_view_and_pair_draws_without_an_error_or_a_foreign_request(
-    server: str, browser: object, summary_line, pair: str
+    server: str, page: object, summary_line, pair: str
 ) -> None:
     """Every page x view of the pair: no error box, no exception, a chart or a table, no request to another host
     and no failed request (but Streamlit's own probe of its base path); every table fits a laptop's width on
     FIT_PAIRS. Prints how many combinations it opened. (One test per pair, so a parallel run spreads them.)"""
-    context = browser.new_context(viewport=SWEEP_VIEWPORT)
-    page = context.new_page()
-    page.set_default_timeout(TIMEOUT_MS)
     own = server.split("//", 1)[1]
     foreign, failed, problems = [], [], []
 
@@ -635,19 +654,16 @@ def test_every_page_view_and_pair_draws_without_an_error_or_a_foreign_request(
         if response.status >= 400 and not STREAMLIT_BASE_PROBE.search(response.url.split("?", 1)[0]):
             failed.append(f"{response.status} {response.url}")
 
-    page.on("request", requested)
-    page.on("response", answered)
+    _listen(page, "request", requested)
+    _listen(page, "response", answered)
     combinations = sweep_pair(page, server, pair, sweep_pairs()[pair], problems)
     summary_line(f"browser sweep: {combinations} page x view combinations of pair {pair}")
-    context.close()
     assert problems == [], "\n".join(problems)
     assert foreign == [] and failed == [], (foreign, failed)
 
 
-def test_the_share_link_has_a_copy_button(server: str, browser: object) -> None:
+def test_the_share_link_has_a_copy_button(server: str, page: object) -> None:
     """The share link was a text box to select by hand (issue 38 #3)."""
-    context = browser.new_context(permissions=["clipboard-read", "clipboard-write"])
-    page = context.new_page()
     page.goto(f"{server}/?sample=eager_prefill&l1=%3Cb%3Ex%22%27")
     _drawn(page)
     box = page.locator("[data-testid='stMain'] input[aria-label='Link to this view']")
@@ -656,15 +672,13 @@ def test_the_share_link_has_a_copy_button(server: str, browser: object) -> None:
     page.locator("[data-testid='stMain'] button.fx-copy").click()
     expect(page.locator("[data-testid='stMain'] button.fx-copy")).to_have_text("Copied")
     assert page.evaluate("navigator.clipboard.readText()") == shown and "l1=%3Cb%3Ex" in shown
-    context.close()
 
 
 def test_the_efficiency_page_draws_the_roofline_and_a_point_opens_its_op(
-    server: str, browser: object, shots: Path
+    server: str, page: object, shots: Path
 ) -> None:
-    page = _new_page(browser)
     errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
+    _listen(page, "pageerror", lambda error: errors.append(str(error)))
     page.goto(f"{server}/Efficiency?sample=eager_prefill")
     _drawn(page)
     chart = _chart(page)
