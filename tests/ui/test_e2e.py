@@ -134,7 +134,7 @@ _LISTENING: list[tuple[str, Callable]] = []
 def tab(browser: object) -> Iterator[object]:
     """The module's one browser page, in which every test opens its URLs (the share link's test also reads the
     clipboard). A page of its own would start a renderer process that compiles Streamlit's and Plotly's JavaScript
-    afresh: a page load cost 4.5-5.5 s of the machine's CPU in a new page or context, 2.4-2.6 s in the same page."""
+    afresh: a page load cost 4.5-5.5 s of the machine's CPU in a new page or context, 2.4-3.0 s in the same page."""
     with browser.new_context(viewport=VIEWPORT, permissions=["clipboard-read", "clipboard-write"]) as context:
         page = context.new_page()
         page.set_default_timeout(TIMEOUT_MS)
@@ -220,7 +220,7 @@ def _shot(page: object, shots: Path, name: str) -> None:
     if os.environ.get("FUSION_SCREENSHOTS") != "1":
         return
     height = page.evaluate("document.querySelector('[data-testid=\\'stMain\\']').scrollHeight")
-    page.set_viewport_size({"width": 1500, "height": min(max(int(height), 1100), 5000)})
+    page.set_viewport_size({"width": VIEWPORT["width"], "height": min(max(int(height), VIEWPORT["height"]), 5000)})
     page.wait_for_timeout(800)
     page.screenshot(path=str(shots / f"{name}.png"))
     page.set_viewport_size(VIEWPORT)
