@@ -20,7 +20,6 @@ from builders import FUSED_SAMPLE as FUSED  # noqa: E402
 # The end-of-run lines (summary.py): its hook, and its fixture for every test.
 from summary import pytest_terminal_summary, summary_line  # noqa: E402, F401
 
-from fusion.batch import run as batch  # noqa: E402
 from fusion.settings import usable_cpus  # noqa: E402
 
 MAX_WORKERS = 4
@@ -162,6 +161,8 @@ def rank_dirs(tmp_path_factory) -> tuple[Path, Path]:
 @pytest.fixture(scope="module")
 def batch_with_a_failure(rank_dirs, tmp_path_factory) -> Path:
     """A batch result folder `run1` (alone in its parent): the rank pairs, then a pair `broken` that fails."""
+    from fusion.batch import run as batch  # here, not at the top: the run's main process never needs pandas
+
     root = tmp_path_factory.mktemp("batches")
     broken = root.parent / f"{root.name}-broken.json"
     broken.write_text('{"traceEvents": [{"cat": "kernel",')

@@ -128,7 +128,8 @@ class OpEfficiency:
 
 
 def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
-    return table.astype(object).where(table.notna(), None).to_dict(orient="records") if len(table) else []
+    """The table's rows as dicts (plain, which to_dict applies to them, makes its NaN and NA null)."""
+    return table.to_dict(orient="records") if len(table) else []
 
 
 def op_efficiency(

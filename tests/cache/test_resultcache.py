@@ -89,6 +89,42 @@ def test_a_result_that_would_not_read_back_equal_is_not_cached(traces, tmp_path,
     assert _entries(cache) == [] and "comparison not cached" in caplog.text
 
 
+def test_a_frame_that_would_read_back_with_another_dtype_is_not_cached(traces, tmp_path) -> None:
+    """Arrow stores a column of Python ints as int64: the entry would give back int64 for object, so the
+    comparison is not cached."""
+    comparison = compare(*traces)
+    rows = len(comparison.op_table)
+    comparison.op_table = comparison.op_table.assign(
+        odd=pd.Series(range(rows), dtype=object, index=comparison.op_table.index)
+    )
+    assert rows and not ResultCache(tmp_path).put(comparison, {})
+    assert _entries(ResultCache(tmp_path)) == []
+
+
+def test_the_round_trip_check_compares_frames_cell_by_cell() -> None:
+    same = resultcache._SameFrame
+    frame = pd.DataFrame({"names": [["a", "b"], []], "time": [1.5, np.nan]})
+    assert same(frame) == same(frame.assign(names=[("a", "b"), ()]))
+    assert same(frame) != same(frame.assign(names=[("a", "c"), ()]))
+    assert same(frame) != same(frame.assign(time=[1.5, 2.0]))
+    assert same(frame) != same(frame.set_axis([1, 2]))
+    assert same(frame) != same(frame.astype({"time": np.float32}))
+
+
+def test_list_cells_come_back_as_tuples_and_the_entry_is_used(tmp_path) -> None:
+    """The eager sample's op table holds lists of names; the entry gives tuples (as the loader makes them), which
+    the round-trip check takes as the same cells: the comparison is cached."""
+    folder = SAMPLES / "eager_prefill"
+    pair = load(folder / "amd.json.gz"), load(folder / "nvidia.json.gz")
+    fresh = compare(*pair)
+    assert isinstance(fresh.op_table["op_names"].iloc[0], list)
+    cache = ResultCache(tmp_path)
+    assert cache.put(fresh, {})
+    again = cache.get(*pair, {})
+    assert isinstance(again.op_table["op_names"].iloc[0], tuple)
+    assert again.op_table["op_names"].map(list).tolist() == fresh.op_table["op_names"].tolist()
+
+
 def test_only_our_dataclasses_are_rebuilt_from_an_entry() -> None:
     for name in ("os:system", "subprocess:Popen", "fusion.result:plain", "fusion.model.trace:np", "fusion.nothing:X"):
         with pytest.raises(ValueError):
