@@ -143,10 +143,13 @@ def decode(data: memoryview, trace1: Trace, trace2: Trace) -> Comparison:
     return Comparison(trace1=trace1, trace2=trace2, **values)
 
 
-def _plain(value: Any, traces: tuple[Trace, Trace], frame: Callable[[pd.DataFrame], Any] | None = None) -> Any:
+def _frame_ext(frame: pd.DataFrame) -> msgspec.msgpack.Ext:
+    return msgspec.msgpack.Ext(_FRAME, frame_bytes(frame))
+
+
+def _plain(value: Any, traces: tuple[Trace, Trace], frame: Callable[[pd.DataFrame], Any] = _frame_ext) -> Any:
     """Plain data for MessagePack: dataclasses by field, arrays and the compared traces as extensions, frames as
     `frame` makes them (default: an Arrow extension)."""
-    frame = frame or _frame_ext
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
     if isinstance(value, Trace):
@@ -168,10 +171,6 @@ def _plain(value: Any, traces: tuple[Trace, Trace], frame: Callable[[pd.DataFram
     if isinstance(value, (list, tuple)):
         return [_plain(item, traces, frame) for item in value]
     raise TypeError(f"a {type(value).__name__} cannot be cached")
-
-
-def _frame_ext(frame: pd.DataFrame) -> msgspec.msgpack.Ext:
-    return msgspec.msgpack.Ext(_FRAME, frame_bytes(frame))
 
 
 def _array_ext(array: np.ndarray) -> msgspec.msgpack.Ext:
@@ -231,8 +230,8 @@ def _decode_custom(cls: type, value: Any) -> Any:
 
 class _SameFrame:
     """A frame that equals another with the same columns, index, dtypes and values (NaN where it has NaN; a list
-    cell equals a tuple of the same items, as Arrow stores both and frame_from gives back tuples): the round-trip
-    check compares frames so rather than by encoding the read-back frames to Arrow a second time."""
+    cell equals a tuple of the same items, as Arrow stores both and frame_from gives back tuples). The round-trip
+    check compares frames this way instead of encoding the read-back frames to Arrow a second time."""
 
     def __init__(self, frame: pd.DataFrame) -> None:
         self.frame = frame
