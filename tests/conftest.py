@@ -31,11 +31,7 @@ WORK_UNITS = {
 }
 """Work units of `--dist loadfile` other than one test file: the two modules that share the session fixture
 shared_comparisons (one unit: it is made once)."""
-OWN_UNITS = ("tests/ui/test_e2e.py::test_every_page_view_and_pair_draws_without_an_error_or_a_foreign_request",)
-"""Tests each of whose cases is a work unit of its own: the browser sweep's pairs (about 25 s each, each worker
-that runs one starts its module's server)."""
 LONGEST_FIRST = (
-    OWN_UNITS[0],
     "tests/ui/test_e2e.py",
     "tests/cache/test_faults.py",
     "the shared comparisons",
@@ -57,9 +53,7 @@ out last in collection order, left one worker idle for 47 s)."""
 
 
 def work_unit(nodeid: str) -> str:
-    """The work unit of a test: itself (OWN_UNITS), its WORK_UNITS entry, else its file."""
-    if nodeid.split("[", 1)[0] in OWN_UNITS:
-        return nodeid
+    """The work unit of a test: its WORK_UNITS entry, else its file."""
     path = nodeid.split("::", 1)[0]
     return WORK_UNITS.get(path) or path
 
@@ -70,7 +64,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not hasattr(config, "workerinput"):
         return
     rank = {unit: i for i, unit in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(work_unit(item.nodeid).split("[", 1)[0], len(rank)))
+    items.sort(key=lambda item: rank.get(work_unit(item.nodeid), len(rank)))
 
 
 COMPILED_SOURCES = ("fusion", "ui")
