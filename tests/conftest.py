@@ -33,20 +33,21 @@ WORK_UNITS = {
 shared_comparisons (one unit: it is made once)."""
 LONGEST_FIRST = (
     "tests/ui/test_e2e.py",
+    "tests/ui/test_concurrency.py",
     "tests/cache/test_faults.py",
     "the shared comparisons",
-    "tests/ui/test_concurrency.py",
-    "tests/loader/test_fuzz.py",
     "tests/cli/test_bad_input.py",
+    "tests/loader/test_fuzz.py",
     "tests/ui/test_app.py",
     "tests/loader/test_piece_scan.py",
     "tests/batch/test_batch.py",
+    "tests/loader/test_trace.py",
     "tests/cache/test_tablecache.py",
 )
-"""The work units of 7 s or more in a parallel run on this project's 2-core machine, longest first: the sweep's
-pairs (11-23 s each), the other browser tests (52 s), the cache faults (27 s), the shared comparisons (25 s), the
-concurrency test (24 s), the fuzz tests (20 s), the bad-input corpus (18 s), the dashboard's AppTests (17 s), then
-7-13 s units (2026-12-07 15:37 UTC, a run with a load average of 2-4). They are handed out first and in this
+"""The work units of 8 s or more in a parallel run on this project's 2-core machine, longest first: the browser
+tests (105 s: the sweep, then the other pages), the concurrency test (37 s), the cache faults (29 s), the shared
+comparisons (23 s), the bad-input corpus (23 s), the fuzz tests (22 s), the dashboard's AppTests (20 s), then
+8-15 s units (2026-12-08 00:02 UTC, a quiet machine). They are handed out first and in this
 order, the rest (each under 7 s) after them in collection order, so the run ends on short units: a long unit
 handed out last keeps one worker busy while the other has nothing left (the dashboard's tests, then 49 s, handed
 out last in collection order, left one worker idle for 47 s)."""
