@@ -31,35 +31,30 @@ WORK_UNITS = {
 }
 """Work units of `--dist loadfile` other than one test file: the two modules that share the session fixture
 shared_comparisons (one unit: it is made once)."""
-OWN_UNITS = ("tests/ui/test_e2e.py::test_every_page_view_and_pair_draws_without_an_error_or_a_foreign_request",)
-"""Tests each of whose cases is a work unit of its own: the browser sweep's pairs (about 25 s each, each worker
-that runs one starts its module's server)."""
 LONGEST_FIRST = (
-    OWN_UNITS[0],
     "tests/ui/test_e2e.py",
+    "tests/ui/test_concurrency.py",
     "tests/cache/test_faults.py",
     "the shared comparisons",
-    "tests/ui/test_concurrency.py",
-    "tests/loader/test_fuzz.py",
     "tests/cli/test_bad_input.py",
+    "tests/loader/test_fuzz.py",
     "tests/ui/test_app.py",
     "tests/loader/test_piece_scan.py",
     "tests/batch/test_batch.py",
+    "tests/loader/test_trace.py",
     "tests/cache/test_tablecache.py",
 )
-"""The work units of 7 s or more in a parallel run on this project's 2-core machine, longest first: the sweep's
-pairs (11-23 s each), the other browser tests (52 s), the cache faults (27 s), the shared comparisons (25 s), the
-concurrency test (24 s), the fuzz tests (20 s), the bad-input corpus (18 s), the dashboard's AppTests (17 s), then
-7-13 s units (2026-12-07 15:37 UTC, a run with a load average of 2-4). They are handed out first and in this
+"""The work units of 8 s or more in a parallel run on this project's 2-core machine, longest first: the browser
+tests (105 s: the sweep, then the other pages), the concurrency test (37 s), the cache faults (29 s), the shared
+comparisons (23 s), the bad-input corpus (23 s), the fuzz tests (22 s), the dashboard's AppTests (20 s), then
+8-15 s units (2026-12-08 00:02 UTC, a quiet machine). They are handed out first and in this
 order, the rest (each under 7 s) after them in collection order, so the run ends on short units: a long unit
 handed out last keeps one worker busy while the other has nothing left (the dashboard's tests, then 49 s, handed
 out last in collection order, left one worker idle for 47 s)."""
 
 
 def work_unit(nodeid: str) -> str:
-    """The work unit of a test: itself (OWN_UNITS), its WORK_UNITS entry, else its file."""
-    if nodeid.split("[", 1)[0] in OWN_UNITS:
-        return nodeid
+    """The work unit of a test: its WORK_UNITS entry, else its file."""
     path = nodeid.split("::", 1)[0]
     return WORK_UNITS.get(path) or path
 
@@ -70,7 +65,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not hasattr(config, "workerinput"):
         return
     rank = {unit: i for i, unit in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(work_unit(item.nodeid).split("[", 1)[0], len(rank)))
+    items.sort(key=lambda item: rank.get(work_unit(item.nodeid), len(rank)))
 
 
 COMPILED_SOURCES = ("fusion", "ui")
