@@ -48,7 +48,7 @@ LONGEST_FIRST = (
 tests (105 s: the sweep, then the other pages), the concurrency test (37 s), the cache faults (29 s), the shared
 comparisons (23 s), the bad-input corpus (23 s), the fuzz tests (22 s), the dashboard's AppTests (20 s), then
 8-15 s units (2026-12-08 00:02 UTC, a quiet machine). They are handed out first and in this
-order, the rest (each under 7 s) after them in collection order, so the run ends on short units: a long unit
+order, the rest (each under 8 s) after them in collection order, so the run ends on short units: a long unit
 handed out last keeps one worker busy while the other has nothing left (the dashboard's tests, then 49 s, handed
 out last in collection order, left one worker idle for 47 s)."""
 

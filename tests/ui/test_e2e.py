@@ -596,14 +596,15 @@ def _fits(page: object, where: str, problems: list[str]) -> None:
     page.set_viewport_size(VIEWPORT)
 
 
-def open_pair(page: object, server: str, pair: str | tuple[Path, Path], first: bool) -> None:
-    """Open the pair's home page: the first pair by its link, each later one as a user switching pairs in the
-    same session would, from the home page's inputs (the sample picker, or both server paths)."""
-    if first:
-        query = f"sample={pair}" if isinstance(pair, str) else f"p1={pair[0]}&p2={pair[1]}"
-        page.goto(f"{server}/?{query}")
-        _drawn(page)
-        return
+def pair_link(server: str, pair: str | tuple[Path, Path]) -> str:
+    """The link that opens the pair's home page: a sample by its name, files by their two paths."""
+    query = f"sample={pair}" if isinstance(pair, str) else f"p1={pair[0]}&p2={pair[1]}"
+    return f"{server}/?{query}"
+
+
+def open_from_home(page: object, pair: str | tuple[Path, Path]) -> None:
+    """Open the pair as a user switching pairs in the same session would: back to the home page, then its sample
+    picker, or its two server-path boxes."""
     _navigated(page, _sidebar_link(page, "Home").click, "Fusion Explorer")
     if isinstance(pair, str):
         page.get_by_test_id("stSelectbox").filter(has_text="Bundled sample pair").click()
@@ -676,11 +677,15 @@ def test_every_page_view_and_pair_draws_without_an_error_or_a_foreign_request(
     _listen(page, "request", requested)
     _listen(page, "response", answered)
     for number, (pair, source) in enumerate(sweep_pairs().items()):
-        try:
-            open_pair(page, server, source, first=number == 0)
-        except playwright_sync.Error as error:  # a broken page before it: say so with what that page showed
-            problems.append(f"{pair}: not opened from the home page: {error.message.splitlines()[0]}")
-            break
+        if number == 0:
+            page.goto(pair_link(server, source))
+            _drawn(page)
+        else:
+            try:
+                open_from_home(page, source)
+            except playwright_sync.Error as error:  # a broken page before it: say so with what that page showed
+                problems.append(f"{pair}: not opened from the home page: {error.message.splitlines()[0]}")
+                break
         combinations = sweep_pair(page, pair, problems)
         summary_line(f"browser sweep: {combinations} page x view combinations of pair {pair}")
     assert problems == [], "\n".join(problems)
