@@ -49,7 +49,8 @@ from playwright.sync_api import Page, sync_playwright
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(PROJECT), str(PROJECT / "tests"), str(PROJECT / "tests" / "ui")]  # ui, builders, test_e2e
 
-from test_e2e import BROWSER_ARGS, CHROMIUM, _free_port, _wait_until_serving  # noqa: E402
+import chromium  # noqa: E402
+from test_e2e import _free_port, _wait_until_serving  # noqa: E402
 
 from ui.warmup import PATH as WARM_UP_PATH  # noqa: E402
 from ui.widgets import page_url  # noqa: E402
@@ -257,14 +258,14 @@ def main() -> None:
         env.pop("FUSION_HOSTED", None)
         if args.restarts:
             with sync_playwright() as driver:
-                browser = driver.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS, headless=True)
+                browser = driver.chromium.launch(**chromium.launch_options())
                 restarts(browser, env, query, args.restarts)
                 browser.close()
             return
         bare_script = Path(folder) / "bare_page.py"
         bare_script.write_text(BARE_PAGE)
         with server(env) as base, server(env, str(bare_script)) as bare_base, sync_playwright() as driver:
-            browser = driver.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS, headless=True)
+            browser = driver.chromium.launch(**chromium.launch_options())
             started = time.perf_counter()
             session(browser, base, query)
             print(f"first analysis and walk-through (not counted): {time.perf_counter() - started:.1f} s")
