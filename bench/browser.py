@@ -228,7 +228,7 @@ def restarts(browser: object, env: dict[str, str], query: str, count: int) -> No
     for _ in range(count):
         for script in runs:
             runs[script].append(restart(browser, env, query, script))
-    print(f"load average before and after: {load} -> {os.getloadavg()[0]:.1f}")
+    print(f"browser: {chromium.executable()}; load average before and after: {load} -> {os.getloadavg()[0]:.1f}")
     print(f"median of {count} server starts, usable (s){'serve.py (warm-up)':>22}{'app.py (none)':>15}   goal")
     goals = {"first - warm": FIRST_VISIT_GOAL_S, "Groups - Home": GROUPS_LINK_GOAL_S}
     for step in ("first - warm", "Groups - Home", "first visit", "warm visit", "Groups link", "Home link"):
@@ -275,7 +275,7 @@ def main() -> None:
                 runs.append(session(browser, base, query))
                 bare.append(bare_page(browser, bare_base))
             browser.close()
-    print(f"load average before and after: {load} -> {os.getloadavg()[0]:.1f}")
+    print(f"browser: {chromium.executable()}; load average before and after: {load} -> {os.getloadavg()[0]:.1f}")
     print(
         f"{'step (fresh browser context each run)':<32}{'usable: median':>16}{'max':>6}{'idle: median':>14}{'max':>6}"
     )
