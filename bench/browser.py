@@ -49,7 +49,8 @@ from playwright.sync_api import Page, sync_playwright
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(PROJECT), str(PROJECT / "tests"), str(PROJECT / "tests" / "ui")]  # ui, builders, test_e2e
 
-from test_e2e import BROWSER_ARGS, CHROMIUM, _free_port, _wait_until_serving  # noqa: E402
+import chromium  # noqa: E402
+from test_e2e import _free_port, _wait_until_serving  # noqa: E402
 
 from ui.warmup import PATH as WARM_UP_PATH  # noqa: E402
 from ui.widgets import page_url  # noqa: E402
@@ -227,7 +228,7 @@ def restarts(browser: object, env: dict[str, str], query: str, count: int) -> No
     for _ in range(count):
         for script in runs:
             runs[script].append(restart(browser, env, query, script))
-    print(f"load average before and after: {load} -> {os.getloadavg()[0]:.1f}")
+    print(f"browser: {chromium.executable()}; load average before and after: {load} -> {os.getloadavg()[0]:.1f}")
     print(f"median of {count} server starts, usable (s){'serve.py (warm-up)':>22}{'app.py (none)':>15}   goal")
     goals = {"first - warm": FIRST_VISIT_GOAL_S, "Groups - Home": GROUPS_LINK_GOAL_S}
     for step in ("first - warm", "Groups - Home", "first visit", "warm visit", "Groups link", "Home link"):
@@ -257,14 +258,14 @@ def main() -> None:
         env.pop("FUSION_HOSTED", None)
         if args.restarts:
             with sync_playwright() as driver:
-                browser = driver.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS, headless=True)
+                browser = driver.chromium.launch(**chromium.launch_options())
                 restarts(browser, env, query, args.restarts)
                 browser.close()
             return
         bare_script = Path(folder) / "bare_page.py"
         bare_script.write_text(BARE_PAGE)
         with server(env) as base, server(env, str(bare_script)) as bare_base, sync_playwright() as driver:
-            browser = driver.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS, headless=True)
+            browser = driver.chromium.launch(**chromium.launch_options())
             started = time.perf_counter()
             session(browser, base, query)
             print(f"first analysis and walk-through (not counted): {time.perf_counter() - started:.1f} s")
@@ -274,7 +275,7 @@ def main() -> None:
                 runs.append(session(browser, base, query))
                 bare.append(bare_page(browser, bare_base))
             browser.close()
-    print(f"load average before and after: {load} -> {os.getloadavg()[0]:.1f}")
+    print(f"browser: {chromium.executable()}; load average before and after: {load} -> {os.getloadavg()[0]:.1f}")
     print(
         f"{'step (fresh browser context each run)':<32}{'usable: median':>16}{'max':>6}{'idle: median':>14}{'max':>6}"
     )

@@ -34,12 +34,11 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import chromium
 from playwright.async_api import Browser, Page, async_playwright
 
 PROJECT = Path(__file__).resolve().parents[1]
 SAMPLE = PROJECT / "sample_traces" / "eager_prefill"
-CHROMIUM = "/usr/bin/chromium"
-BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 FILE_SIZE = re.compile(r"^\d+(\.\d+)?(B|KB|MB|GB)$")
 """The size line of an uploader's file chip (the chip shortens a long file name, so the name cannot be matched)."""
 GPUS = (b'"AMD Instinct MI300X"', b'"NVIDIA H100 80GB HBM3"')
@@ -219,7 +218,7 @@ async def drive(url: str, pairs: list[tuple[Path, Path]], seconds: float, timeou
     tally = Tally()
     tags = [tag(n) for n in range(len(pairs))]
     async with async_playwright() as driver:
-        browser = await driver.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS, headless=True)
+        browser = await driver.chromium.launch(**chromium.launch_options())
         until = time.monotonic() + seconds
         await asyncio.gather(
             *(
@@ -263,7 +262,7 @@ def main() -> None:
     started = time.perf_counter()
     tally, start, end = run(args.sessions, args.seconds, args.timeout, args.eager)
     print(
-        f"{args.sessions} sessions for {args.seconds:.0f} s on loopback ({time.perf_counter() - started:.0f} s in all, "
+        f"{args.sessions} sessions of {chromium.executable()} for {args.seconds:.0f} s on loopback ({time.perf_counter() - started:.0f} s in all, "
         f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}): {tally.cycles} cycles completed, "
         f"lost uploads {tally.lost}, cross-session leaks {tally.leaks}, errors {len(tally.errors)}"
         + f", files the browser dropped {tally.dropped}"

@@ -4,6 +4,7 @@ The batch fixtures (a real batch result) serve the batch, view-state and dashboa
 the tests that share a fixture on one worker."""
 
 import compileall
+import gc
 import os
 import shutil
 import sys
@@ -66,6 +67,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     rank = {unit: i for i, unit in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(work_unit(item.nodeid), len(rank)))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Once the tests are collected, move every object made so far (the modules of pandas, Streamlit, numba,
+    hypothesis and the rest, imported by the collection) out of the cyclic garbage collector's reach: they live as
+    long as the process, and each full collection walked them all again. Objects the tests make are collected
+    as before."""
+    gc.freeze()
 
 
 COMPILED_SOURCES = ("fusion", "ui")

@@ -14,10 +14,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
 pytest.importorskip("playwright.async_api", reason="playwright is not installed")
-if not Path("/usr/bin/chromium").exists():
+import chromium  # noqa: E402
+
+if chromium.executable() is None:
     if os.environ.get("CI"):
-        pytest.fail("/usr/bin/chromium is not installed; .ci/run installs Debian's chromium", pytrace=False)
-    pytest.skip("/usr/bin/chromium is not installed", allow_module_level=True)
+        pytest.fail(f"Chromium is not installed; .ci/run installs it ({chromium.INSTALL})", pytrace=False)
+    pytest.skip(f"Chromium is not installed ({chromium.INSTALL})", allow_module_level=True)
 
 import concurrency  # noqa: E402
 

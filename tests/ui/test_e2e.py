@@ -1,7 +1,7 @@
 """End to end in a real browser: upload two traces, drill into a group, reopen the shared link elsewhere.
 
-Runs `streamlit run serve.py` (the app with its warm-up) with a temporary trace store and drives Debian's chromium through
-Playwright; with FUSION_SCREENSHOTS=1 (tools/screenshots.py) it also takes a screenshot of each page into
+Runs `streamlit run serve.py` (the app with its warm-up) with a temporary trace store and drives Debian's Chromium
+(bench/chromium.py) through Playwright; with FUSION_SCREENSHOTS=1 (tools/screenshots.py) it also takes a screenshot of each page into
 docs/screenshots (the README's pictures). It waits for conditions (a page's title, the URL a run rewrites, the idle
 run state), never for a fixed time but where a chart animates. Under CI a missing browser fails the test.
 """
@@ -25,24 +25,19 @@ import pytest
 from builders import SHARED_TRACES
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
+sys.path.insert(0, str(ROOT / "bench"))
+import chromium  # noqa: E402
+
+CHROMIUM = chromium.executable()
 SAMPLE = ROOT / "sample_traces" / "vllm_moe_full_graph"
 README_SHOTS = ROOT / "docs" / "screenshots"
 TIMEOUT_MS = 60_000
-BROWSER_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 playwright_sync = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-if not Path(CHROMIUM).exists():
+if CHROMIUM is None:
     if os.environ.get("CI"):
-        pytest.fail(f"{CHROMIUM} is not installed; .ci/run installs Debian's chromium", pytrace=False)
-    pytest.skip(f"{CHROMIUM} is not installed", allow_module_level=True)
+        pytest.fail(f"Chromium is not installed; .ci/run installs it ({chromium.INSTALL})", pytrace=False)
+    pytest.skip(f"Chromium is not installed ({chromium.INSTALL})", allow_module_level=True)
 if not (SAMPLE / "amd.json.gz").exists():
     pytest.skip("the bundled sample pair is missing", allow_module_level=True)
 
@@ -120,7 +115,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, batches: Path) -> Iterator[
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     with playwright_sync.sync_playwright() as driver:
-        instance = driver.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS, headless=True)
+        instance = driver.chromium.launch(**chromium.launch_options())
         yield instance
         instance.close()
 
