@@ -262,7 +262,8 @@ def main() -> None:
     started = time.perf_counter()
     tally, start, end = run(args.sessions, args.seconds, args.timeout, args.eager)
     print(
-        f"{args.sessions} sessions of {chromium.executable()} for {args.seconds:.0f} s on loopback ({time.perf_counter() - started:.0f} s in all, "
+        f"{args.sessions} sessions of {chromium.executable()} for {args.seconds:.0f} s on loopback "
+        f"({time.perf_counter() - started:.0f} s in all, "
         f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}): {tally.cycles} cycles completed, "
         f"lost uploads {tally.lost}, cross-session leaks {tally.leaks}, errors {len(tally.errors)}"
         + f", files the browser dropped {tally.dropped}"

@@ -1,9 +1,10 @@
 """End to end in a real browser: upload two traces, drill into a group, reopen the shared link elsewhere.
 
 Runs `streamlit run serve.py` (the app with its warm-up) with a temporary trace store and drives Debian's Chromium
-(bench/chromium.py) through Playwright; with FUSION_SCREENSHOTS=1 (tools/screenshots.py) it also takes a screenshot of each page into
-docs/screenshots (the README's pictures). It waits for conditions (a page's title, the URL a run rewrites, the idle
-run state), never for a fixed time but where a chart animates. Under CI a missing browser fails the test.
+(bench/chromium.py) through Playwright; with FUSION_SCREENSHOTS=1 (tools/screenshots.py) it also takes a screenshot
+of each page into docs/screenshots (the README's pictures). It waits for conditions (a page's title, the URL a run
+rewrites, the idle run state), never for a fixed time but where a chart animates. Under CI a missing browser fails
+the test.
 """
 
 from __future__ import annotations
@@ -28,13 +29,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 import chromium  # noqa: E402
 
-CHROMIUM = chromium.executable()
 SAMPLE = ROOT / "sample_traces" / "vllm_moe_full_graph"
 README_SHOTS = ROOT / "docs" / "screenshots"
 TIMEOUT_MS = 60_000
 
 playwright_sync = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-if CHROMIUM is None:
+if chromium.executable() is None:
     if os.environ.get("CI"):
         pytest.fail(f"Chromium is not installed; .ci/run installs it ({chromium.INSTALL})", pytrace=False)
     pytest.skip(f"Chromium is not installed ({chromium.INSTALL})", allow_module_level=True)
